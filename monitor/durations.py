@@ -1,0 +1,47 @@
+"""Parsing of human durations such as ``90s``, ``5m``, ``1h30m``, ``7d`` or ``2w``.
+
+Durations are kept as whole seconds: bucket widths and windows are multiples of a second, and
+integers keep bucket arithmetic exact.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_PART = re.compile(r"(\d+)([smhdw])")
+
+
+def parse_duration(value: object) -> int:
+    """Return ``value`` in seconds; raise ``ValueError`` naming the bad value otherwise.
+
+    Accepts a non-negative integer (seconds) or a string of ``<int><unit>`` parts, units
+    ``s m h d w``.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if text.isdigit():
+            return int(text)
+        if text and _PART.sub("", text) == "":
+            return sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
+    raise ValueError(f"{value!r} is not a duration (use e.g. 90s, 5m, 1h, 7d)")
+
+
+def format_duration(seconds: int) -> str:
+    """Inverse of :func:`parse_duration` for display: the largest exact units, e.g. ``1h30m``."""
+    if seconds == 0:
+        return "0s"
+    out = []
+    for unit, size in sorted(_UNITS.items(), key=lambda kv: -kv[1]):
+        if unit == "w" and seconds % size:
+            continue
+        n, seconds = divmod(seconds, size)
+        if n:
+            out.append(f"{n}{unit}")
+    return "".join(out)

@@ -1,0 +1,314 @@
+"""The engine: applies decoded batches to per-partition windows and the label join.
+
+State is kept per input partition (so that, in a consumer group, a partition's state can move
+with it): for each model a :class:`~monitor.windows.WindowRing`, plus one pending-prediction
+store and one early-label table shared by the partition's models (labels carry no model id;
+the prediction they join tells the model).
+
+Every step is vectorized over the batch; the only Python loops are over models.
+
+Counting rules (each outcome is counted, none is silent):
+
+* a prediction whose id is already pending (or repeated in the batch) is a *duplicate*;
+* a prediction too old for the ring is *late*;
+* a label is counted in the bucket of its prediction (``label_time: prediction``, the cohort
+  view) or of its own arrival (``label_time: arrival``); if that bucket has left the ring the
+  label is *late*;
+* a second label for the same prediction is a *duplicate label*;
+* a label whose prediction is unknown is held as *early* for a grace period, then becomes an
+  *orphan*;
+* pending predictions leave the store after the TTL (*expired*) or, past the size cap, oldest
+  first (*evicted*).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config import Config, ModelSpec, WindowSpec
+from monitor.events import Decoder, LabelBatch, PredictionBatch
+from monitor.groups import GroupRegistry
+from monitor.join import LABELLED, NO_SCORE, PENDING, EarlyLabels, PendingStore, first_occurrences
+from monitor.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, WindowRing, n_cells
+
+I64 = npt.NDArray[np.int64]
+
+COUNTERS = (
+    "predictions",
+    "labels",
+    "duplicate_predictions",
+    "late_predictions",
+    "duplicate_labels",
+    "late_labels",
+    "early_labels",
+    "orphan_labels",
+    "evicted_pending",
+    "expired_pending",
+)
+
+
+class PartitionState:
+    """Everything the engine keeps for one input partition."""
+
+    def __init__(self, models: list[ModelSpec], n_sets: int) -> None:
+        self.rings = [
+            WindowRing(n_buckets=m.ring_buckets, n_cells=n_cells(m.score_bins)) for m in models
+        ]
+        self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
+        self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
+        self.watermark = -np.inf
+        self.counters = dict.fromkeys(COUNTERS, 0)
+
+    def count(self, name: str, value: int | np.integer[Any]) -> None:
+        self.counters[name] += int(value)
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """Summed counts of one window of one model: ``counts[group, cell]``."""
+
+    window: WindowSpec
+    start: float  # epoch seconds, inclusive
+    end: float  # epoch seconds, exclusive
+    counts: I64
+
+
+@dataclass(frozen=True)
+class ModelSnapshot:
+    spec: ModelSpec
+    set_names: list[str]
+    groups: list[tuple[I64, list[str]]]  # per attribute set: group indices and labels
+    windows: dict[str, WindowCounts]
+    totals: I64  # everything accepted since start (ring + expired), [group, cell]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent copy of the engine's summed counts: cheap to take, safe to read later."""
+
+    models: dict[str, ModelSnapshot]
+    counters: dict[str, int]
+
+
+class Engine:
+    """Holds all state; :meth:`apply` folds in decoded batches, :meth:`snapshot` reads out."""
+
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.models: list[ModelSpec] = list(config.models.values())
+        self.registries = [GroupRegistry(m) for m in self.models]
+        self.decoder = Decoder(config, self.registries, clock=clock)
+        self.n_sets = max(len(m.attribute_sets) for m in self.models)
+        self.partitions: dict[int, PartitionState] = {}
+        self.invalid: dict[str, int] = {}
+        self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
+        self._grace = max(m.join.early_label_grace for m in self.models)
+
+    def partition(self, p: int) -> PartitionState:
+        st = self.partitions.get(p)
+        if st is None:
+            st = self.partitions[p] = PartitionState(self.models, self.n_sets)
+        return st
+
+    # -- applying batches ----------------------------------------------------------------------
+    def apply(self, partition: int, preds: PredictionBatch, labels: LabelBatch) -> None:
+        """Fold one poll batch of one partition into the state (predictions first)."""
+        st = self.partition(partition)
+        if len(preds):
+            self._predictions(st, preds)
+        if len(labels):
+            self._labels(st, labels.key, labels.ts, labels.label)
+        self._expire(st)
+
+    def _predictions(self, st: PartitionState, b: PredictionBatch) -> None:
+        dup = ~first_occurrences(b.key) | (st.pending.find(b.key) >= 0)
+        st.count("duplicate_predictions", dup.sum())
+        b = b.take(~dup)
+        if not len(b):
+            return
+        st.watermark = max(st.watermark, float(b.ts.max()))
+        admitted = np.zeros(len(b), dtype=bool)
+        buckets = np.zeros(len(b), dtype=np.int64)
+        for m in np.unique(b.model):
+            spec, ring = self.models[m], st.rings[m]
+            ring.grow(len(self.registries[m]))
+            sel = np.flatnonzero(b.model == m)
+            bk = (b.ts[sel] // spec.bucket).astype(np.int64)
+            late, gone = ring.admit(bk)
+            st.count("late_predictions", late.sum())
+            k = len(spec.attribute_sets)
+            groups = b.groups[sel, :k]
+            fav = (b.pred[sel] == spec.favourable).astype(np.int64)
+            n = len(sel)
+            cells = np.concatenate([np.full(n, N), np.full(n, FAV)])
+            weights = np.concatenate([np.ones(n, np.int64), fav])
+            both = np.concatenate([np.arange(n), np.arange(n)])
+            self._scatter(
+                ring, bk[both], groups[both], cells, weights, (~late & ~gone)[both], gone[both]
+            )
+            admitted[sel[~late]] = True
+            buckets[sel] = bk
+        idx = np.flatnonzero(admitted)
+        st.count("predictions", len(idx))
+        rows = np.zeros(len(idx), dtype=st.pending.data.dtype)
+        rows["key"] = b.key[idx]
+        rows["bucket"] = buckets[idx]
+        score = b.score[idx]
+        ok = np.isfinite(score) & (score >= 0) & (score <= 1)
+        rows["score"] = np.where(ok, np.rint(np.where(ok, score, 0) * SCORE_SCALE), NO_SCORE)
+        rows["groups"] = b.groups[idx, : self.n_sets]
+        rows["model"] = b.model[idx]
+        rows["pred"] = b.pred[idx]
+        rows["state"] = PENDING
+        evicted = st.pending.insert(rows)
+        st.count("evicted_pending", (evicted["state"] == PENDING).sum())
+        hit, early = st.early.take(rows["key"])
+        if len(hit):
+            self._labels(st, early["key"], early["ts"], early["label"])
+
+    def _labels(
+        self,
+        st: PartitionState,
+        key: npt.NDArray[np.uint64],
+        ts: npt.NDArray[np.float64],
+        label: npt.NDArray[np.uint8],
+    ) -> None:
+        first = first_occurrences(key)
+        idx = st.pending.find(key)
+        found = idx >= 0
+        already = np.zeros(len(key), dtype=bool)
+        already[found] = st.pending.data["state"][idx[found]] == LABELLED
+        unknown = first & ~found
+        held_before = np.zeros(len(key), dtype=bool)
+        held_before[unknown] = st.early.find(key[unknown]) >= 0
+        st.count("duplicate_labels", (~first | already | held_before).sum())
+        match = np.flatnonzero(first & found & ~already)
+        hold = np.flatnonzero(unknown & ~held_before)
+        if len(hold):
+            rows = np.zeros(len(hold), dtype=st.early.data.dtype)
+            rows["key"], rows["ts"], rows["label"] = key[hold], ts[hold], label[hold]
+            st.count("early_labels", len(hold))
+            st.count("orphan_labels", len(st.early.insert(rows)))
+        if not len(match):
+            return
+        st.pending.data["state"][idx[match]] = LABELLED
+        entries = st.pending.data[idx[match]]
+        lab = label[match].astype(np.int64)
+        for m in np.unique(entries["model"]):
+            spec, ring = self.models[m], st.rings[m]
+            sel = np.flatnonzero(entries["model"] == m)
+            e = entries[sel]
+            y = lab[sel]
+            if spec.label_time == "prediction":
+                bk = e["bucket"]
+                late = ~ring.is_live(bk)
+                gone = np.zeros(len(bk), dtype=bool)
+            else:
+                bk = (ts[match][sel] // spec.bucket).astype(np.int64)
+                late, gone = ring.admit(bk)
+            st.count("late_labels", late.sum())
+            st.count("labels", (~late).sum())
+            pred = e["pred"].astype(np.int64)
+            cell = np.where(pred == 1, np.where(y == 1, TP, FP), np.where(y == 1, FN, TN))
+            parts_row = [np.arange(len(e))]
+            parts_cell = [cell]
+            parts_w = [np.ones(len(e), np.int64)]
+            scored = np.flatnonzero(e["score"] != NO_SCORE)
+            if len(scored):
+                s = e["score"][scored].astype(np.int64)
+                b_ = np.minimum(s * spec.score_bins // SCORE_SCALE, spec.score_bins - 1)
+                base = CAL + 3 * b_
+                parts_row += [scored, scored, scored]
+                parts_cell += [base, base + 1, base + 2]
+                parts_w += [np.ones(len(scored), np.int64), y[scored], s]
+            rows_ = np.concatenate(parts_row)
+            k = len(spec.attribute_sets)
+            self._scatter(
+                ring,
+                bk[rows_],
+                e["groups"][rows_, :k],
+                np.concatenate(parts_cell),
+                np.concatenate(parts_w),
+                (~late & ~gone)[rows_],
+                gone[rows_],
+            )
+
+    @staticmethod
+    def _scatter(
+        ring: WindowRing,
+        buckets: I64,
+        groups: npt.NDArray[Any],
+        cells: I64,
+        weights: I64,
+        live: npt.NDArray[np.bool_],
+        gone: npt.NDArray[np.bool_],
+    ) -> None:
+        """Add ``weights`` to ``cells`` of every attribute set's group of each event."""
+        k = groups.shape[1]
+        rep = np.repeat
+        live_r = rep(live, k)
+        gone_r = rep(gone, k)
+        g = groups.reshape(-1)
+        b = rep(buckets, k)
+        c = rep(cells, k)
+        w = rep(weights, k)
+        ring.add(b[live_r], g[live_r], c[live_r], w[live_r])
+        ring.add_expired(g[gone_r], c[gone_r], w[gone_r])
+
+    def _expire(self, st: PartitionState) -> None:
+        heads = np.array(
+            [r.head if r.head is not None else np.iinfo(np.int64).min // 2 for r in st.rings],
+            dtype=np.int64,
+        )
+        gone = st.pending.expire(heads - self._ttl)
+        st.count("expired_pending", (gone["state"] == PENDING).sum())
+        if np.isfinite(st.watermark):
+            st.count("orphan_labels", len(st.early.expire(st.watermark - self._grace)))
+
+    # -- reading -------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        models: dict[str, ModelSnapshot] = {}
+        for m, spec in enumerate(self.models):
+            reg = self.registries[m]
+            g = len(reg)
+            rings = [st.rings[m] for st in self.partitions.values()]
+            for r in rings:
+                r.grow(g)
+            heads = [r.head for r in rings if r.head is not None]
+            windows: dict[str, WindowCounts] = {}
+            for w in spec.windows:
+                counts = np.zeros((g, n_cells(spec.score_bins)), dtype=np.int64)
+                start = end = 0
+                if heads:
+                    end = max(heads) + 1 - w.lag // spec.bucket
+                    start = end - w.length // spec.bucket
+                    for r in rings:
+                        counts += r.window(start, end)
+                windows[w.name] = WindowCounts(w, start * spec.bucket, end * spec.bucket, counts)
+            totals = sum(
+                (r.total() for r in rings), np.zeros((g, n_cells(spec.score_bins)), np.int64)
+            )
+            models[spec.name] = ModelSnapshot(
+                spec=spec,
+                set_names=reg.set_names,
+                groups=[reg.groups_of_set(s) for s in range(len(reg.sets))],
+                windows=windows,
+                totals=totals,
+            )
+        counters = dict.fromkeys(COUNTERS, 0)
+        for st in self.partitions.values():
+            for k, v in st.counters.items():
+                counters[k] += v
+        counters["pending"] = sum(len(st.pending) for st in self.partitions.values())
+        counters["invalid"] = sum(self.invalid.values())
+        return Snapshot(models=models, counters=counters)
+
+    def count_invalid(self, reasons: list[str]) -> None:
+        for r in reasons:
+            self.invalid[r] = self.invalid.get(r, 0) + 1

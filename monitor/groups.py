@@ -1,0 +1,156 @@
+"""Group vocabulary of one model: which column of the count tensor belongs to which group.
+
+Each attribute set (a single attribute such as ``race``, or an intersection such as
+``race&sex``) has its own groups. All of a model's groups share one index space so that one
+count tensor ``[bucket, group, cell]`` holds every attribute set; a new group is appended at
+the end, so existing indices never move (state stays valid as groups appear).
+
+Cardinality is bounded: once an attribute set holds ``max_groups`` groups, new values fall
+into ``__other__`` and are counted in :attr:`GroupRegistry.overflow`. A missing value is the
+group ``__missing__`` — missingness is itself a fairness signal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config import MISSING_GROUP, OTHER_GROUP, AttributeSpec, ModelSpec
+
+SEP = "&"
+
+
+def bin_labels(edges: Sequence[float]) -> list[str]:
+    """Labels for numeric bins: ``<25``, ``25-45``, ``>=45`` for edges ``[25, 45]``."""
+
+    def fmt(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    labels = [f"<{fmt(edges[0])}"]
+    labels += [f"{fmt(a)}-{fmt(b)}" for a, b in itertools.pairwise(edges)]
+    labels.append(f">={fmt(edges[-1])}")
+    return labels
+
+
+def value_label(value: object) -> str | None:
+    """Canonical text of a categorical value; ``None`` when missing."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, int):
+        return str(value)
+    return str(value)
+
+
+class GroupRegistry:
+    """Maps (attribute set, group label) to a dense index, with per-set cardinality caps."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.sets: tuple[tuple[str, ...], ...] = spec.attribute_sets
+        self.set_names: list[str] = [SEP.join(s) for s in self.sets]
+        self.labels: list[str] = []
+        self.set_of: list[int] = []
+        self._index: list[dict[str, int]] = [{} for _ in self.sets]
+        self.caps = [a.max_groups for a in spec.attributes] + [
+            spec.max_intersection_groups for _ in spec.intersections
+        ]
+        self.overflow = [0] * len(self.sets)
+        self._bins: dict[str, list[str]] = {
+            a.name: bin_labels(a.bins) for a in spec.attributes if a.bins is not None
+        }
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def index(self, set_idx: int, label: str) -> int:
+        """Dense index of ``label`` in attribute set ``set_idx``, creating it if allowed."""
+        table = self._index[set_idx]
+        idx = table.get(label)
+        if idx is not None:
+            return idx
+        if len(table) >= self.caps[set_idx] and label not in (MISSING_GROUP, OTHER_GROUP):
+            self.overflow[set_idx] += 1
+            return self.index(set_idx, OTHER_GROUP)
+        idx = len(self.labels)
+        table[label] = idx
+        self.labels.append(label)
+        self.set_of.append(set_idx)
+        return idx
+
+    def groups_of_set(self, set_idx: int) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """Indices and labels of the groups of one attribute set, in first-seen order."""
+        table = self._index[set_idx]
+        return np.fromiter(table.values(), np.int64, len(table)), list(table)
+
+    def encode(self, raw_values: Sequence[Sequence[object]]) -> npt.NDArray[np.int32]:
+        """Group indices ``[n, n_sets]`` for ``n`` events.
+
+        ``raw_values[j]`` holds the raw values of attribute ``j`` (configuration order) for
+        every event. Numeric attributes are binned with one vectorized ``searchsorted``.
+        """
+        n = len(raw_values[0]) if raw_values else 0
+        out = np.empty((n, len(self.sets)), dtype=np.int32)
+        labels_per_attr: list[list[str]] = []
+        for j, (attr, column) in enumerate(zip(self.spec.attributes, raw_values, strict=True)):
+            labels = self._labels_for(attr, column)
+            labels_per_attr.append(labels)
+            index = self.index
+            out[:, j] = [index(j, lab) for lab in labels]
+        if self.spec.intersections:
+            pos = {a.name: j for j, a in enumerate(self.spec.attributes)}
+            base = len(self.spec.attributes)
+            for k, combo in enumerate(self.spec.intersections):
+                cols = [labels_per_attr[pos[a]] for a in combo]
+                index = self.index
+                out[:, base + k] = [index(base + k, SEP.join(t)) for t in zip(*cols, strict=True)]
+        return out
+
+    def _labels_for(self, attr: AttributeSpec, column: Sequence[object]) -> list[str]:
+        if attr.bins is None:
+            return [MISSING_GROUP if (lab := value_label(v)) is None else lab for v in column]
+        values = np.array([_as_float(v) for v in column], dtype=np.float64)
+        which = np.searchsorted(np.asarray(attr.bins), values, side="right")
+        names = self._bins[attr.name]
+        return [
+            MISSING_GROUP if math.isnan(v) else names[w] for v, w in zip(values, which, strict=True)
+        ]
+
+    # -- checkpoint support --------------------------------------------------------------------
+    def state(self) -> dict[str, object]:
+        return {"labels": list(self.labels), "set_of": list(self.set_of), "overflow": self.overflow}
+
+    def restore(self, state: dict[str, object]) -> None:
+        labels = list(state["labels"])  # type: ignore[call-overload]
+        set_of = list(state["set_of"])  # type: ignore[call-overload]
+        self.labels, self.set_of = [], []
+        self._index = [{} for _ in self.sets]
+        for lab, s in zip(labels, set_of, strict=True):
+            self._index[s][lab] = len(self.labels)
+            self.labels.append(lab)
+            self.set_of.append(s)
+        self.overflow = list(state["overflow"])  # type: ignore[call-overload]
+
+
+def _as_float(value: object) -> float:
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    return math.nan

@@ -1,0 +1,141 @@
+"""Event-time bucket ring holding integer count cells per group.
+
+Why a ring of buckets: every sliding window (``5m``, ``1h``, ``7d ending 30d ago``) is a sum
+over a contiguous range of buckets, so one tensor ``counts[slot, group, cell]`` serves all
+windows, updates are O(events) with one ``np.add.at``, and eviction is zeroing a slot.
+
+The ring covers ``n_buckets`` consecutive buckets ending at ``head`` (the newest bucket seen).
+An event whose bucket is at or before ``head - n_buckets`` arrived too late to be counted: it
+is reported as *late* (never silently dropped). Counts that leave the ring are accumulated in
+``expired`` so that ``in ring + expired`` is every accepted event, which makes loss testable.
+
+Lateness is decided per event against the running maximum of the buckets seen so far (in
+arrival order), exactly as if events were applied one at a time, so the result does not depend
+on how a stream is cut into batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+Bool = npt.NDArray[np.bool_]
+
+# Cells of the count tensor. The confusion cells use class 1 as "positive" for both the
+# prediction and the label; which prediction value is *favourable* only affects FAV.
+N, FAV, TP, FP, FN, TN = range(6)
+CAL = 6  # then, per score bin b: CAL+3b = labelled count, +1 = label sum, +2 = score sum (µ)
+SCORE_SCALE = 1_000_000
+CELL_NAMES = ("predictions", "favourable", "tp", "fp", "fn", "tn")
+
+
+def n_cells(score_bins: int) -> int:
+    return CAL + 3 * score_bins
+
+
+class WindowRing:
+    """Counts for one (model, partition): ``counts[slot, group, cell]`` over a bucket ring."""
+
+    def __init__(self, *, n_buckets: int, n_cells: int, n_groups: int = 0) -> None:
+        if n_buckets < 1:
+            raise ValueError("n_buckets must be at least 1")
+        self.n_buckets = n_buckets
+        self.n_cells = n_cells
+        self.counts: I64 = np.zeros((n_buckets, n_groups, n_cells), dtype=np.int64)
+        self.expired: I64 = np.zeros((n_groups, n_cells), dtype=np.int64)
+        self.head: int | None = None
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.counts.shape[1])
+
+    def grow(self, n_groups: int) -> None:
+        """Make room for ``n_groups`` groups (new groups are appended, indices never move)."""
+        extra = n_groups - self.n_groups
+        if extra <= 0:
+            return
+        self.counts = np.concatenate(
+            [self.counts, np.zeros((self.n_buckets, extra, self.n_cells), np.int64)], axis=1
+        )
+        self.expired = np.concatenate([self.expired, np.zeros((extra, self.n_cells), np.int64)])
+
+    @property
+    def oldest(self) -> int | None:
+        """Oldest bucket still held (``None`` before the first event)."""
+        return None if self.head is None else self.head - self.n_buckets + 1
+
+    def advance(self, new_head: int) -> None:
+        """Move the head forward, moving the contents of reused slots to ``expired``."""
+        if self.head is None:
+            self.head = int(new_head)
+            return
+        if new_head <= self.head:
+            return
+        k = min(int(new_head) - self.head, self.n_buckets)
+        slots = (self.head + 1 + np.arange(k)) % self.n_buckets
+        reused = self.counts[slots]
+        if reused.any():
+            self.expired += reused.sum(axis=0)
+            self.counts[slots] = 0
+        self.head = int(new_head)
+
+    def admit(self, buckets: I64) -> tuple[Bool, Bool]:
+        """Advance the head over ``buckets`` (in arrival order) and classify each event.
+
+        Returns ``(late, gone)``: *late* events were already too old when they arrived (not
+        counted); *gone* events were in time on arrival but their bucket left the ring later in
+        this same batch (counted straight into ``expired``). The others go into the ring.
+        """
+        if len(buckets) == 0:
+            empty = np.zeros(0, dtype=bool)
+            return empty, empty
+        start = buckets[0] if self.head is None else self.head
+        running = np.maximum.accumulate(np.maximum(buckets, start))
+        late = buckets <= running - self.n_buckets
+        self.advance(int(running[-1]))
+        assert self.head is not None
+        gone = ~late & (buckets <= self.head - self.n_buckets)
+        return late, gone
+
+    def is_live(self, buckets: I64) -> Bool:
+        """Whether each bucket is currently held by the ring."""
+        if self.head is None:
+            return np.zeros(len(buckets), dtype=bool)
+        return (buckets > self.head - self.n_buckets) & (buckets <= self.head)
+
+    def add(self, buckets: I64, groups: npt.NDArray[Any], cells: I64, weights: I64) -> None:
+        """``counts[bucket, group, cell] += weight`` for live buckets (vectorized, duplicates add)."""
+        if len(buckets) == 0:
+            return
+        slot = buckets % self.n_buckets
+        flat = (slot * self.n_groups + groups.astype(np.int64)) * self.n_cells + cells
+        np.add.at(self.counts.reshape(-1), flat, weights)
+
+    def add_expired(self, groups: npt.NDArray[Any], cells: I64, weights: I64) -> None:
+        if len(groups):
+            np.add.at(
+                self.expired.reshape(-1), groups.astype(np.int64) * self.n_cells + cells, weights
+            )
+
+    def window(self, start: int, end: int) -> I64:
+        """Sum of buckets ``start <= b < end`` that the ring holds: ``[group, cell]``."""
+        if self.head is None:
+            return np.zeros((self.n_groups, self.n_cells), dtype=np.int64)
+        lo = max(start, self.head - self.n_buckets + 1)
+        hi = min(end, self.head + 1)
+        if hi <= lo:
+            return np.zeros((self.n_groups, self.n_cells), dtype=np.int64)
+        a, b = lo % self.n_buckets, (hi - 1) % self.n_buckets + 1
+        if a < b:  # one contiguous run of slots; else the range wraps around the ring's end
+            out: I64 = self.counts[a:b].sum(axis=0)
+        else:
+            out = self.counts[a:].sum(axis=0) + self.counts[:b].sum(axis=0)
+        return out
+
+    def total(self) -> I64:
+        """Everything accepted so far: the ring plus what has expired from it."""
+        out: I64 = self.counts.sum(axis=0) + self.expired
+        return out
