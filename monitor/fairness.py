@@ -179,15 +179,16 @@ def _pair_diff(num: I64, den: I64, a: int, b: int, confidence: float) -> tuple[f
 def differential_fairness(favourable: I64, n: I64, *, concentration: float = 1.0) -> float:
     """Smoothed empirical differential fairness ε (Foulds, Islam, Keya & Pan 2020).
 
-    P(y | g) = (N_{y,g} + α) / (N_g + 2α) for y ∈ {favourable, not}; ε is the largest
-    |ln P(y | i) − ln P(y | j)| over outcomes and pairs of groups with data. ε = 0 is perfect
-    parity; e^ε bounds the ratio of any two groups' outcome probabilities.
+    P(y | g) = (N_{y,g} + α/2) / (N_g + α) for y ∈ {favourable, not}, with α the total
+    Dirichlet ``concentration`` split over the two outcomes (AIF360's parametrisation); ε is
+    the largest |ln P(y | i) − ln P(y | j)| over outcomes and pairs of groups with data.
+    ε = 0 is perfect parity; e^ε bounds the ratio of any two groups' outcome probabilities.
     """
     has = n > 0
     if has.sum() < 2:
         return float("nan")
     f, t = favourable[has].astype(np.float64), n[has].astype(np.float64)
-    a = concentration
+    a = concentration / 2.0
     p_yes = (f + a) / (t + 2 * a)
     p_no = (t - f + a) / (t + 2 * a)
     eps = 0.0

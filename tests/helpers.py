@@ -1,0 +1,53 @@
+"""Helpers to build configs and events for tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from monitor.config import Config, parse_config
+from monitor.engine import Engine
+from monitor.events import RawRecord
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def config(**model: Any) -> Config:
+    base: dict[str, Any] = {"attributes": {"g": {}}, "windows": ["1h"], "min_samples": 1}
+    base.update(model)
+    return parse_config({"models": {"m": base}})
+
+
+def pred(pid: object, t: float, group: object, p: int, score: float | None = None,
+         **extra: Any) -> RawRecord:
+    ev: dict[str, Any] = {"prediction_id": pid, "model_id": "m", "timestamp": t,
+                          "attributes": {"g": group}, "prediction": p}
+    if score is not None:
+        ev["score"] = score
+    ev.update(extra)
+    return RawRecord(json.dumps(ev).encode())
+
+
+def label(pid: object, t: float, y: int) -> RawRecord:
+    return RawRecord(json.dumps({"prediction_id": pid, "timestamp": t, "label": y}).encode())
+
+
+def run(engine: Engine, preds: list[RawRecord], labels: list[RawRecord] = (),  # type: ignore[assignment]
+        partition: int = 0) -> None:
+    """Decode and apply one batch (predictions then labels), as the streaming path does."""
+    pb, d1 = engine.decoder.decode_predictions(preds)
+    lb, d2 = engine.decoder.decode_labels(list(labels))
+    assert not d1 and not d2, (d1, d2)
+    engine.apply(partition, pb, lb)
+
+
+def confusion_events(group: str, tp: int, fp: int, fn: int, tn: int, start: int = 0,
+                     t: float = T0) -> tuple[list[RawRecord], list[RawRecord]]:
+    preds, labels = [], []
+    i = start
+    for p, y, n in ((1, 1, tp), (1, 0, fp), (0, 1, fn), (0, 0, tn)):
+        for _ in range(n):
+            preds.append(pred(f"{group}{i}", t, group, p))
+            labels.append(label(f"{group}{i}", t + 1, y))
+            i += 1
+    return preds, labels
