@@ -90,9 +90,13 @@ class GroupRegistry:
         return idx
 
     def groups_of_set(self, set_idx: int) -> tuple[npt.NDArray[np.int64], list[str]]:
-        """Indices and labels of the groups of one attribute set, in first-seen order."""
-        table = self._index[set_idx]
-        return np.fromiter(table.values(), np.int64, len(table)), list(table)
+        """Indices and labels of the groups of one attribute set, sorted by label.
+
+        Sorting (rather than first-seen order) makes every report independent of arrival
+        order, including which group wins a tie.
+        """
+        items = sorted(self._index[set_idx].items())
+        return np.array([i for _, i in items], dtype=np.int64), [lab for lab, _ in items]
 
     def encode(self, raw_values: Sequence[Sequence[object]]) -> npt.NDArray[np.int32]:
         """Group indices ``[n, n_sets]`` for ``n`` events.

@@ -18,10 +18,16 @@ def config(**model: Any) -> Config:
     return parse_config({"models": {"m": base}})
 
 
-def pred(pid: object, t: float, group: object, p: int, score: float | None = None,
-         **extra: Any) -> RawRecord:
-    ev: dict[str, Any] = {"prediction_id": pid, "model_id": "m", "timestamp": t,
-                          "attributes": {"g": group}, "prediction": p}
+def pred(
+    pid: object, t: float, group: object, p: int, score: float | None = None, **extra: Any
+) -> RawRecord:
+    ev: dict[str, Any] = {
+        "prediction_id": pid,
+        "model_id": "m",
+        "timestamp": t,
+        "attributes": {"g": group},
+        "prediction": p,
+    }
     if score is not None:
         ev["score"] = score
     ev.update(extra)
@@ -32,8 +38,12 @@ def label(pid: object, t: float, y: int) -> RawRecord:
     return RawRecord(json.dumps({"prediction_id": pid, "timestamp": t, "label": y}).encode())
 
 
-def run(engine: Engine, preds: list[RawRecord], labels: list[RawRecord] = (),  # type: ignore[assignment]
-        partition: int = 0) -> None:
+def run(
+    engine: Engine,
+    preds: list[RawRecord],
+    labels: list[RawRecord] = (),  # type: ignore[assignment]
+    partition: int = 0,
+) -> None:
     """Decode and apply one batch (predictions then labels), as the streaming path does."""
     pb, d1 = engine.decoder.decode_predictions(preds)
     lb, d2 = engine.decoder.decode_labels(list(labels))
@@ -41,8 +51,9 @@ def run(engine: Engine, preds: list[RawRecord], labels: list[RawRecord] = (),  #
     engine.apply(partition, pb, lb)
 
 
-def confusion_events(group: str, tp: int, fp: int, fn: int, tn: int, start: int = 0,
-                     t: float = T0) -> tuple[list[RawRecord], list[RawRecord]]:
+def confusion_events(
+    group: str, tp: int, fp: int, fn: int, tn: int, start: int = 0, t: float = T0
+) -> tuple[list[RawRecord], list[RawRecord]]:
     preds, labels = [], []
     i = start
     for p, y, n in ((1, 1, tp), (1, 0, fp), (0, 1, fn), (0, 0, tn)):

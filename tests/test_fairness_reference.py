@@ -20,7 +20,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 
 from monitor.fairness import disparities, group_metrics
 from monitor.intervals import katz_log_ratio, mover_ratio, newcombe_diff, wilson
-from monitor.windows import FAV, FN, FP, N, TN, TP, n_cells
+from monitor.windows import FAV, FN, FP, TN, TP, N, n_cells
 
 logging.getLogger().setLevel(logging.ERROR)
 warnings.filterwarnings("ignore")
@@ -73,7 +73,9 @@ def test_against_fairlearn(seed: int) -> None:
     d = disparities(gm, min_samples=1)
     mf = MetricFrame(
         metrics={"sr": selection_rate, "tpr": true_positive_rate, "fpr": false_positive_rate},
-        y_true=y, y_pred=p, sensitive_features=g,
+        y_true=y,
+        y_pred=p,
+        sensitive_features=g,
     )
     by = mf.by_group
     present = np.flatnonzero(gm.n > 0)
@@ -87,7 +89,9 @@ def test_against_fairlearn(seed: int) -> None:
         assert np.all(theirs.to_numpy()[~defined] == 0.0)
     np.testing.assert_allclose(
         d.statistical_parity_difference.value,
-        demographic_parity_difference(y, p, sensitive_features=g), rtol=1e-12, atol=1e-15,
+        demographic_parity_difference(y, p, sensitive_features=g),
+        rtol=1e-12,
+        atol=1e-15,
     )
     fl_ratio = demographic_parity_ratio(y, p, sensitive_features=g)
     if np.nanmax(gm.selection_rate) > 0:
@@ -99,7 +103,9 @@ def test_against_fairlearn(seed: int) -> None:
     if tpr_ok and fpr_ok:
         np.testing.assert_allclose(
             d.equalized_odds_difference.value,
-            equalized_odds_difference(y, p, sensitive_features=g), rtol=1e-12, atol=1e-15,
+            equalized_odds_difference(y, p, sensitive_features=g),
+            rtol=1e-12,
+            atol=1e-15,
         )
     else:
         # our gaps ignore groups whose rate is undefined: equal to fairlearn's gap over the
@@ -131,28 +137,44 @@ def test_against_aif360(seed: int) -> None:
     truth = BinaryLabelDataset(df=df, label_names=["y"], protected_attribute_names=["g"])
     pred = truth.copy(deepcopy=True)
     pred.labels = p.reshape(-1, 1).astype(float)
-    cm = ClassificationMetric(truth, pred, unprivileged_groups=[{"g": float(target)}],
-                              privileged_groups=[{"g": float(ref)}])
+    cm = ClassificationMetric(
+        truth,
+        pred,
+        unprivileged_groups=[{"g": float(target)}],
+        privileged_groups=[{"g": float(ref)}],
+    )
     if gm.selection_rate[ref] > 0:
         np.testing.assert_allclose(d.impact_ratios[target], cm.disparate_impact(), rtol=1e-12)
-    np.testing.assert_allclose(gm.selection_rate[target] - gm.selection_rate[ref],
-                               cm.statistical_parity_difference(), atol=1e-12)
+    np.testing.assert_allclose(
+        gm.selection_rate[target] - gm.selection_rate[ref],
+        cm.statistical_parity_difference(),
+        atol=1e-12,
+    )
     eod = gm.tpr[target] - gm.tpr[ref]
     if np.isfinite(eod):
         np.testing.assert_allclose(eod, cm.equal_opportunity_difference(), atol=1e-12)
     aod = d.average_odds_difference
     if aod.low_group is not None:
-        cm2 = ClassificationMetric(truth, pred, unprivileged_groups=[{"g": float(aod.low_group)}],
-                                   privileged_groups=[{"g": float(ref)}])
+        cm2 = ClassificationMetric(
+            truth,
+            pred,
+            unprivileged_groups=[{"g": float(aod.low_group)}],
+            privileged_groups=[{"g": float(ref)}],
+        )
         np.testing.assert_allclose(aod.value, cm2.average_odds_difference(), atol=1e-12)
     # smoothed empirical differential fairness over the predictions (AIF360 computes it on a
     # dataset's labels, so hand it the predictions as labels)
-    pred_ds = BinaryLabelDataset(df=pd.DataFrame({"g": g.astype(float), "y": p.astype(float)}),
-                                 label_names=["y"], protected_attribute_names=["g"])
+    pred_ds = BinaryLabelDataset(
+        df=pd.DataFrame({"g": g.astype(float), "y": p.astype(float)}),
+        label_names=["y"],
+        protected_attribute_names=["g"],
+    )
     bm = BinaryLabelDatasetMetric(pred_ds)
-    np.testing.assert_allclose(d.differential_fairness,
-                               bm.smoothed_empirical_differential_fairness(concentration=1.0),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        d.differential_fairness,
+        bm.smoothed_empirical_differential_fairness(concentration=1.0),
+        rtol=1e-9,
+    )
 
 
 @pytest.mark.parametrize("seed", range(N_DATASETS))
@@ -166,13 +188,11 @@ def test_intervals_against_statsmodels(seed: int) -> None:
     ref = proportion_confint(x1, n1, alpha=alpha, method="wilson")
     np.testing.assert_allclose([lo, hi], ref, rtol=1e-9, atol=1e-12)
     lo, hi = newcombe_diff(x1, n1, x2, n2, conf)
-    ref = confint_proportions_2indep(x1, n1, x2, n2, method="newcomb", compare="diff",
-                                     alpha=alpha)
+    ref = confint_proportions_2indep(x1, n1, x2, n2, method="newcomb", compare="diff", alpha=alpha)
     np.testing.assert_allclose([lo, hi], ref, rtol=1e-9, atol=1e-12)
     lo, hi = katz_log_ratio(x1, n1, x2, n2, conf)
     if x1 > 0 and x2 > 0:
-        ref = confint_proportions_2indep(x1, n1, x2, n2, method="log", compare="ratio",
-                                         alpha=alpha)
+        ref = confint_proportions_2indep(x1, n1, x2, n2, method="log", compare="ratio", alpha=alpha)
         np.testing.assert_allclose([lo, hi], ref, rtol=1e-9)
     else:  # Katz is undefined with a zero count: NaN, not a made-up number
         assert np.isnan(lo) and np.isnan(hi)

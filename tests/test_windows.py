@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.engine import Engine
-from monitor.windows import FAV, FN, FP, N, TN, TP, WindowRing
+from monitor.windows import FAV, FN, FP, TN, TP, N, WindowRing
 
 from .helpers import T0, config, label, pred
 
@@ -28,8 +28,10 @@ event = st.tuples(
 
 
 @settings(max_examples=200)
-@given(events=st.lists(event, min_size=1, max_size=80), cuts=st.lists(st.integers(1, 20),
-                                                                      min_size=1, max_size=30))
+@given(
+    events=st.lists(event, min_size=1, max_size=80),
+    cuts=st.lists(st.integers(1, 20), min_size=1, max_size=30),
+)
 def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
     cfg = config(windows=WINDOWS, bucket="1m", lateness="10m", score_bins=2)
     engine = Engine(cfg)
@@ -74,8 +76,9 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
 
     # ---- the engine, batch by batch ----
     for batch in batches:
-        preds = [pred(i, T0 + events[i][0], events[i][2], events[i][3]) for _, k_, i in batch
-                 if k_ == 0]
+        preds = [
+            pred(i, T0 + events[i][0], events[i][2], events[i][3]) for _, k_, i in batch if k_ == 0
+        ]
         labels = [label(i, T0 + events[i][0] + 1, events[i][4]) for _, k_, i in batch if k_ == 1]
         pb, _ = engine.decoder.decode_predictions(preds)
         lb, _ = engine.decoder.decode_labels(labels)
@@ -94,6 +97,7 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
         lo = max(start, head - N_BUCKETS + 1)
         got = w.counts[idx]
         for gi, name in enumerate(names):
+
             def in_win(i: int, b: int, name: str = name) -> bool:
                 return lo <= b < end and events[i][2] == name
 
@@ -103,8 +107,11 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
             assert got[gi, N] == exp_n
             assert got[gi, FAV] == exp_fav
             for cell, (p, y) in cells.items():
-                exp = sum(1 for i, b in labelled.items()
-                          if in_win(i, b) and events[i][3] == p and events[i][4] == y)
+                exp = sum(
+                    1
+                    for i, b in labelled.items()
+                    if in_win(i, b) and events[i][3] == p and events[i][4] == y
+                )
                 assert got[gi, cell] == exp, (w.window.name, name, cell)
     # nothing is lost: ring + expired = every accepted prediction and counted label
     totals = snap.totals[idx]

@@ -1,0 +1,196 @@
+"""Bad input: every invalid kind is dead-lettered with its reason; valid events are exact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monitor.config import parse_config
+from monitor.engine import Engine
+from monitor.events import RawRecord, Reason, parse_timestamp
+
+from .helpers import T0
+
+NOW = T0 + 3600
+
+
+def cfg(**top: object):  # type: ignore[no-untyped-def]
+    return parse_config(
+        {
+            "models": {
+                "credit": {
+                    "attributes": {"sex": {}, "age": {"bins": [25, 45]}},
+                    "threshold": 0.5,
+                    "label_values": {"repaid": 0, "default": 1},
+                    "min_samples": 1,
+                },
+                "other": {"attributes": {"sex": {}}},
+            },
+            **top,
+        }
+    )
+
+
+def rec(obj: object, ts_ms: int | None = None) -> RawRecord:
+    raw = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return RawRecord(raw, timestamp_ms=ts_ms)
+
+
+def good(pid: str, **over: object) -> dict:
+    ev = {
+        "prediction_id": pid,
+        "model_id": "credit",
+        "timestamp": T0,
+        "attributes": {"sex": "F", "age": 30},
+        "prediction": 1,
+        "score": 0.7,
+    }
+    ev.update(over)
+    return ev
+
+
+def test_mixed_prediction_batch() -> None:
+    engine = Engine(cfg(), clock=lambda: NOW)
+    bad = {
+        Reason.NOT_JSON: rec(b"{not json"),
+        Reason.NOT_OBJECT: rec([1, 2, 3]),
+        Reason.MISSING_ID: rec({k: v for k, v in good("x").items() if k != "prediction_id"}),
+        Reason.BAD_ID: rec(good({"nested": 1})),  # type: ignore[arg-type]
+        Reason.MISSING_TIMESTAMP: rec({k: v for k, v in good("t").items() if k != "timestamp"}),
+        Reason.BAD_TIMESTAMP: rec(good("bt", timestamp="yesterday-ish")),
+        Reason.TIMESTAMP_OUT_OF_RANGE: rec(good("fut", timestamp=NOW + 10 * 86400)),
+        Reason.UNKNOWN_MODEL: rec(good("um", model_id="nope")),
+        Reason.MISSING_MODEL: rec({k: v for k, v in good("mm").items() if k != "model_id"}),
+        Reason.MISSING_PREDICTION: rec(
+            {k: v for k, v in good("mp", model_id="other").items() if k not in ("prediction",)}
+        ),
+        Reason.BAD_PREDICTION: rec(good("bp", prediction=7)),
+        Reason.BAD_SCORE: rec(
+            b'{"prediction_id":"ns","model_id":"credit","timestamp":1767225600,'
+            b'"attributes":{"sex":"F"},"score":NaN}'
+        ),
+        Reason.BAD_ATTRIBUTE: rec(good("ba", attributes={"sex": "F", "age": "thirty"})),
+    }
+    # NaN is not JSON: that record is also "not_json"; an infinite score written as a huge
+    # literal is the same case for a strict parser, so check a non-numeric score too
+    bad[Reason.BAD_SCORE] = rec(good("ns", score="high"))
+    valid = [
+        rec(good("v1")),
+        rec(good("v2", timestamp="2026-01-01T00:00:30Z", prediction=False)),
+        rec(
+            good("v3", timestamp=int(T0 * 1000) + 45_000, attributes={"sex": "M"})
+        ),  # ms, age missing
+        rec({k: v for k, v in good("v4", score=0.2).items() if k != "prediction"}),  # threshold
+        rec({k: v for k, v in good("v5").items() if k != "timestamp"}, ts_ms=int(T0 * 1000)),
+    ]
+    records = [
+        valid[0],
+        *list(bad.values())[:6],
+        valid[1],
+        valid[2],
+        *list(bad.values())[6:],
+        valid[3],
+        valid[4],
+    ]
+    batch, dead = engine.decoder.decode_predictions(records)
+    assert len(batch) == 5
+    assert [d.reason for d in dead] == list(bad)
+    for d in dead:
+        assert d.detail and d.record is bad[d.reason]
+    assert list(batch.pred) == [1, 0, 1, 0, 1]
+    assert list(batch.ts) == [T0, T0 + 30, T0 + 45, T0, T0]
+    engine.apply(0, batch, engine.decoder.decode_labels([])[0])
+    snap = engine.snapshot().models["credit"]
+    idx, names = snap.groups[1]  # age
+    counts = dict(zip(names, snap.windows["1h"].counts[idx, 0], strict=True))
+    assert counts == {"25-45": 4, "__missing__": 1}
+
+
+def test_mixed_label_batch() -> None:
+    engine = Engine(cfg(), clock=lambda: NOW)
+    records = [
+        rec({"prediction_id": "a", "timestamp": T0, "label": 1}),
+        rec({"prediction_id": "b", "timestamp": T0, "label": 2}),
+        rec({"prediction_id": "c", "timestamp": T0}),
+        rec({"prediction_id": "d", "timestamp": T0, "label": "default"}),
+        rec({"prediction_id": "e", "timestamp": T0, "label": "maybe"}),
+        rec({"timestamp": T0, "label": 0}),
+        rec({"prediction_id": "f", "timestamp": 12, "label": 0}),
+        rec({"prediction_id": "g", "timestamp": T0, "label": True, "model_id": "zzz"}),
+        rec(b"\xff\xfe"),
+    ]
+    batch, dead = engine.decoder.decode_labels(records)
+    assert list(batch.label) == [1, 1]
+    assert [d.reason for d in dead] == [
+        Reason.BAD_LABEL,
+        Reason.MISSING_LABEL,
+        Reason.BAD_LABEL,
+        Reason.MISSING_ID,
+        Reason.TIMESTAMP_OUT_OF_RANGE,
+        Reason.UNKNOWN_MODEL,
+        Reason.NOT_JSON,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-01-01T00:00:00Z", T0),
+        ("2026-01-01T01:00:00+01:00", T0),
+        ("2026-01-01 00:00:00.500", T0 + 0.5),
+        (T0, T0),
+        (T0 * 1000, T0),
+        (str(T0), T0),
+    ],
+)
+def test_timestamps(text: object, expected: float) -> None:
+    assert parse_timestamp(text) == pytest.approx(expected)
+
+
+def test_dotted_field_paths() -> None:
+    c = parse_config(
+        {
+            "fields": {
+                "prediction_id": "meta.id",
+                "timestamp": "meta.ts",
+                "prediction": "out.decision",
+                "attributes": "who",
+            },
+            "models": {"m": {"attributes": {"sex": {}, "zip": {"field": "addr.zip"}}}},
+        }
+    )
+    engine = Engine(c, clock=lambda: NOW)
+    b, dead = engine.decoder.decode_predictions(
+        [
+            rec(
+                {
+                    "meta": {"id": "q", "ts": T0},
+                    "out": {"decision": 1},
+                    "who": {"sex": "F"},
+                    "addr": {"zip": 12345},
+                }
+            )
+        ]
+    )
+    assert not dead and len(b) == 1
+    assert engine.registries[0].labels == ["F", "12345"]
+
+
+def test_cardinality_cap_other_and_overflow_count() -> None:
+    c = parse_config({"models": {"m": {"attributes": {"g": {"max_groups": 3}}}}})
+    engine = Engine(c, clock=lambda: NOW)
+    recs = [rec(good(str(i), model_id="m", attributes={"g": f"v{i}"})) for i in range(6)]
+    b, _ = engine.decoder.decode_predictions(recs)
+    reg = engine.registries[0]
+    assert reg.labels == ["v0", "v1", "v2", "__other__"]
+    assert reg.overflow == [3]
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_inf_scores_are_dead_lettered(score: float) -> None:
+    """JSON cannot carry NaN, but mapped sources (CSV) and lenient producers can."""
+    engine = Engine(cfg(), clock=lambda: NOW)
+    ok = RawRecord(good("ok"))
+    b, dead = engine.decoder.decode_predictions([RawRecord(good("s", score=score)), ok])
+    assert len(b) == 1 and [d.reason for d in dead] == [Reason.BAD_SCORE]
