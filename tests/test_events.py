@@ -181,7 +181,7 @@ def test_cardinality_cap_other_and_overflow_count() -> None:
     c = parse_config({"models": {"m": {"attributes": {"g": {"max_groups": 3}}}}})
     engine = Engine(c, clock=lambda: NOW)
     recs = [rec(good(str(i), model_id="m", attributes={"g": f"v{i}"})) for i in range(6)]
-    b, _ = engine.decoder.decode_predictions(recs)
+    _b, _ = engine.decoder.decode_predictions(recs)
     reg = engine.registries[0]
     assert reg.labels == ["v0", "v1", "v2", "__other__"]
     assert reg.overflow == [3]

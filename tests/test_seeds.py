@@ -79,7 +79,9 @@ def test_ten_prediction_example() -> None:
     preds = [1, 1, 0, 1, 0, 0, 0, 0, 1, 0]
     groups = ["M", "M", "F", "M", "F", "F", "M", "F", "M", "F"]
     engine = Engine(config())
-    run(engine, [pred(i, T0 + i, g, p) for i, (p, g) in enumerate(zip(preds, groups))])
+    run(
+        engine, [pred(i, T0 + i, g, p) for i, (p, g) in enumerate(zip(preds, groups, strict=False))]
+    )
     a = _attr(engine)
     assert a["groups"]["F"]["selection_rate"] == 0.0
     assert a["groups"]["M"]["selection_rate"] == pytest.approx(0.8)

@@ -98,7 +98,7 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
         got = w.counts[idx]
         for gi, name in enumerate(names):
 
-            def in_win(i: int, b: int, name: str = name) -> bool:
+            def in_win(i: int, b: int, name: str = name, lo: int = lo, end: int = end) -> bool:
                 return lo <= b < end and events[i][2] == name
 
             exp_n = sum(1 for i, b in accepted.items() if in_win(i, b))
