@@ -156,7 +156,7 @@ class Engine:
             buckets[sel] = bk
         idx = np.flatnonzero(admitted)
         st.count("predictions", len(idx))
-        rows = np.zeros(len(idx), dtype=st.pending.data.dtype)
+        rows = np.zeros(len(idx), dtype=st.pending.main.dtype)
         rows["key"] = b.key[idx]
         rows["bucket"] = buckets[idx]
         score = b.score[idx]
@@ -183,7 +183,7 @@ class Engine:
         idx = st.pending.find(key)
         found = idx >= 0
         already = np.zeros(len(key), dtype=bool)
-        already[found] = st.pending.data["state"][idx[found]] == LABELLED
+        already[found] = st.pending.rows(idx[found])["state"] == LABELLED
         unknown = first & ~found
         held_before = np.zeros(len(key), dtype=bool)
         held_before[unknown] = st.early.find(key[unknown]) >= 0
@@ -191,14 +191,14 @@ class Engine:
         match = np.flatnonzero(first & found & ~already)
         hold = np.flatnonzero(unknown & ~held_before)
         if len(hold):
-            rows = np.zeros(len(hold), dtype=st.early.data.dtype)
+            rows = np.zeros(len(hold), dtype=st.early.main.dtype)
             rows["key"], rows["ts"], rows["label"] = key[hold], ts[hold], label[hold]
             st.count("early_labels", len(hold))
             st.count("orphan_labels", len(st.early.insert(rows)))
         if not len(match):
             return
-        st.pending.data["state"][idx[match]] = LABELLED
-        entries = st.pending.data[idx[match]]
+        entries = st.pending.rows(idx[match])
+        st.pending.set_field(idx[match], "state", LABELLED)
         lab = label[match].astype(np.int64)
         for m in np.unique(entries["model"]):
             spec, ring = self.models[m], st.rings[m]

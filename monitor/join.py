@@ -48,27 +48,67 @@ EARLY_DTYPE = np.dtype([("key", np.uint64), ("ts", np.float64), ("label", np.uin
 
 
 class SortedTable:
-    """Records sorted by ``key`` (unique), with vectorized find / insert / remove / evict."""
+    """Records sorted by ``key`` (unique), with vectorized find / insert / remove / evict.
+
+    Two sorted runs, like a tiny LSM tree: a large ``main`` and a small ``delta`` that takes
+    the inserts. Inserting into ``delta`` moves little memory; ``delta`` is merged into
+    ``main`` once it reaches a quarter of it, so each row is moved O(1) times on average.
+    Row indices returned by :meth:`find` address ``main`` then ``delta`` as if concatenated.
+    """
+
+    DELTA_MIN = 32_768
 
     def __init__(self, dtype: np.dtype[Any], *, max_size: int, age_field: str) -> None:
-        self.data: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
+        self.main: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
+        self.delta: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
         self.max_size = max_size
         self.age_field = age_field
+        self._min_age: float = np.inf  # lower bound of the ages held (for cheap expiry checks)
+        self._main_keys: npt.NDArray[np.uint64] | None = None  # contiguous copy for searching
+
+    def _keys(self) -> npt.NDArray[np.uint64]:
+        # searchsorted on a strided field view is slow; keep a contiguous copy of main's keys,
+        # rebuilt only when main changes (merges and removals, which are rare)
+        if self._main_keys is None or len(self._main_keys) != len(self.main):
+            self._main_keys = np.ascontiguousarray(self.main["key"])
+        return self._main_keys
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self.main) + len(self.delta)
 
     @property
     def nbytes(self) -> int:
-        return int(self.data.nbytes)
+        return int(self.main.nbytes + self.delta.nbytes)
+
+    @property
+    def data(self) -> npt.NDArray[Any]:
+        """All rows (a copy when both runs are non-empty); for inspection and checkpoints."""
+        return np.concatenate([self.main, self.delta]) if len(self.delta) else self.main
 
     def find(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Row index of each key, ``-1`` where absent."""
-        stored = self.data["key"]
-        pos = np.searchsorted(stored, keys)
-        ok = pos < len(stored)
-        ok[ok] = stored[pos[ok]] == keys[ok]
-        return np.where(ok, pos, -1).astype(np.int64)
+        out = _search(self._keys(), keys)
+        miss = out < 0
+        if len(self.delta) and miss.any():
+            d = _search(self.delta["key"], keys[miss])
+            out[np.flatnonzero(miss)] = np.where(d >= 0, d + len(self.main), -1)
+        return out
+
+    def rows(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        n = len(self.main)
+        if not len(self.delta):
+            return _raw(self.main)[idx].view(self.main.dtype)
+        out = np.empty(len(idx), dtype=self.main.dtype)
+        in_main = idx < n
+        _raw(out)[in_main] = _raw(self.main)[idx[in_main]]
+        _raw(out)[~in_main] = _raw(self.delta)[idx[~in_main] - n]
+        return out
+
+    def set_field(self, idx: npt.NDArray[np.int64], name: str, value: Any) -> None:
+        n = len(self.main)
+        in_main = idx < n
+        self.main[name][idx[in_main]] = value
+        self.delta[name][idx[~in_main] - n] = value
 
     def insert(self, rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """Insert rows whose keys are absent (caller guarantees uniqueness within ``rows``).
@@ -76,31 +116,78 @@ class SortedTable:
         Returns the rows evicted to respect ``max_size`` (oldest by ``age_field`` first).
         """
         if len(rows):
-            order = np.argsort(rows["key"], kind="stable")
-            rows = rows[order]
-            pos = np.searchsorted(self.data["key"], rows["key"])
-            self.data = np.insert(self.data, pos, rows)
+            rows = rows[np.argsort(rows["key"], kind="stable")]
+            pos = np.searchsorted(self.delta["key"], rows["key"])
+            self.delta = _insert(self.delta, pos, rows)
+            self._min_age = min(self._min_age, float(rows[self.age_field].min()))
+            if len(self.delta) > max(self.DELTA_MIN, len(self.main) // 4):
+                self._merge()
         return self._evict_over_cap()
 
-    def remove(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
-        """Remove and return the rows selected by ``mask``."""
-        if not mask.any():
-            return self.data[:0]
-        gone = self.data[mask]
-        self.data = self.data[~mask]
+    def _merge(self) -> None:
+        if len(self.delta):
+            pos = np.searchsorted(self._keys(), self.delta["key"])
+            self.main = _insert(self.main, pos, self.delta)
+            self.delta = self.delta[:0]
+            self._main_keys = None
+
+    def remove_mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
+        """Remove and return rows selected by ``mask`` over :attr:`data` order."""
+        n = len(self.main)
+        gone = np.concatenate([_raw(self.main)[mask[:n]], _raw(self.delta)[mask[n:]]]).view(
+            self.main.dtype
+        )
+        if len(gone):
+            self.main = _raw(self.main)[~mask[:n]].view(self.main.dtype)
+            self.delta = _raw(self.delta)[~mask[n:]].view(self.main.dtype)
+            self._main_keys = None
+            self._refresh_min_age()
         return gone
 
+    def _refresh_min_age(self) -> None:
+        ages = [float(a[self.age_field].min()) for a in (self.main, self.delta) if len(a)]
+        self._min_age = min(ages) if ages else np.inf
+
     def _evict_over_cap(self) -> npt.NDArray[Any]:
-        excess = len(self.data) - self.max_size
+        excess = len(self) - self.max_size
         if excess <= 0:
-            return self.data[:0]
+            return self.main[:0]
         age = self.data[self.age_field]
-        oldest = (
-            np.argpartition(age, excess - 1)[:excess] if excess < len(age) else np.arange(len(age))
-        )
-        mask = np.zeros(len(self.data), dtype=bool)
-        mask[oldest] = True
-        return self.remove(mask)
+        mask = np.zeros(len(age), dtype=bool)
+        if excess >= len(age):
+            mask[:] = True
+        else:
+            mask[np.argpartition(age, excess - 1)[:excess]] = True
+        return self.remove_mask(mask)
+
+
+def _raw(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The records as opaque fixed-size blobs: copying those is ~10x faster in numpy than
+    copying structured records field by field."""
+    return a.view(np.dtype((np.void, a.dtype.itemsize)))
+
+
+def _insert(
+    a: npt.NDArray[Any], pos: npt.NDArray[np.int64], rows: npt.NDArray[Any]
+) -> npt.NDArray[Any]:
+    """Insert ``rows`` (sorted) at sorted positions ``pos`` of ``a``: one linear merge."""
+    out = np.empty(len(a) + len(rows), dtype=a.dtype)
+    new = pos + np.arange(len(rows))
+    old = np.ones(len(out), dtype=bool)
+    old[new] = False
+    _raw(out)[new] = _raw(rows)
+    _raw(out)[old] = _raw(a)
+    return out
+
+
+def _search(stored: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    # searching with sorted needles walks the table in order (cache-friendly), then unsort
+    order = np.argsort(keys)
+    pos = np.empty(len(keys), dtype=np.int64)
+    pos[order] = np.searchsorted(stored, keys[order])
+    ok = pos < len(stored)
+    ok[ok] = stored[pos[ok]] == keys[ok]
+    return np.where(ok, pos, -1).astype(np.int64)
 
 
 def first_occurrences(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
@@ -121,10 +208,10 @@ class PendingStore(SortedTable):
 
     def expire(self, min_bucket_by_model: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """Remove rows older than their model's TTL (``bucket < min_bucket_by_model[model]``)."""
-        if not len(self.data):
-            return self.data[:0]
-        too_old = self.data["bucket"] < min_bucket_by_model[self.data["model"]]
-        return self.remove(too_old)
+        if not len(self) or self._min_age >= min_bucket_by_model.min():
+            return self.main[:0]
+        data = self.data
+        return self.remove_mask(data["bucket"] < min_bucket_by_model[data["model"]])
 
 
 class EarlyLabels(SortedTable):
@@ -138,12 +225,14 @@ class EarlyLabels(SortedTable):
         idx = self.find(keys)
         hit = np.flatnonzero(idx >= 0)
         if not len(hit):
-            return hit, self.data[:0]
-        rows = self.data[idx[hit]]
-        mask = np.zeros(len(self.data), dtype=bool)
+            return hit, self.main[:0]
+        rows = self.rows(idx[hit])
+        mask = np.zeros(len(self), dtype=bool)
         mask[idx[hit]] = True
-        self.data = self.data[~mask]
+        self.remove_mask(mask)
         return hit, rows
 
     def expire(self, before_ts: float) -> npt.NDArray[Any]:
-        return self.remove(self.data["ts"] < before_ts) if len(self.data) else self.data[:0]
+        if not len(self) or self._min_age >= before_ts:
+            return self.main[:0]
+        return self.remove_mask(self.data["ts"] < before_ts)
