@@ -145,10 +145,8 @@ def format_table(report: dict[str, Any]) -> str:
                     )
                 widths = [max(len(str(row[i])) for row in rows) for i in range(len(cols))]
                 for row in rows:
-                    lines.append(
-                        "    "
-                        + "  ".join(str(c).ljust(wd) for c, wd in zip(row, widths, strict=True))
-                    )
+                    cells = (str(c).ljust(wd) for c, wd in zip(row, widths, strict=True))
+                    lines.append(("    " + "  ".join(cells)).rstrip())
                 dir_ = a["disparate_impact_ratio"]
                 flag = ""
                 if a["four_fifths_violation"]:

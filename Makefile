@@ -1,0 +1,36 @@
+# One entry point for people and CI. `make demo` and `make test` work on a fresh machine:
+# they create .venv and install what they need first.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/fairness-monitor replay --config examples/compas/config.yaml \
+	  --csv ../shared/data/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
+
+lint: $(STAMP)
+	$(BIN)/ruff check monitor tests bench
+	$(BIN)/ruff format --check monitor tests bench
+	$(BIN)/mypy monitor
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.engine_vs_river
+	$(BIN)/python -m bench.metrics_vs_fairlearn
+	$(BIN)/python -m bench.pending_memory
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
