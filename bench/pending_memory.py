@@ -58,8 +58,10 @@ def main() -> None:
     _, dict_bytes = measure(plain)
     per_ours = store.nbytes / n
     print(f"pending predictions: {n:,}")
-    print(f"engine join store: {per_ours:.1f} bytes/prediction (record size "
-          f"{store.main.dtype.itemsize} B; the 64-bit key replaces the id text)")
+    print(
+        f"engine join store: {per_ours:.1f} bytes/prediction (record size "
+        f"{store.main.dtype.itemsize} B; the 64-bit key replaces the id text)"
+    )
     print(f"whole engine (store + windows + registry): {engine_bytes / n:.1f} bytes/prediction")
     print(f"plain dict of tuples: {dict_bytes / n:.1f} bytes/prediction")
     print(f"ratio dict/engine: {dict_bytes / n / per_ours:.1f}x (target <= 64 bytes/prediction)")

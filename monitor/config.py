@@ -164,7 +164,7 @@ class _Node:
             raise ConfigError(self.sub(key), f"{raw!r} is not an integer")
         if raw < minimum:
             raise ConfigError(self.sub(key), f"{raw} is below the minimum {minimum}")
-        return raw
+        return int(raw)
 
     def number(self, key: str, default: float | None) -> float | None:
         raw = self.get(key, default)
