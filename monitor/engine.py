@@ -64,6 +64,7 @@ class PartitionState:
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.watermark = -np.inf
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self.invalid: dict[str, int] = {}
 
     def count(self, name: str, value: int | np.integer[Any]) -> None:
         self.counters[name] += int(value)
@@ -106,7 +107,6 @@ class Engine:
         self.decoder = Decoder(config, self.registries, clock=clock)
         self.n_sets = max(len(m.attribute_sets) for m in self.models)
         self.partitions: dict[int, PartitionState] = {}
-        self.invalid: dict[str, int] = {}
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
         self._grace = max(m.join.early_label_grace for m in self.models)
 
@@ -306,9 +306,93 @@ class Engine:
             for k, v in st.counters.items():
                 counters[k] += v
         counters["pending"] = sum(len(st.pending) for st in self.partitions.values())
-        counters["invalid"] = sum(self.invalid.values())
+        counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
         return Snapshot(models=models, counters=counters)
 
-    def count_invalid(self, reasons: list[str]) -> None:
+    @property
+    def invalid(self) -> dict[str, int]:
+        """Dead-lettered records by reason, over all partitions."""
+        out: dict[str, int] = {}
+        for st in self.partitions.values():
+            for k, v in st.invalid.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def count_invalid(self, partition: int, reasons: list[str]) -> None:
+        inv = self.partition(partition).invalid
         for r in reasons:
-            self.invalid[r] = self.invalid.get(r, 0) + 1
+            inv[r] = inv.get(r, 0) + 1
+
+    # -- state for checkpoints (see checkpoint.py) ---------------------------------------------
+    def drop_partition(self, p: int) -> None:
+        """Forget a partition's state (after it was revoked: its new owner restores it)."""
+        self.partitions.pop(p, None)
+
+    def fingerprint(self) -> list[dict[str, Any]]:
+        """What a checkpoint's arrays depend on; a mismatch makes a checkpoint incompatible."""
+        return [
+            {
+                "model": m.name,
+                "bucket": m.bucket,
+                "ring_buckets": m.ring_buckets,
+                "cells": n_cells(m.score_bins),
+                "sets": ["&".join(s) for s in m.attribute_sets],
+                "n_sets": self.n_sets,
+            }
+            for m in self.models
+        ]
+
+    def export_partition(self, p: int) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+        """(JSON-able metadata, arrays) describing partition ``p`` completely."""
+        st = self.partition(p)
+        meta: dict[str, Any] = {
+            "fingerprint": self.fingerprint(),
+            "counters": st.counters,
+            "invalid": st.invalid,
+            "watermark": None if not np.isfinite(st.watermark) else st.watermark,
+            "heads": [r.head for r in st.rings],
+            "groups": [[list(reg.set_of), list(reg.labels)] for reg in self.registries],
+            "overflow": [list(reg.overflow) for reg in self.registries],
+        }
+        arrays: dict[str, npt.NDArray[Any]] = {"pending": st.pending.data, "early": st.early.data}
+        for m, r in enumerate(st.rings):
+            arrays[f"counts{m}"] = r.counts
+            arrays[f"expired{m}"] = r.expired
+        return meta, arrays
+
+    def import_partition(
+        self, p: int, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
+    ) -> None:
+        """Restore partition ``p``, remapping group indices onto this engine's registries."""
+        if meta["fingerprint"] != self.fingerprint():
+            raise ValueError("it was written for a different model configuration")
+        st = PartitionState(self.models, self.n_sets)
+        remaps = []
+        for m, (set_of, labels) in enumerate(meta["groups"]):
+            reg = self.registries[m]
+            remap = np.array(
+                [reg.index(s, lab) for s, lab in zip(set_of, labels, strict=True)], dtype=np.int64
+            )
+            remaps.append(remap)
+            ring = st.rings[m]
+            ring.grow(len(reg))
+            counts, expired = arrays[f"counts{m}"], arrays[f"expired{m}"]
+            ring.counts[:, remap] = counts
+            ring.expired[remap] = expired
+            ring.head = meta["heads"][m]
+        pending = arrays["pending"].copy()
+        if len(pending):
+            groups = pending["groups"].astype(np.int64)
+            for m, remap in enumerate(remaps):
+                rows = pending["model"] == m
+                g = groups[rows]
+                ok = g >= 0
+                g[ok] = remap[g[ok]] if len(remap) else g[ok]
+                groups[rows] = g
+            pending["groups"] = groups
+        st.pending.load(pending)
+        st.early.load(arrays["early"])
+        st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
+        st.counters.update(meta["counters"])
+        st.invalid = dict(meta["invalid"])
+        self.partitions[p] = st

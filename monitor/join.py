@@ -85,6 +85,13 @@ class SortedTable:
         """All rows (a copy when both runs are non-empty); for inspection and checkpoints."""
         return np.concatenate([self.main, self.delta]) if len(self.delta) else self.main
 
+    def load(self, rows: npt.NDArray[Any]) -> None:
+        """Replace the contents with ``rows`` (sorted by key), e.g. from a checkpoint."""
+        self.main = np.ascontiguousarray(rows, dtype=self.main.dtype)
+        self.delta = self.main[:0]
+        self._main_keys = None
+        self._refresh_min_age()
+
     def find(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Row index of each key, ``-1`` where absent."""
         out = _search(self._keys(), keys)

@@ -56,7 +56,7 @@ def replay(
         lb, d = engine.decoder.decode_labels(labels[i : i + DECODE_CHUNK])
         lparts.append(lb)
         dead += d
-    engine.count_invalid([d.reason.value for d in dead])
+    engine.count_invalid(0, [d.reason.value for d in dead])
     preds, labs = _concat_preds(pparts), _concat_labels(lparts)
     # stable sort on time; predictions before labels at equal times
     ts = np.concatenate([preds.ts, labs.ts])

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from monitor.config import ConfigError, FieldMap, _Node
+from monitor.config import FieldMap
+from monitor.confignode import ConfigError, _Node
 from monitor.events import Invalid, RawRecord, parse_timestamp
 
 OPS = ("eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "between")
