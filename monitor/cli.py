@@ -32,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-config", help="validate a configuration file and exit")
     c.add_argument("config", help="YAML configuration file")
 
+    run = sub.add_parser("run", help="consume the Kafka topics and monitor continuously")
+    run.add_argument("--config", "-c", required=True, help="YAML configuration file")
+
+    st = sub.add_parser("status", help="print the report held in a run's checkpoint")
+    st.add_argument("--config", "-c", required=True, help="YAML configuration file")
+    st.add_argument("--checkpoint", help="checkpoint file (default: checkpoint.path)")
+    st.add_argument("--format", choices=("table", "json"), default="table")
+
     r = sub.add_parser("replay", help="run the engine over recorded events and print a report")
     r.add_argument("--config", "-c", required=True, help="YAML configuration file")
     r.add_argument(
@@ -113,12 +121,68 @@ def _replay(args: argparse.Namespace) -> int:
                     )
                     + "\n"
                 )
-    if args.format == "json":
+    _print_report(report, args.format)
+    return 0
+
+
+def _print_report(report: dict[str, object], fmt: str) -> None:
+    if fmt == "json":
         json.dump(report, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print(format_table(report))
+
+
+def _status(args: argparse.Namespace) -> int:
+    from monitor.checkpoint import CheckpointError, CheckpointStore
+
+    cfg = load_config(args.config)
+    engine = Engine(cfg)
+    try:
+        store = CheckpointStore(args.checkpoint or cfg.checkpoint.path)
+        offsets = {}
+        for p in store.partitions():
+            cp = store.load(p)
+            assert cp is not None
+            engine.import_partition(p, cp.meta, cp.arrays)
+            offsets[str(p)] = cp.offsets
+    except (CheckpointError, ValueError) as exc:
+        print(f"fairness-monitor: {exc}", file=sys.stderr)
+        return 2
+    report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
+    report["offsets"] = offsets
+    _print_report(report, args.format)
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kafka.errors import KafkaError
+
+    from monitor.checkpoint import CheckpointError
+    from monitor.logs import setup_logging
+    from monitor.service import EXIT_CONFIG, run_service
+    from monitor.sources.kafka import CopartitionError
+
+    cfg = load_config(args.config)
+    setup_logging(cfg.service.log_format, cfg.service.log_level)
+    try:
+        return run_service(cfg)
+    except KafkaError as exc:
+        print(
+            f"fairness-monitor: cannot use Kafka at {','.join(cfg.kafka.bootstrap_servers)}: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    except CopartitionError as exc:
+        print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except CheckpointError as exc:
+        print(
+            f"fairness-monitor: refusing to start: {exc} (set checkpoint.on_corrupt: fresh "
+            "to move it aside and start over)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_config(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "run":
+            return _run(args)
+        if args.command == "status":
+            return _status(args)
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -15,8 +15,9 @@ Counting rules (each outcome is counted, none is silent):
   view) or of its own arrival (``label_time: arrival``); if that bucket has left the ring the
   label is *late*;
 * a second label for the same prediction is a *duplicate label*;
-* a label whose prediction is unknown is held as *early* for a grace period, then becomes an
-  *orphan*;
+* a label whose prediction is unknown is held as *early* until no prediction for it could still
+  be counted (the watermark is a ring span plus ``early_label_grace`` past the label's time) or
+  the table is full, then becomes an *orphan*;
 * pending predictions leave the store after the TTL (*expired*) or, past the size cap, oldest
   first (*evicted*).
 """
@@ -108,7 +109,12 @@ class Engine:
         self.n_sets = max(len(m.attribute_sets) for m in self.models)
         self.partitions: dict[int, PartitionState] = {}
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
-        self._grace = max(m.join.early_label_grace for m in self.models)
+        # An early label can still meet its prediction while that prediction would be counted:
+        # its time is at most the label's, and predictions older than the ring are late anyway.
+        # So it is an orphan once the watermark is a ring span (plus the grace) past it.
+        self._early_horizon = max(
+            m.ring_buckets * m.bucket + m.join.early_label_grace for m in self.models
+        )
 
     def partition(self, p: int) -> PartitionState:
         st = self.partitions.get(p)
@@ -269,7 +275,7 @@ class Engine:
         gone = st.pending.expire(heads - self._ttl)
         st.count("expired_pending", (gone["state"] == PENDING).sum())
         if np.isfinite(st.watermark):
-            st.count("orphan_labels", len(st.early.expire(st.watermark - self._grace)))
+            st.count("orphan_labels", len(st.early.expire(st.watermark - self._early_horizon)))
 
     # -- reading -------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -301,13 +307,17 @@ class Engine:
                 windows=windows,
                 totals=totals,
             )
+        return Snapshot(models=models, counters=self.counters())
+
+    def counters(self) -> dict[str, int]:
+        """Event counters summed over partitions (cheap: no window sums)."""
         counters = dict.fromkeys(COUNTERS, 0)
         for st in self.partitions.values():
             for k, v in st.counters.items():
                 counters[k] += v
         counters["pending"] = sum(len(st.pending) for st in self.partitions.values())
         counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
-        return Snapshot(models=models, counters=counters)
+        return counters
 
     @property
     def invalid(self) -> dict[str, int]:

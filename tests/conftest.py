@@ -24,3 +24,27 @@ def require(condition: bool, what: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"required for CI but missing: {what}")
     pytest.skip(f"missing: {what}")
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def kafka():  # type: ignore[no-untyped-def]
+    """A real Kafka broker for the session (see tests/broker.py for the modes)."""
+    import shutil
+
+    from .broker import ApacheKafka, ExternalKafka
+
+    external = os.environ.get("FM_KAFKA_BOOTSTRAP")
+    if external:
+        yield ExternalKafka(external)
+        return
+    require(shutil.which("java") is not None, "java (Java 17) for the Kafka test broker")
+    require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Kafka's jars")
+    broker = ApacheKafka()
+    try:
+        yield broker
+    finally:
+        broker.close()

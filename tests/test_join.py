@@ -56,29 +56,36 @@ def test_early_label_held_then_joined() -> None:
     assert c["labels"] == 1 and c["orphan_labels"] == 0
 
 
-def test_orphan_after_grace_period() -> None:
-    engine = Engine(config(join={"early_label_grace": "10m"}, windows=["2h"]))
-    run(engine, [pred("p0", T0, "a", 1)], [label("ghost", T0, 1)])
-    run(engine, [pred("p1", T0 + 300, "a", 1)])
-    assert engine.snapshot().counters["orphan_labels"] == 0  # still within the grace period
-    run(engine, [pred("p2", T0 + 601, "a", 1)])
+def test_orphan_after_ring_span_plus_grace() -> None:
+    """An early label waits while its prediction could still be counted (ring span: 2h window
+    + 10m lateness + one bucket), plus the grace period; then it is an orphan."""
+    engine = Engine(config(join={"early_label_grace": "10m"}, windows=["2h"], lateness="10m"))
+    horizon = (2 * 3600 + 600 + 60) + 600
+    run(engine, [pred("p0", T0, "a", 1)], [label("ghost", T0, 1), label("late", T0, 0)])
+    run(engine, [pred("p1", T0 + horizon - 60, "a", 1)])
+    assert engine.snapshot().counters["orphan_labels"] == 0  # still waiting
+    run(engine, [pred("late", T0 + 1500, "a", 1)])  # out of order, still in time: joins
+    assert cells(engine, "2h")["a"][FP] == 1
+    run(engine, [pred("p2", T0 + horizon + 1, "a", 1)])
     c = engine.snapshot().counters
     assert c["orphan_labels"] == 1
-    run(engine, [pred("ghost", T0 + 602, "a", 1)])  # too late: the label is gone
+    run(engine, [pred("ghost", T0 + horizon + 2, "a", 1)])  # the label is gone
     assert cells(engine, "2h")["a"][TP] == 0
 
 
 def test_ttl_expiry_makes_late_labels_orphans() -> None:
-    engine = Engine(config(join={"ttl": "30m", "early_label_grace": "5m"}, windows=["2h"]))
+    engine = Engine(
+        config(join={"ttl": "30m", "early_label_grace": "5m"}, windows=["20m"], lateness="5m")
+    )
     run(engine, [pred("old", T0, "a", 1)])
     run(engine, [pred("new", T0 + 1900, "a", 1)])  # head moves past old's TTL
     c = engine.snapshot().counters
     assert c["expired_pending"] == 1 and c["pending"] == 1
     run(engine, [pred("newer", T0 + 1950, "a", 0)], [label("old", T0 + 1950, 1)])
-    run(engine, [pred("newest", T0 + 2400, "a", 0)])
+    run(engine, [pred("newest", T0 + 1950 + 1560 + 300 + 1, "a", 0)])  # span 26m + grace 5m
     c = engine.snapshot().counters
     assert c["orphan_labels"] == 1 and c["labels"] == 0
-    assert cells(engine, "2h")["a"][TP] == 0
+    assert cells(engine, "20m")["a"][TP] == 0
 
 
 def test_size_cap_evicts_oldest_first() -> None:

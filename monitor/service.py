@@ -1,0 +1,382 @@
+"""``fairness-monitor run``: the long-running Kafka consumer.
+
+One loop on one thread: poll a batch → handle rebalance events → decode and apply per
+partition → dead-letter invalid records → checkpoint when due → commit. Processing is
+synchronous, so the consumer never buffers more than one poll (``max_poll_records``): that is
+the backpressure.
+
+Exactly-once counting without transactions: each partition's state is checkpointed together
+with the offsets it reflects (``checkpoint.py``); on assignment the loop restores the state and
+seeks to those offsets, and it skips any record below the offset it expects next. A crash, a
+SIGKILL, a rebalance or a broker outage therefore neither loses nor double-counts an event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from monitor.checkpoint import CheckpointError, CheckpointStore, encode
+from monitor.config import Config
+from monitor.engine import Engine
+from monitor.events import DeadLetter, RawRecord
+from monitor.http import HttpServer
+from monitor.sources.kafka import (
+    DeadLetterSink,
+    RebalanceQueue,
+    check_copartitioned,
+    make_consumer,
+)
+
+log = logging.getLogger("monitor.service")
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_INVALID_RATIO = 3
+
+
+class InvalidRatioExceeded(RuntimeError):
+    pass
+
+
+class Monitor:
+    """The service: owns the engine, the consumer, the checkpoint store and the probes."""
+
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.k = config.kafka
+        self.clock = clock
+        self.engine = Engine(config)
+        self.store = self._open_store()
+        self.stop_requested = threading.Event()
+        self.listener = RebalanceQueue()
+        self.next_offsets: dict[TopicPartition, int] = {}
+        self.owned: set[int] = set()
+        self.pending_assignment = True
+        self.last_loop = clock()
+        self.last_checkpoint = clock()
+        self.last_checkpoint_wall: float | None = None
+        self.events_since_checkpoint = 0
+        self.outcomes: Counter[tuple[str, str]] = Counter()
+        self.recent: deque[tuple[int, int]] = deque()
+        self.recent_total = self.recent_invalid = 0
+        self.recent_reasons: Counter[str] = Counter()
+        self.consumer: Any = None
+        self.dlq: DeadLetterSink | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(_OpsCollector(self))
+        self.http: HttpServer | None = None
+        self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
+
+    # -- setup -------------------------------------------------------------------------------
+    def _open_store(self) -> CheckpointStore:
+        path = self.config.checkpoint.path
+        try:
+            return CheckpointStore(path)
+        except CheckpointError as exc:
+            if self.config.checkpoint.on_corrupt == "refuse":
+                raise
+            aside = f"{path}.corrupt-{int(time.time())}"
+            log.error("%s; moving it to %s and starting fresh", exc, aside)
+            shutil.move(path, aside)
+            for suffix in ("-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+            return CheckpointStore(path)
+
+    def start_http(self) -> None:
+        s = self.config.service
+        self.http = HttpServer(
+            s.http_host, s.http_port, live=self.live, ready=self.ready, registry=self.registry
+        )
+        self.http.start()
+        log.info("http endpoints on port %d (/metrics /healthz /readyz)", self.http.port)
+
+    # -- probes ------------------------------------------------------------------------------
+    def live(self) -> tuple[bool, str]:
+        age = self.clock() - self.last_loop
+        ok = age < self.config.service.liveness_timeout
+        return ok, f"main loop last ran {age:.1f}s ago"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.consumer is None:
+            return False, "starting"
+        if self.pending_assignment:
+            return False, "waiting for partition assignment / restoring state"
+        if not self.connected():
+            return False, "not connected to the Kafka group coordinator"
+        return True, f"ready: partitions {sorted(self.owned)}"
+
+    def connected(self) -> bool:
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        try:
+            return coordinator is None or not coordinator.coordinator_unknown()
+        except Exception:  # private API of kafka-python: never let a probe crash
+            return True
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        self.consumer = make_consumer(self.k)
+        if self.k.dead_letter_topic:
+            self.dlq = DeadLetterSink(self.k, self.k.dead_letter_topic)
+        n = check_copartitioned(self.consumer, self.k)
+        log.info(
+            "topics %s and %s are co-partitioned (%d partitions)",
+            self.k.predictions_topic,
+            self.k.labels_topic,
+            n,
+        )
+        self.consumer.subscribe(
+            [self.k.predictions_topic, self.k.labels_topic], listener=self.listener
+        )
+        try:
+            while not self.stop_requested.is_set():
+                batch = self.consumer.poll(timeout_ms=200)
+                self._rebalance()
+                if batch:
+                    self._process(batch)
+                self._maybe_checkpoint()
+                self.published = self.engine.counters()
+                self.last_loop = self.clock()
+        except InvalidRatioExceeded as exc:
+            log.error("%s", exc)
+            self._close(checkpoint=False)
+            return EXIT_INVALID_RATIO
+        self._rebalance()
+        self._close(checkpoint=True)
+        return EXIT_OK
+
+    def request_stop(self, *_: object) -> None:
+        self.stop_requested.set()
+
+    def _close(self, *, checkpoint: bool) -> None:
+        if checkpoint:
+            self.checkpoint()
+        try:
+            self.consumer.close(autocommit=False, timeout_ms=5000)  # leaves the group
+        except Exception as exc:
+            log.warning("closing the consumer: %s", exc)
+        if self.dlq:
+            self.dlq.close()
+        self.store.close()
+        log.info("stopped")
+
+    # -- rebalance -----------------------------------------------------------------------------
+    def _rebalance(self) -> None:
+        for kind, tps in self.listener.drain():
+            parts = {tp.partition for tp in tps}
+            if kind in ("revoked", "lost"):
+                keep = self.owned - parts
+                if kind == "revoked" and parts & self.owned:
+                    self.checkpoint(parts & self.owned)
+                for p in parts & self.owned:
+                    self.engine.drop_partition(p)
+                for tp in list(self.next_offsets):
+                    if tp.partition in parts:
+                        del self.next_offsets[tp]
+                self.owned = keep
+                log.info("partitions %s %s", sorted(parts), kind)
+            else:
+                self._restore(tps)
+        if self.pending_assignment and self.consumer.assignment():
+            self.pending_assignment = False
+
+    def _restore(self, tps: set[TopicPartition]) -> None:
+        topics = (self.k.predictions_topic, self.k.labels_topic)
+        for p in sorted({tp.partition for tp in tps} - self.owned):
+            cp = self.store.load(p)
+            if cp is not None:
+                try:
+                    self.engine.import_partition(p, cp.meta, cp.arrays)
+                except (ValueError, KeyError) as exc:
+                    raise CheckpointError(
+                        f"checkpoint partition {p} cannot be restored: {exc}"
+                    ) from None
+            for topic in topics:
+                tp = TopicPartition(topic, p)
+                if tp not in tps:
+                    continue
+                if cp is not None and topic in cp.offsets:
+                    self.consumer.seek(tp, cp.offsets[topic])
+                    self.next_offsets[tp] = cp.offsets[topic]
+                else:
+                    if self.k.auto_offset_reset == "earliest":
+                        self.consumer.seek_to_beginning(tp)
+                    else:
+                        self.consumer.seek_to_end(tp)
+                    self.next_offsets[tp] = self.consumer.position(tp)
+            self.owned.add(p)
+            log.info(
+                "partition %d restored (%s) from offsets %s",
+                p,
+                "checkpoint" if cp else "no checkpoint",
+                {tp.topic: o for tp, o in self.next_offsets.items() if tp.partition == p},
+            )
+        self.pending_assignment = False
+
+    # -- processing ----------------------------------------------------------------------------
+    def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        by_partition: dict[int, tuple[list[RawRecord], list[RawRecord]]] = {}
+        pred_topic = self.k.predictions_topic
+        for tp, records in batch.items():
+            expected = self.next_offsets.get(tp)
+            if expected is None or not records:
+                continue  # not (yet) restored: will be re-fetched after the seek
+            if records[0].offset < expected:
+                records = [r for r in records if r.offset >= expected]
+                if not records:
+                    continue
+            raws = [
+                RawRecord(r.value, r.timestamp, tp.topic, tp.partition, r.offset) for r in records
+            ]
+            slot = by_partition.setdefault(tp.partition, ([], []))
+            (slot[0] if tp.topic == pred_topic else slot[1]).extend(raws)
+            self.next_offsets[tp] = records[-1].offset + 1
+        decoder = self.engine.decoder
+        for p, (praw, lraw) in by_partition.items():
+            pb, d1 = decoder.decode_predictions(praw)
+            lb, d2 = decoder.decode_labels(lraw)
+            self.engine.apply(p, pb, lb)
+            dead = d1 + d2
+            if dead:
+                self.engine.count_invalid(p, [d.reason.value for d in dead])
+                if self.dlq:
+                    self.dlq.send(dead)
+            self.outcomes[(self.k.predictions_topic, "ok")] += len(pb)
+            self.outcomes[(self.k.labels_topic, "ok")] += len(lb)
+            for d in dead:
+                self.outcomes[(d.record.topic, "invalid")] += 1
+            self._check_invalid_ratio(len(praw) + len(lraw), dead)
+            self.events_since_checkpoint += len(praw) + len(lraw)
+
+    def _check_invalid_ratio(self, total: int, dead: list[DeadLetter]) -> None:
+        s = self.config.service
+        self.recent.append((total, len(dead)))
+        self.recent_total += total
+        self.recent_invalid += len(dead)
+        self.recent_reasons.update(d.reason.value for d in dead)
+        while len(self.recent) > 1 and self.recent_total - self.recent[0][0] >= (
+            s.invalid_ratio_min_events
+        ):
+            t, i = self.recent.popleft()
+            self.recent_total -= t
+            self.recent_invalid -= i
+        if self.recent_total >= s.invalid_ratio_min_events and (
+            self.recent_invalid / self.recent_total > s.max_invalid_ratio
+        ):
+            top = ", ".join(f"{r} ({n})" for r, n in self.recent_reasons.most_common(3))
+            raise InvalidRatioExceeded(
+                f"{self.recent_invalid} of the last {self.recent_total} records on "
+                f"{self.k.predictions_topic}/{self.k.labels_topic} were invalid "
+                f"({self.recent_invalid / self.recent_total:.0%} > "
+                f"service.max_invalid_ratio {s.max_invalid_ratio:.0%}); most common reasons: "
+                f"{top}. Stopping instead of dead-lettering the whole stream: check the topic "
+                "names and the field mapping (fields.*). No checkpoint was written, so a "
+                "restart after the fix re-reads these records."
+            )
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _maybe_checkpoint(self) -> None:
+        c = self.config.checkpoint
+        if self.events_since_checkpoint >= c.every_events or (
+            self.events_since_checkpoint and self.clock() - self.last_checkpoint >= c.interval
+        ):
+            self.checkpoint()
+
+    def checkpoint(self, partitions: set[int] | None = None) -> None:
+        """Write the owned partitions' state + offsets atomically, then commit the offsets."""
+        parts = sorted(self.owned if partitions is None else partitions & self.owned)
+        if not parts:
+            return
+        if self.dlq:
+            self.dlq.flush()  # dead letters are durable before their offsets move on
+        items = []
+        for p in parts:
+            offsets = {tp.topic: o for tp, o in self.next_offsets.items() if tp.partition == p}
+            meta, arrays = self.engine.export_partition(p)
+            items.append((p, offsets, encode(meta, arrays)))
+        self.store.save(items)
+        self.last_checkpoint = self.clock()
+        self.last_checkpoint_wall = time.time()
+        self.events_since_checkpoint = 0
+        commit = {
+            tp: OffsetAndMetadata(o, "", -1)
+            for tp, o in self.next_offsets.items()
+            if tp.partition in parts
+        }
+        try:
+            self.consumer.commit(offsets=commit)
+        except Exception as exc:  # lag monitoring only: the checkpoint is the source of truth
+            log.warning("offset commit failed (checkpoint is saved): %s", exc)
+
+
+class _OpsCollector:
+    """Operational metrics until the full exporter lands (issue: exporter and alerts)."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.m = monitor
+
+    def collect(self) -> Any:
+        m = self.m
+        ev = CounterMetricFamily(
+            "fairness_events",
+            "Records consumed, by topic and outcome.",
+            labels=["topic", "outcome"],
+        )
+        for (topic, outcome), n in sorted(m.outcomes.items()):
+            ev.add_metric([topic, outcome], n)
+        counters = m.published
+        pt, lt = m.k.predictions_topic, m.k.labels_topic
+        for (topic, outcome), name in (
+            ((pt, "duplicate"), "duplicate_predictions"),
+            ((pt, "late"), "late_predictions"),
+            ((pt, "evicted"), "evicted_pending"),
+            ((pt, "expired"), "expired_pending"),
+            ((lt, "duplicate"), "duplicate_labels"),
+            ((lt, "late"), "late_labels"),
+            ((lt, "orphan"), "orphan_labels"),
+        ):
+            ev.add_metric([topic, outcome], counters[name])
+        yield ev
+        pending = GaugeMetricFamily(
+            "fairness_pending_labels",
+            "Predictions held by the join (awaiting or recently given a label).",
+        )
+        pending.add_metric([], counters["pending"])
+        yield pending
+        age = GaugeMetricFamily(
+            "fairness_checkpoint_age_seconds",
+            "Seconds since the last checkpoint (NaN before the first).",
+        )
+        age.add_metric(
+            [],
+            float("nan")
+            if m.last_checkpoint_wall is None
+            else time.time() - m.last_checkpoint_wall,
+        )
+        yield age
+
+
+def run_service(config: Config) -> int:
+    """Entry point for ``fairness-monitor run``: signals, HTTP, loop, exit code."""
+    monitor = Monitor(config)
+    signal.signal(signal.SIGTERM, monitor.request_stop)
+    signal.signal(signal.SIGINT, monitor.request_stop)
+    monitor.start_http()
+    try:
+        return monitor.run()
+    finally:
+        if monitor.http:
+            monitor.http.stop()

@@ -1,0 +1,164 @@
+"""A real Kafka broker for the tests.
+
+Modes (``FM_KAFKA_BROKER``):
+
+* ``apache`` (default): Apache Kafka 4.x in KRaft mode, single node, from Maven Central jars
+  (resolved once with Maven into ``.cache/kafka/<version>``), run with the machine's Java 17 on
+  free loopback ports with fast test settings; stopped (and restartable, for outage tests).
+* ``external``: use ``FM_KAFKA_BOOTSTRAP=host:port`` (nothing is started or stopped).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KAFKA_VERSION = "4.1.1"
+CACHE = Path(os.environ.get("FM_CACHE", ROOT / ".cache")) / "kafka" / KAFKA_VERSION
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kafka_jars() -> Path:
+    """Directory of the broker's jars, resolving them with Maven on first use."""
+    jars = CACHE / "jars"
+    if (jars / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+        return jars
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("Maven (mvn) is needed to fetch Kafka's jars; apt-get install maven")
+    tmp = jars.with_suffix(".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(ROOT / "tests/kafka/pom.xml"),
+            f"-Dkafka.version={KAFKA_VERSION}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={tmp}",
+        ],
+        check=True,
+        timeout=900,
+    )
+    tmp.rename(jars)
+    return jars
+
+
+class ApacheKafka:
+    """A single-node KRaft broker+controller process."""
+
+    def __init__(self) -> None:
+        self.java = shutil.which("java") or "java"
+        self.jars = kafka_jars()
+        self.dir = Path(tempfile.mkdtemp(prefix="fm-kafka-"))
+        self.port, self.cport = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.props = self.dir / "server.properties"
+        self.props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{self.cport}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.cport}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={self.dir / 'data'}",
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                    "log.flush.interval.messages=1000000",
+                    "",
+                ]
+            )
+        )
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(
+            self._cmd("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(self.props)),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def _cmd(self, main: str, *args: str) -> list[str]:
+        return [
+            self.java,
+            "-Xms256m",
+            "-Xmx768m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{self.jars}/*",
+            main,
+            *args,
+        ]
+
+    def start(self, timeout: float = 90.0) -> None:
+        log = open(self.dir / "broker.log", "ab")  # noqa: SIM115 - handed to the process
+        self.proc = subprocess.Popen(
+            self._cmd("kafka.Kafka", str(self.props)), stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Kafka exited: see {self.dir / 'broker.log'}")
+            try:
+                from kafka import KafkaAdminClient
+
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
+                admin.list_topics()
+                admin.close()
+                return
+            except Exception:
+                time.sleep(0.5)
+        raise RuntimeError("Kafka did not become ready in time")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ExternalKafka:
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def stop(self) -> None:
+        raise RuntimeError("cannot stop an external broker")
+
+    start = stop
+
+    def close(self) -> None:
+        pass

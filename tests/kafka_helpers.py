@@ -1,0 +1,226 @@
+"""Helpers for the Kafka integration tests: topics, producing events, running the monitor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from .broker import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MODEL = """
+models:
+  credit:
+    attributes: {sex: {}, age: {bins: [30, 50]}}
+    intersections: [[sex, age]]
+    threshold: 0.5
+    windows: [1h, 6h]
+    bucket: 1m
+    lateness: 6h
+    min_samples: 5
+"""
+
+
+def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(t, n, 1) for t, n in partitions.items()])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, events: list[Any], *, key: str = "prediction_id") -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024, acks=1
+    )
+    for e in events:
+        if isinstance(e, bytes):
+            producer.send(topic, value=e, key=str(uuid.uuid4()).encode())
+        else:
+            producer.send(topic, value=json.dumps(e).encode(), key=str(e[key]).encode())
+    producer.flush(60)
+    producer.close()
+
+
+def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in c.partitions_for_topic(t)]
+        return {(tp.topic, tp.partition): o for tp, o in c.end_offsets(tps).items()}
+    finally:
+        c.close()
+
+
+class MonitorProcess:
+    """``fairness-monitor run`` as a child process, as it is deployed."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        bootstrap: str,
+        *,
+        name: str = "m",
+        pred: str,
+        lab: str,
+        group: str,
+        checkpoint: Path | None = None,
+        extra: str = "",
+        dlq: str | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.checkpoint = checkpoint or tmp / "checkpoint.sqlite"
+        self.config = tmp / f"{name}.yaml"
+        self.config.write_text(
+            MODEL
+            + f"""
+kafka:
+  bootstrap_servers: {bootstrap}
+  group_id: {group}
+  predictions_topic: {pred}
+  labels_topic: {lab}
+  max_poll_records: 2000
+  session_timeout_ms: 10000
+{"  dead_letter_topic: " + dlq if dlq else ""}
+checkpoint:
+  path: {self.checkpoint}
+  interval: 1s
+  every_events: 50000
+service:
+  http_host: 127.0.0.1
+  http_port: {self.port}
+{extra}
+"""
+        )
+        self.log = tmp / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> MonitorProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "-c", str(self.config)],
+            stdout=open(self.log, "ab"),
+            stderr=subprocess.STDOUT,  # noqa: SIM115
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        return self
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError as e:
+            return 0, str(e)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.get("/readyz")[0] == 200:
+                return
+            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
+            time.sleep(0.2)
+        raise AssertionError(f"monitor not ready: {self.log.read_text()[-3000:]}")
+
+
+def checkpoint_offsets(path: Path) -> dict[tuple[str, int], int]:
+    from monitor.checkpoint import CheckpointStore
+
+    if not path.exists():
+        return {}
+    store = CheckpointStore(path)
+    try:
+        out = {}
+        for p in store.partitions():
+            cp = store.load(p)
+            assert cp is not None
+            for topic, off in cp.offsets.items():
+                out[(topic, p)] = off
+        return out
+    finally:
+        store.close()
+
+
+def wait_consumed(
+    path: Path,
+    target: dict[tuple[str, int], int],
+    timeout: float = 120,
+    procs: list[MonitorProcess] = (),
+) -> None:  # type: ignore[assignment]
+    """Until the checkpoint's offsets reach ``target`` (everything produced was applied)."""
+    deadline = time.monotonic() + timeout
+    got: dict[tuple[str, int], int] = {}
+    while time.monotonic() < deadline:
+        got = checkpoint_offsets(path)
+        if all(got.get(k, 0) >= v for k, v in target.items()):
+            return
+        for p in procs:
+            assert p.proc is not None and p.proc.poll() is None, p.log.read_text()[-3000:]
+        time.sleep(0.3)
+    raise AssertionError(f"not consumed in time: {got} < {target}")
+
+
+def status(config: Path, checkpoint: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "status",
+            "-c",
+            str(config),
+            "--checkpoint",
+            str(checkpoint),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(out.stdout)
+
+
+def replay_report(tmp: Path, config: Path, preds: list[dict], labels: list[dict]) -> dict:
+    p, lab = tmp / "oracle-p.jsonl", tmp / "oracle-l.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in preds))
+    lab.write_text("".join(json.dumps(e) + "\n" for e in labels))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "replay",
+            "-c",
+            str(config),
+            "-p",
+            str(p),
+            "-l",
+            str(lab),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    return json.loads(out.stdout)

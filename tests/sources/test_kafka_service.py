@@ -1,0 +1,235 @@
+"""`fairness-monitor run` against a real Apache Kafka broker.
+
+Every test runs the monitor as a child process, exactly as deployed, and compares the counts
+in its checkpoint with the file `replay` of the same events (the uninterrupted reference).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ..kafka_helpers import (
+    MonitorProcess,
+    create_topics,
+    end_offsets,
+    produce,
+    replay_report,
+    status,
+    wait_consumed,
+)
+from ..test_replay import make_events
+
+pytestmark = pytest.mark.integration
+
+
+def topics(kafka, partitions: int = 3, labels_partitions: int | None = None) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    tag = uuid.uuid4().hex[:8]
+    pred, lab = f"pred-{tag}", f"lab-{tag}"
+    create_topics(kafka.bootstrap, {pred: partitions, lab: labels_partitions or partitions})
+    return pred, lab
+
+
+def shuffled_labels(labels: list[dict], seed: int) -> list[dict]:
+    """Labels out of order: each moved by a random amount."""
+    rng = random.Random(seed)
+    keyed = [(i + rng.uniform(-200, 200), e) for i, e in enumerate(labels)]
+    return [e for _, e in sorted(keyed, key=lambda x: x[0])]
+
+
+def assert_same_models(got: dict, expected: dict) -> None:
+    assert got["models"] == expected["models"]
+
+
+def test_counts_equal_replay(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka)
+    preds, labels = make_events(11, n=4000)
+    half = len(labels) // 2
+    produce(kafka.bootstrap, pred, preds[: len(preds) // 2])
+    produce(kafka.bootstrap, lab, shuffled_labels(labels[:half], 1))  # some before predictions
+    produce(kafka.bootstrap, pred, preds[len(preds) // 2 :])
+    produce(kafka.bootstrap, lab, shuffled_labels(labels[half:], 2))
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m.wait_ready()
+    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    got = status(m.config, m.checkpoint)
+    expected = replay_report(tmp_path, m.config, preds, labels)
+    assert got["counters"]["predictions"] == len(preds)
+    assert got["counters"]["labels"] == len(labels)
+    assert_same_models(got, expected)
+
+
+def test_crash_at_random_moments_loses_and_doubles_nothing(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka)
+    preds, labels = make_events(12, n=120_000)  # 120k predictions + ~96k labels > 200k events
+    produce(kafka.bootstrap, pred, preds)
+    produce(kafka.bootstrap, lab, labels)
+    assert len(preds) + len(labels) >= 200_000
+    target = end_offsets(kafka.bootstrap, [pred, lab])
+    rng = random.Random(5)
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}")
+    kills = 0
+    for _ in range(6):
+        m.start()
+        time.sleep(rng.uniform(1.0, 4.0))
+        m.signal(signal.SIGKILL)
+        m.wait(10)
+        kills += 1
+    assert kills >= 5
+    m.start()
+    wait_consumed(m.checkpoint, target, timeout=240, procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    got = status(m.config, m.checkpoint)
+    expected = replay_report(tmp_path, m.config, preds, labels)
+    assert got["counters"]["predictions"] == len(preds)
+    assert got["counters"]["duplicate_predictions"] == 0
+    assert_same_models(got, expected)
+
+
+def test_sigterm_exits_cleanly_with_a_checkpoint_and_resumes(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka)
+    preds, labels = make_events(13, n=150_000)
+    produce(kafka.bootstrap, pred, preds)
+    produce(kafka.bootstrap, lab, labels)
+    target = end_offsets(kafka.bootstrap, [pred, lab])
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m.wait_ready()
+    time.sleep(1.5)  # heavy consumption under way
+    t = time.monotonic()
+    m.signal(signal.SIGTERM)
+    assert m.wait(10) == 0
+    assert time.monotonic() - t < 10
+    from ..kafka_helpers import checkpoint_offsets
+
+    saved = checkpoint_offsets(m.checkpoint)
+    assert sum(saved.values()) > 0
+    assert sum(saved.values()) < sum(target.values()), "stopped before the end, as intended"
+    m.start()
+    wait_consumed(m.checkpoint, target, timeout=180, procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    assert_same_models(
+        status(m.config, m.checkpoint), replay_report(tmp_path, m.config, preds, labels)
+    )
+
+
+def test_second_instance_joins_and_leaves_without_loss(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka, partitions=4)
+    preds, labels = make_events(14, n=60_000)
+    produce(kafka.bootstrap, pred, preds[:30_000])
+    produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) < 30_000])
+    group = f"g-{pred}"
+    a = MonitorProcess(tmp_path, kafka.bootstrap, name="a", pred=pred, lab=lab, group=group)
+    b = MonitorProcess(
+        tmp_path,
+        kafka.bootstrap,
+        name="b",
+        pred=pred,
+        lab=lab,
+        group=group,
+        checkpoint=a.checkpoint,
+    )
+    a.start().wait_ready()
+    b.start()
+    time.sleep(3)
+    produce(kafka.bootstrap, pred, preds[30_000:])
+    produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 30_000])
+    time.sleep(3)
+    b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
+    assert b.wait(15) == 0
+    wait_consumed(a.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[a])
+    a.signal(signal.SIGTERM)
+    assert a.wait(15) == 0
+    assert "restored" in b.log.read_text()  # b really owned partitions
+    got = status(a.config, a.checkpoint)
+    assert got["counters"]["predictions"] == len(preds)
+    assert_same_models(got, replay_report(tmp_path, a.config, preds, labels))
+
+
+def test_mismatched_partition_counts_refuse_to_start(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka, partitions=3, labels_partitions=2)
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    assert m.wait(60) == 2
+    text = m.log.read_text()
+    assert f"prediction topic '{pred}' has 3 partitions" in text
+    assert f"label topic '{lab}' has 2" in text
+    assert "Traceback" not in text
+
+
+def test_poison_records_go_to_the_dead_letter_topic(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from kafka import KafkaConsumer
+
+    pred, lab = topics(kafka, partitions=2)
+    dlq = f"dlq-{pred}"
+    from ..kafka_helpers import create_topics as ct
+
+    ct(kafka.bootstrap, {dlq: 1})
+    preds, labels = make_events(15, n=4000)
+    rng = random.Random(3)
+    mixed: list = []
+    bad = 0
+    for e in preds:
+        mixed.append(e)
+        if rng.random() < 0.05:
+            mixed.append(
+                rng.choice(
+                    [
+                        b"{oops",
+                        b'{"prediction_id": "x"}',
+                        b"[]",
+                        b'{"prediction_id":"y","timestamp":"never","prediction":1}',
+                    ]
+                )
+            )
+            bad += 1
+    produce(kafka.bootstrap, pred, mixed)
+    produce(kafka.bootstrap, lab, labels)
+    m = MonitorProcess(
+        tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}", dlq=dlq
+    ).start()
+    m.wait_ready()
+    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    c = KafkaConsumer(
+        dlq,
+        bootstrap_servers=kafka.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    got = list(c)
+    c.close()
+    assert len(got) == bad
+    reasons = set()
+    for r in got:
+        h = dict(r.headers)
+        reasons.add(h["fm.reason"].decode())
+        assert h["fm.source.topic"].decode() == pred
+        assert int(h["fm.source.offset"]) >= 0 and h["fm.source.partition"] in (b"0", b"1")
+    assert (
+        reasons
+        <= {"not_json", "not_object", "missing_timestamp", "bad_timestamp", "missing_prediction"}
+        and len(reasons) >= 3
+    )
+    # the valid ones are counted exactly
+    assert_same_models(
+        status(m.config, m.checkpoint), replay_report(tmp_path, m.config, preds, labels)
+    )
+
+
+def test_all_garbage_trips_the_invalid_ratio_limit(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = topics(kafka, partitions=1)
+    produce(kafka.bootstrap, pred, [b'{"id": %d, "when": "now"}' % i for i in range(3000)])
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    assert m.wait(60) == 3
+    text = m.log.read_text()
+    assert "were invalid" in text and "max_invalid_ratio" in text and "missing_id" in text
+    assert "Traceback" not in text
