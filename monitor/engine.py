@@ -355,6 +355,8 @@ class Engine:
     def export_partition(self, p: int) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
         """(JSON-able metadata, arrays) describing partition ``p`` completely."""
         st = self.partition(p)
+        for m, r in enumerate(st.rings):
+            r.grow(len(self.registries[m]))  # every registered group has a column
         meta: dict[str, Any] = {
             "fingerprint": self.fingerprint(),
             "counters": st.counters,

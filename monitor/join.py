@@ -82,12 +82,13 @@ class SortedTable:
 
     @property
     def data(self) -> npt.NDArray[Any]:
-        """All rows (a copy when both runs are non-empty); for inspection and checkpoints."""
+        """All rows, main run then delta run (each sorted by key, not the whole)."""
         return np.concatenate([self.main, self.delta]) if len(self.delta) else self.main
 
     def load(self, rows: npt.NDArray[Any]) -> None:
-        """Replace the contents with ``rows`` (sorted by key), e.g. from a checkpoint."""
-        self.main = np.ascontiguousarray(rows, dtype=self.main.dtype)
+        """Replace the contents with ``rows`` (any order), e.g. from a checkpoint."""
+        rows = np.ascontiguousarray(rows, dtype=self.main.dtype)
+        self.main = rows[np.argsort(rows["key"], kind="stable")]
         self.delta = self.main[:0]
         self._main_keys = None
         self._refresh_min_age()

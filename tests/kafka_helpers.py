@@ -110,7 +110,7 @@ service:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "monitor", "run", "-c", str(self.config)],
             stdout=open(self.log, "ab"),
-            stderr=subprocess.STDOUT,  # noqa: SIM115
+            stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         return self

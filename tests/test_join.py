@@ -126,3 +126,24 @@ def test_ten_million_unknown_labels_keep_memory_bounded() -> None:
     # within a few chunk-sized temporaries of the level after warm-up
     assert peak_after_warmup is not None
     assert peak - peak_after_warmup < 64 * 2**20
+
+
+def test_table_load_accepts_unsorted_rows_from_both_runs() -> None:
+    """Regression: exporting main+delta and loading them must keep lookups working."""
+    from monitor.join import SortedTable
+
+    t = SortedTable(
+        np.dtype([("key", np.uint64), ("ts", np.float64)]), max_size=10**6, age_field="ts"
+    )
+    t.DELTA_MIN = 4
+    rng = np.random.default_rng(1)
+    keys = rng.choice(2**40, size=500, replace=False).astype(np.uint64)
+    for chunk in np.array_split(keys, 7):
+        rows = np.zeros(len(chunk), t.main.dtype)
+        rows["key"] = chunk
+        t.insert(rows)
+    assert len(t.delta) > 0  # both runs in use
+    u = SortedTable(t.main.dtype, max_size=10**6, age_field="ts")
+    u.load(t.data)
+    assert np.all(u.find(keys) >= 0)
+    assert np.all(u.find(keys + np.uint64(2**41)) == -1)
