@@ -62,7 +62,9 @@ class CheckpointStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=30, check_same_thread=False
+            )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")

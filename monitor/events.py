@@ -10,7 +10,6 @@ with a machine-readable :class:`Reason` and the original bytes, so nothing is lo
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config import Config, ModelSpec
+from monitor.decode_fast import FastPath, try_fast
 from monitor.groups import GroupRegistry
+from monitor.keys import id_keys
 
 U64 = npt.NDArray[np.uint64]
 F64 = npt.NDArray[np.float64]
@@ -126,23 +127,6 @@ class LabelBatch:
         return LabelBatch(self.key[idx], self.ts[idx], self.label[idx])
 
 
-def id_key(value: object) -> int:
-    """Stable 64-bit key of a prediction id (BLAKE2b; process-independent, unlike ``hash``).
-
-    The join stores only this key, not the id text, to stay compact. Two distinct ids collide
-    with probability about n²/2⁶⁵ (3·10⁻⁸ for a million pending ids); a collision is counted
-    as a duplicate.
-    """
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise Invalid(
-            Reason.BAD_ID, f"prediction id must be a string or integer, got {type(value).__name__}"
-        )
-    text = value if isinstance(value, str) else str(value)
-    if not text:
-        raise Invalid(Reason.MISSING_ID, "empty prediction id")
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-
-
 def parse_timestamp(value: object) -> float:
     """Epoch seconds from ISO-8601 text or epoch seconds / milliseconds (> 10¹¹ means ms)."""
     if isinstance(value, bool):
@@ -168,34 +152,123 @@ def parse_timestamp(value: object) -> float:
     raise Invalid(Reason.BAD_TIMESTAMP, f"{type(value).__name__} is not a timestamp")
 
 
-def _lookup(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    cur: Any = obj
-    for part in path:
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(part)
-    return cur
+@dataclass(frozen=True, slots=True)
+class RawBatch:
+    """Records of one topic partition as columns (what a Kafka poll gives, without objects)."""
+
+    values: Sequence[bytes | Mapping[str, Any]]
+    timestamps_ms: Sequence[int | None]
+    topic: str = ""
+    partition: int = 0
+    offsets: Sequence[int] = ()
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def record(self, i: int) -> RawRecord:
+        off = self.offsets[i] if self.offsets else -1
+        return RawRecord(self.values[i], self.timestamps_ms[i], self.topic, self.partition, off)
+
+    @staticmethod
+    def of(records: Sequence[RawRecord] | RawBatch | ConsumerBatch) -> RawBatch | _Records:
+        if isinstance(records, RawBatch | ConsumerBatch):
+            return records  # type: ignore[return-value]
+        return _Records(records)
 
 
-def _binary(value: object, mapping: Mapping[str, int], what: str, reason: Reason) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and value in (0, 1):
-        return value
-    if isinstance(value, float) and value in (0.0, 1.0):
-        return int(value)
-    if isinstance(value, str):
-        if value in mapping:
-            return mapping[value]
-        if value in ("0", "1"):
-            return int(value)
-    if isinstance(value, int | float) and str(value) in mapping:
-        return mapping[str(value)]
-    raise Invalid(reason, f"{what} {str(value)[:40]!r} is not 0/1 or a configured value")
+class ConsumerBatch:
+    """kafka-python records of one topic partition, seen as a :class:`RawBatch`.
+
+    Only the values are copied out eagerly; record times and offsets are read lazily, since
+    they are needed only for events without a timestamp and for dead letters.
+    """
+
+    def __init__(self, records: Sequence[Any], topic: str, partition: int) -> None:
+        self.records = records
+        self.topic = topic
+        self.partition = partition
+        self.values = [r.value for r in records]
+        self._stamps: list[int | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def timestamps_ms(self) -> list[int | None]:
+        if self._stamps is None:
+            self._stamps = [r.timestamp for r in self.records]
+        return self._stamps
+
+    def record(self, i: int) -> RawRecord:
+        r = self.records[i]
+        return RawRecord(r.value, r.timestamp, self.topic, self.partition, r.offset)
+
+
+class _Records:
+    """A list of :class:`RawRecord` seen through the :class:`RawBatch` interface."""
+
+    def __init__(self, records: Sequence[RawRecord]) -> None:
+        self.records = records
+        self.values = [r.value for r in records]
+        self.timestamps_ms = [r.timestamp_ms for r in records]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def record(self, i: int) -> RawRecord:
+        return self.records[i]
+
+
+def _getter(path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    """A fast accessor for a dotted path (events are plain dicts from the JSON decoder)."""
+    if len(path) == 1:
+        key = path[0]
+        return lambda e: e.get(key)
+    if len(path) == 2:
+        k1, k2 = path
+
+        def two(e: dict[str, Any]) -> Any:
+            inner = e.get(k1)
+            return inner.get(k2) if type(inner) is dict else None
+
+        return two
+
+    def many(e: dict[str, Any]) -> Any:
+        cur: Any = e
+        for part in path:
+            if type(cur) is not dict:
+                return None
+            cur = cur.get(part)
+        return cur
+
+    return many
+
+
+_NUMBER = (int, float)
+
+
+def _text_id(raw: Any) -> str:
+    t = type(raw)
+    if t is str:
+        if raw:
+            return str(raw)
+        raise Invalid(Reason.MISSING_ID, "empty prediction id")
+    if t is int:
+        return str(raw)
+    if raw is None:
+        raise Invalid(Reason.MISSING_ID, "no prediction id")
+    raise Invalid(Reason.BAD_ID, f"prediction id must be a string or integer, got {t.__name__}")
+
+
+def _binary_map(extra: Mapping[str, int]) -> dict[Any, int]:
+    """Accepted spellings of a 0/1 value: numbers, booleans, "0"/"1", configured strings."""
+    table: dict[Any, int] = {0: 0, 1: 1, "0": 0, "1": 1}
+    table.update(extra)
+    return table
 
 
 class Decoder:
-    """Decodes batches for one configuration; owns nothing but reads the group registries."""
+    """Decodes batches for one configuration; reads and extends the group registries."""
 
     def __init__(
         self,
@@ -210,173 +283,241 @@ class Decoder:
         self.registries = registries
         self.clock = clock
         self.max_sets = max(len(m.attribute_sets) for m in self.models)
-        self.label_values: dict[str, int] = {}
+        f = config.fields
+        self.get_id = _getter(f.prediction_id)
+        self.get_ts = _getter(f.timestamp)
+        self.get_model = _getter(f.model_id)
+        self.get_pred = _getter(f.prediction)
+        self.get_score = _getter(f.score)
+        self.get_label = _getter(f.label)
+        self.attr_getters = [[_getter(a.path) for a in m.attributes] for m in self.models]
+        self.pred_maps = [_binary_map(m.prediction_values) for m in self.models]
+        label_values: dict[str, int] = {}
         for m in self.models:
-            self.label_values.update(m.label_values)
+            label_values.update(m.label_values)
+        self.label_map = _binary_map(label_values)
+        if config.default_model is not None:
+            self.default_model: int | None = self.model_index[config.default_model]
+        else:
+            self.default_model = 0 if len(self.models) == 1 else None
+        self.fast = FastPath(self)
 
-    # -- shared field handling ---------------------------------------------------------------
-    def _parse(self, rec: RawRecord) -> Mapping[str, Any]:
-        value = rec.value
-        if isinstance(value, bytes | bytearray | memoryview):
+    # -- shared steps ----------------------------------------------------------------------------
+    @staticmethod
+    def _parse_all(values: Sequence[Any]) -> tuple[list[Any], list[Invalid | None]]:
+        """JSON-decode every value: one decoder call for the whole batch when it is all valid.
+
+        Joining with commas cannot shift records: a value that splits into two elements would
+        need another that contributes none, which is not valid JSON, so a length check suffices.
+        """
+        n = len(values)
+        errors: list[Invalid | None] = [None] * n
+        if n and all(type(v) is bytes for v in values):
             try:
-                value = _json.decode(value)
-            except msgspec.DecodeError as exc:
-                raise Invalid(Reason.NOT_JSON, str(exc)[:200]) from None
-        if not isinstance(value, Mapping):
-            raise Invalid(
-                Reason.NOT_OBJECT, f"event is a JSON {type(value).__name__}, not an object"
-            )
-        return value
+                events = _json.decode(b"[" + b",".join(values) + b"]")
+                if type(events) is list and len(events) == n:
+                    for i, e in enumerate(events):
+                        if type(e) is not dict:
+                            errors[i] = Invalid(
+                                Reason.NOT_OBJECT,
+                                f"event is a JSON {type(e).__name__}, not an object",
+                            )
+                    return events, errors
+            except msgspec.DecodeError:
+                pass
+        events = []
+        for i, v in enumerate(values):
+            if isinstance(v, bytes | bytearray | memoryview):
+                try:
+                    v = _json.decode(v)
+                except msgspec.DecodeError as exc:
+                    errors[i] = Invalid(Reason.NOT_JSON, str(exc)[:200])
+                    v = None
+            if v is not None and not isinstance(v, dict):
+                if isinstance(v, Mapping):
+                    v = dict(v)
+                else:
+                    errors[i] = Invalid(
+                        Reason.NOT_OBJECT, f"event is a JSON {type(v).__name__}, not an object"
+                    )
+            events.append(v)
+        return events, errors
 
-    def _time(self, event: Mapping[str, Any], rec: RawRecord, now: float) -> float:
-        raw = _lookup(event, self.config.fields.timestamp)
+    def _time(self, raw: Any, record_ms: int | None, lo: float, hi: float) -> float:
         if raw is None:
-            if rec.timestamp_ms is None:
+            if record_ms is None:
                 raise Invalid(Reason.MISSING_TIMESTAMP, "no timestamp field and no record time")
-            t = rec.timestamp_ms / 1000.0
+            t = record_ms / 1000.0
+        elif type(raw) in _NUMBER and raw == raw and abs(raw) < 1e11:
+            t = float(raw)  # epoch seconds: the fast path
         else:
             t = parse_timestamp(raw)
-        if t < self.config.min_timestamp or t > now + self.config.max_future:
+        if t < lo or t > hi:
             raise Invalid(Reason.TIMESTAMP_OUT_OF_RANGE, f"timestamp {t:.0f} is out of range")
         return t
 
-    def _key(self, event: Mapping[str, Any]) -> int:
-        raw = _lookup(event, self.config.fields.prediction_id)
+    def _model(self, raw: Any) -> int:
         if raw is None:
-            raise Invalid(Reason.MISSING_ID, "no prediction id")
-        return id_key(raw)
-
-    def _model(self, event: Mapping[str, Any]) -> int:
-        raw = _lookup(event, self.config.fields.model_id)
-        if raw is None:
-            if self.config.default_model is not None:
-                return self.model_index[self.config.default_model]
-            if len(self.models) == 1:
-                return 0
-            raise Invalid(Reason.MISSING_MODEL, "no model id and no default model")
-        idx = self.model_index.get(raw) if isinstance(raw, str) else None
+            if self.default_model is None:
+                raise Invalid(Reason.MISSING_MODEL, "no model id and no default model")
+            return self.default_model
+        idx = self.model_index.get(raw) if type(raw) is str else None
         if idx is None:
-            if self.config.unknown_models == "default" and self.config.default_model:
-                return self.model_index[self.config.default_model]
+            if self.config.unknown_models == "default" and self.default_model is not None:
+                return self.default_model
             raise Invalid(Reason.UNKNOWN_MODEL, f"model {str(raw)[:60]!r} is not configured")
         return idx
 
     # -- predictions ---------------------------------------------------------------------------
     def decode_predictions(
-        self, records: Sequence[RawRecord]
+        self, records: Sequence[RawRecord] | RawBatch | ConsumerBatch
     ) -> tuple[PredictionBatch, list[DeadLetter]]:
-        now = self.clock()
-        fields = self.config.fields
-        dead: list[DeadLetter] = []
-        keys: list[int] = []
-        models: list[int] = []
+        rb = RawBatch.of(records)
+        if self.fast.enabled and (quick := try_fast(self.fast.predictions, rb)) is not None:
+            return quick, []
+        events, errors = self._parse_all(rb.values)
+        lo, hi = self.config.min_timestamp, self.clock() + self.config.max_future
+        models, threshold = self.models, [m.threshold for m in self.models]
+        ids: list[str] = []
+        rows: list[int] = []
         times: list[float] = []
+        model_of: list[int] = []
         preds: list[int] = []
         scores: list[float] = []
-        attr_values: list[list[list[object]]] = [[[] for _ in m.attributes] for m in self.models]
-        rows_of_model: list[list[int]] = [[] for _ in self.models]
-        for rec in records:
+        attr_values: list[list[list[Any]]] = [[[] for _ in m.attributes] for m in models]
+        rows_of_model: list[list[int]] = [[] for _ in models]
+        get_id, get_ts, get_model = self.get_id, self.get_ts, self.get_model
+        get_pred, get_score = self.get_pred, self.get_score
+        stamps = rb.timestamps_ms
+        for i, e in enumerate(events):
+            if errors[i] is not None:
+                continue
             try:
-                event = self._parse(rec)
-                key = self._key(event)
-                t = self._time(event, rec, now)
-                m = self._model(event)
-                spec = self.models[m]
-                score = _lookup(event, fields.score)
+                pid = _text_id(get_id(e))
+                t = self._time(get_ts(e), stamps[i], lo, hi)
+                m = self._model(get_model(e))
+                score = get_score(e)
                 if score is not None:
-                    if (
-                        isinstance(score, bool)
-                        or not isinstance(score, int | float)
-                        or not (math.isfinite(score))
-                    ):
+                    if type(score) not in _NUMBER or not math.isfinite(score):
                         raise Invalid(
                             Reason.BAD_SCORE, f"score {str(score)[:40]!r} is not a finite number"
                         )
                     score = float(score)
-                raw_pred = _lookup(event, fields.prediction)
+                raw_pred = get_pred(e)
                 if raw_pred is None:
-                    if score is None or spec.threshold is None:
+                    if score is None or threshold[m] is None:
                         raise Invalid(
                             Reason.MISSING_PREDICTION,
                             "no prediction (and no score with a configured threshold)",
                         )
-                    pred = int(score >= spec.threshold)
+                    pred = int(score >= threshold[m])
                 else:
-                    pred = _binary(
-                        raw_pred, spec.prediction_values, "prediction", Reason.BAD_PREDICTION
+                    pred = (
+                        self.pred_maps[m].get(raw_pred, -1)
+                        if type(raw_pred) in (int, float, str, bool)
+                        else -1
                     )
+                    if pred < 0:
+                        raise Invalid(
+                            Reason.BAD_PREDICTION,
+                            f"prediction {str(raw_pred)[:40]!r} is not 0/1 or a configured value",
+                        )
                 values = []
-                for attr in spec.attributes:
-                    v = _lookup(event, attr.path)
-                    if isinstance(v, Mapping | list):
+                for attr, get in zip(models[m].attributes, self.attr_getters[m], strict=True):
+                    v = get(e)
+                    if v is not None and type(v) not in (str, int, float, bool):
                         raise Invalid(
                             Reason.BAD_ATTRIBUTE,
                             f"attribute {attr.name} is a {type(v).__name__}, not a value",
                         )
-                    if (
-                        attr.bins is not None
-                        and v is not None
-                        and (isinstance(v, bool) or not isinstance(v, int | float))
-                    ):
+                    if attr.bins is not None and v is not None and type(v) not in _NUMBER:
                         raise Invalid(
                             Reason.BAD_ATTRIBUTE,
                             f"attribute {attr.name} must be a number, got {str(v)[:40]!r}",
                         )
                     values.append(v)
             except Invalid as bad:
-                dead.append(DeadLetter(bad.reason, bad.detail, rec))
+                errors[i] = bad
                 continue
-            rows_of_model[m].append(len(keys))
+            rows_of_model[m].append(len(ids))
             for column, v in zip(attr_values[m], values, strict=True):
                 column.append(v)
-            keys.append(key)
-            models.append(m)
+            ids.append(pid)
+            rows.append(i)
             times.append(t)
+            model_of.append(m)
             preds.append(pred)
             scores.append(math.nan if score is None else score)
-        groups = np.full((len(keys), self.max_sets), -1, dtype=np.int32)
-        for m, rows in enumerate(rows_of_model):
-            if rows:
+        groups = np.full((len(ids), self.max_sets), -1, dtype=np.int32)
+        for m, mrows in enumerate(rows_of_model):
+            if mrows:
                 enc = self.registries[m].encode(attr_values[m])
-                groups[np.asarray(rows), : enc.shape[1]] = enc
+                groups[np.asarray(mrows), : enc.shape[1]] = enc
         batch = PredictionBatch(
-            key=np.array(keys, dtype=np.uint64),
-            model=np.array(models, dtype=np.uint16),
+            key=id_keys(ids),
+            model=np.array(model_of, dtype=np.uint16),
             ts=np.array(times, dtype=np.float64),
             pred=np.array(preds, dtype=np.uint8),
             score=np.array(scores, dtype=np.float64),
             groups=groups,
         )
-        return batch, dead
+        return batch, self._dead(rb, errors)
+
+    @staticmethod
+    def _dead(rb: RawBatch | _Records, errors: list[Invalid | None]) -> list[DeadLetter]:
+        return [
+            DeadLetter(err.reason, err.detail, rb.record(i))
+            for i, err in enumerate(errors)
+            if err is not None
+        ]
 
     # -- labels --------------------------------------------------------------------------------
-    def decode_labels(self, records: Sequence[RawRecord]) -> tuple[LabelBatch, list[DeadLetter]]:
-        now = self.clock()
-        dead: list[DeadLetter] = []
-        keys: list[int] = []
+    def decode_labels(
+        self, records: Sequence[RawRecord] | RawBatch | ConsumerBatch
+    ) -> tuple[LabelBatch, list[DeadLetter]]:
+        rb = RawBatch.of(records)
+        if self.fast.enabled and (quick := try_fast(self.fast.labels, rb)) is not None:
+            return quick, []
+        events, errors = self._parse_all(rb.values)
+        lo, hi = self.config.min_timestamp, self.clock() + self.config.max_future
+        ids: list[str] = []
         times: list[float] = []
         labels: list[int] = []
-        for rec in records:
+        get_id, get_ts, get_label, get_model = (
+            self.get_id,
+            self.get_ts,
+            self.get_label,
+            self.get_model,
+        )
+        label_map = self.label_map
+        stamps = rb.timestamps_ms
+        for i, e in enumerate(events):
+            if errors[i] is not None:
+                continue
             try:
-                event = self._parse(rec)
-                key = self._key(event)
-                t = self._time(event, rec, now)
-                raw = _lookup(event, self.config.fields.label)
+                pid = _text_id(get_id(e))
+                t = self._time(get_ts(e), stamps[i], lo, hi)
+                raw = get_label(e)
                 if raw is None:
                     raise Invalid(Reason.MISSING_LABEL, "no label")
-                label = _binary(raw, self.label_values, "label", Reason.BAD_LABEL)
-                raw_model = _lookup(event, self.config.fields.model_id)
+                y = label_map.get(raw, -1) if type(raw) in (int, float, str, bool) else -1
+                if y < 0:
+                    raise Invalid(
+                        Reason.BAD_LABEL,
+                        f"label {str(raw)[:40]!r} is not 0/1 or a configured value",
+                    )
+                raw_model = get_model(e)
                 if raw_model is not None:
-                    self._model(event)
+                    self._model(raw_model)
             except Invalid as bad:
-                dead.append(DeadLetter(bad.reason, bad.detail, rec))
+                errors[i] = bad
                 continue
-            keys.append(key)
+            ids.append(pid)
             times.append(t)
-            labels.append(label)
+            labels.append(y)
         batch = LabelBatch(
-            key=np.array(keys, dtype=np.uint64),
+            key=id_keys(ids),
             ts=np.array(times, dtype=np.float64),
             label=np.array(labels, dtype=np.uint8),
         )
-        return batch, dead
+        return batch, self._dead(rb, errors)

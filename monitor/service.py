@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from monitor.checkpoint import CheckpointError, CheckpointStore, encode
 from monitor.config import Config
 from monitor.engine import Engine
-from monitor.events import DeadLetter, RawRecord
+from monitor.events import ConsumerBatch, DeadLetter, RawBatch
 from monitor.http import HttpServer
 from monitor.sources.kafka import (
     DeadLetterSink,
@@ -70,6 +70,7 @@ class Monitor:
         self.last_checkpoint_wall: float | None = None
         self.events_since_checkpoint = 0
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        self.seconds: dict[str, float] = dict.fromkeys(("poll", "process", "checkpoint"), 0.0)
         self.recent: deque[tuple[int, int]] = deque()
         self.recent_total = self.recent_invalid = 0
         self.recent_reasons: Counter[str] = Counter()
@@ -143,11 +144,18 @@ class Monitor:
         )
         try:
             while not self.stop_requested.is_set():
+                t0 = time.perf_counter()
                 batch = self.consumer.poll(timeout_ms=200)
+                t1 = time.perf_counter()
                 self._rebalance()
                 if batch:
                     self._process(batch)
+                t2 = time.perf_counter()
                 self._maybe_checkpoint()
+                t3 = time.perf_counter()
+                self.seconds["poll"] += t1 - t0
+                self.seconds["process"] += t2 - t1
+                self.seconds["checkpoint"] += t3 - t2
                 self.published = self.engine.counters()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
@@ -228,7 +236,7 @@ class Monitor:
 
     # -- processing ----------------------------------------------------------------------------
     def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        by_partition: dict[int, tuple[list[RawRecord], list[RawRecord]]] = {}
+        by_partition: dict[int, list[ConsumerBatch | RawBatch | None]] = {}
         pred_topic = self.k.predictions_topic
         for tp, records in batch.items():
             expected = self.next_offsets.get(tp)
@@ -238,14 +246,14 @@ class Monitor:
                 records = [r for r in records if r.offset >= expected]
                 if not records:
                     continue
-            raws = [
-                RawRecord(r.value, r.timestamp, tp.topic, tp.partition, r.offset) for r in records
-            ]
-            slot = by_partition.setdefault(tp.partition, ([], []))
-            (slot[0] if tp.topic == pred_topic else slot[1]).extend(raws)
+            raw = ConsumerBatch(records, tp.topic, tp.partition)
+            slot = by_partition.setdefault(tp.partition, [None, None])
+            slot[0 if tp.topic == pred_topic else 1] = raw
             self.next_offsets[tp] = records[-1].offset + 1
         decoder = self.engine.decoder
-        for p, (praw, lraw) in by_partition.items():
+        empty = RawBatch((), ())
+        for p, (maybe_p, maybe_l) in by_partition.items():
+            praw, lraw = maybe_p or empty, maybe_l or empty
             pb, d1 = decoder.decode_predictions(praw)
             lb, d2 = decoder.decode_labels(lraw)
             self.engine.apply(p, pb, lb)

@@ -107,9 +107,10 @@ service:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MonitorProcess:
+        log = open(self.log, "ab")  # noqa: SIM115 - owned by the child process
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "monitor", "run", "-c", str(self.config)],
-            stdout=open(self.log, "ab"),
+            stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

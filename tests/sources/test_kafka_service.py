@@ -233,3 +233,34 @@ def test_all_garbage_trips_the_invalid_ratio_limit(kafka, tmp_path: Path) -> Non
     text = m.log.read_text()
     assert "were invalid" in text and "max_invalid_ratio" in text and "missing_id" in text
     assert "Traceback" not in text
+
+
+def test_broker_outage_not_ready_then_recovers_exactly(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if not hasattr(kafka, "proc"):
+        pytest.skip("needs a broker the tests started (not FM_KAFKA_BOOTSTRAP)")
+    pred, lab = topics(kafka, partitions=2)
+    preds, labels = make_events(16, n=40_000)
+    produce(kafka.bootstrap, pred, preds[:20_000])
+    produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) < 20_000])
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m.wait_ready()
+    time.sleep(2)
+    kafka.stop()
+    t_down = time.monotonic()
+    saw_not_ready = False
+    while time.monotonic() - t_down < 30:
+        code, _ = m.get("/readyz")
+        saw_not_ready |= code == 503
+        assert m.get("/healthz")[0] == 200  # alive: the loop keeps running, no crash
+        time.sleep(0.5)
+    assert saw_not_ready, "readiness must drop while the broker is unreachable"
+    kafka.start()
+    produce(kafka.bootstrap, pred, preds[20_000:])
+    produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 20_000])
+    m.wait_ready(timeout=120)
+    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), timeout=180, procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    got = status(m.config, m.checkpoint)
+    assert got["counters"]["predictions"] == len(preds)
+    assert_same_models(got, replay_report(tmp_path, m.config, preds, labels))

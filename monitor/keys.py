@@ -1,0 +1,54 @@
+"""64-bit keys of prediction ids, computed for a whole batch at once with numpy.
+
+Why a key and not the id text: the join stores millions of pending predictions; 8 bytes per id
+instead of a Python string keeps it compact (see ``join.py``).
+
+Hash: FNV-1a over the Unicode code points (Fowler–Noll–Vo, 64-bit, one step per code point,
+so numpy can convert a whole batch of strings to a code-point matrix at C speed), length folded
+in, then the SplitMix64 finalizer (Steele, Lea & Flood 2014) for avalanche. It is stable across processes and
+machines (checkpoints depend on it), unlike Python's randomized ``hash``. Two distinct ids
+collide with probability about n²/2⁶⁵ (3·10⁻⁸ for a million pending ids); a collision is counted
+as a duplicate. Trailing NUL characters of an id are ignored (numpy's fixed-width strings drop
+them). Not a cryptographic hash: ids come from the monitored model, not an adversary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def _splitmix(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    h = h ^ (h >> np.uint64(30))
+    h = h * np.uint64(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> np.uint64(27))
+    h = h * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """Keys of ``ids`` (non-empty strings), vectorized over the batch."""
+    n = len(ids)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    text = np.array(ids, dtype=np.str_)  # fixed-width UCS-4, padded with NUL
+    width = text.itemsize // 4
+    mat = text.view(np.uint32).reshape(n, width)
+    lengths = np.char.str_len(text).astype(np.int64)
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for col in range(width):
+            mixed = (h ^ mat[:, col].astype(np.uint64)) * FNV_PRIME
+            h = np.where(col < lengths, mixed, h)
+        h = (h ^ lengths.astype(np.uint64)) * FNV_PRIME
+        return _splitmix(h)
+
+
+def id_key(value: str) -> int:
+    """Key of one id (same function as :func:`id_keys`)."""
+    return int(id_keys([value])[0])

@@ -1,0 +1,42 @@
+"""Prediction-id keys: equal to a plain-Python FNV-1a (code points) + SplitMix64 reference."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import numpy as np
+
+from monitor.keys import id_key, id_keys
+
+M64 = 2**64 - 1
+
+
+def reference(text: str) -> int:
+    h = 0xCBF29CE484222325
+    for ch in text:
+        h = ((h ^ ord(ch)) * 0x100000001B3) & M64
+    h = ((h ^ len(text)) * 0x100000001B3) & M64
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) & M64
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) & M64
+    return h ^ (h >> 31)
+
+
+def test_matches_reference_on_random_ids() -> None:
+    rng = random.Random(0)
+    alphabet = string.ascii_letters + string.digits + "-_ éß€"
+    ids = ["".join(rng.choices(alphabet, k=rng.randint(1, 60))) for _ in range(500)]
+    assert [int(k) for k in id_keys(ids)] == [reference(s) for s in ids]
+
+
+def test_batch_independent_and_distinct() -> None:
+    ids = [f"id-{i}" for i in range(200_000)]
+    keys = id_keys(ids)
+    assert len(np.unique(keys)) == len(ids)
+    assert int(keys[12345]) == id_key("id-12345")
+    # the length is part of the hash: a prefix does not collide with its extension
+    assert id_key("a") != id_key("aa") and id_key("") != id_key("a")
+    # documented limit: numpy strings drop trailing NUL characters, so "a\0" is the id "a"
+    assert id_key("a\0") == id_key("a")
