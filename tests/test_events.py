@@ -194,3 +194,45 @@ def test_nan_and_inf_scores_are_dead_lettered(score: float) -> None:
     ok = RawRecord(good("ok"))
     b, dead = engine.decoder.decode_predictions([RawRecord(good("s", score=score)), ok])
     assert len(b) == 1 and [d.reason for d in dead] == [Reason.BAD_SCORE]
+
+
+def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
+    """The typed fast path and the per-record path decode valid input identically."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(4)
+    records = []
+    for i in range(500):
+        ev = good(f"p{i}" if i % 3 else i, attributes={"sex": rng.choice(["F", "M", None]),
+                                                       "age": rng.choice([17, 30.5, 60, None])})
+        ev["timestamp"] = rng.choice([T0 + i, int((T0 + i) * 1000), "2026-01-01T00:10:00Z"])
+        ev["prediction"] = rng.choice([0, 1, True, False, "1", None])
+        ev["score"] = rng.choice([0.1, 0.9, 1, 0])
+        if i % 7 == 0:
+            del ev["model_id"]
+            ev["model_id"] = "credit"
+        records.append(rec(ev, ts_ms=int(T0 * 1000)))
+    labels = [rec({"prediction_id": f"p{i}", "timestamp": T0 + 5, "label": rng.choice(
+        [0, 1, "default", "repaid", True])}) for i in range(300)]
+    fast = Engine(cfg(), clock=lambda: NOW)
+    slow = Engine(cfg(), clock=lambda: NOW)
+    slow.decoder.fast.enabled = False
+    from monitor.decode_fast import try_fast
+    from monitor.events import RawBatch
+
+    # the fast path really handles this batch (it does not fall back)
+    assert try_fast(fast.decoder.fast.predictions, RawBatch.of(records)) is not None
+    fast = Engine(cfg(), clock=lambda: NOW)
+    fb, fd = fast.decoder.decode_predictions(records)
+    sb, sd = slow.decoder.decode_predictions(records)
+    assert not fd and not sd and len(fb) == 500
+    for field in ("key", "model", "ts", "pred", "score", "groups"):
+        np.testing.assert_array_equal(getattr(fb, field), getattr(sb, field), err_msg=field)
+    assert fast.registries[0].labels == slow.registries[0].labels
+    assert try_fast(fast.decoder.fast.labels, RawBatch.of(labels)) is not None
+    fl, _ = fast.decoder.decode_labels(labels)
+    sl, _ = slow.decoder.decode_labels(labels)
+    for field in ("key", "ts", "label"):
+        np.testing.assert_array_equal(getattr(fl, field), getattr(sl, field), err_msg=field)
