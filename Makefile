@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.engine_vs_river
 	$(BIN)/python -m bench.metrics_vs_fairlearn
 	$(BIN)/python -m bench.pending_memory
+	$(BIN)/python -m bench.kafka_throughput
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
