@@ -205,8 +205,13 @@ def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
     rng = random.Random(4)
     records = []
     for i in range(500):
-        ev = good(f"p{i}" if i % 3 else i, attributes={"sex": rng.choice(["F", "M", None]),
-                                                       "age": rng.choice([17, 30.5, 60, None])})
+        ev = good(
+            f"p{i}" if i % 3 else i,
+            attributes={
+                "sex": rng.choice(["F", "M", None]),
+                "age": rng.choice([17, 30.5, 60, None]),
+            },
+        )
         ev["timestamp"] = rng.choice([T0 + i, int((T0 + i) * 1000), "2026-01-01T00:10:00Z"])
         ev["prediction"] = rng.choice([0, 1, True, False, "1", None])
         ev["score"] = rng.choice([0.1, 0.9, 1, 0])
@@ -214,8 +219,16 @@ def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
             del ev["model_id"]
             ev["model_id"] = "credit"
         records.append(rec(ev, ts_ms=int(T0 * 1000)))
-    labels = [rec({"prediction_id": f"p{i}", "timestamp": T0 + 5, "label": rng.choice(
-        [0, 1, "default", "repaid", True])}) for i in range(300)]
+    labels = [
+        rec(
+            {
+                "prediction_id": f"p{i}",
+                "timestamp": T0 + 5,
+                "label": rng.choice([0, 1, "default", "repaid", True]),
+            }
+        )
+        for i in range(300)
+    ]
     fast = Engine(cfg(), clock=lambda: NOW)
     slow = Engine(cfg(), clock=lambda: NOW)
     slow.decoder.fast.enabled = False
