@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
+from monitor.alerts.rules import AlertsSpec, parse_alerts
 from monitor.confignode import ConfigError as ConfigError
 from monitor.confignode import _Node
 from monitor.durations import format_duration
@@ -123,6 +124,7 @@ class Config:
     kafka: KafkaSpec = KafkaSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     service: ServiceSpec = ServiceSpec()
+    alerts: AlertsSpec = AlertsSpec()
 
 
 def _value_map(node: _Node, key: str) -> dict[str, int]:
@@ -317,6 +319,7 @@ def parse_config(data: object) -> Config:
         kafka=parse_kafka(root.node("kafka")),
         checkpoint=parse_checkpoint(root.node("checkpoint")),
         service=parse_service(root.node("service")),
+        alerts=parse_alerts(root.node("alerts")),
     )
     root.finish()
     return cfg

@@ -309,6 +309,29 @@ class Engine:
             )
         return Snapshot(models=models, counters=self.counters())
 
+    def low_watermark(self, m: int) -> int | None:
+        """Oldest head bucket over the partitions that have data for model ``m``: every bucket
+        before it is closed everywhere (for in-order streams), so windows ending there are final.
+        """
+        heads = [st.rings[m].head for st in self.partitions.values()]
+        live = [h for h in heads if h is not None]
+        return min(live) if live else None
+
+    def first_bucket(self, m: int) -> int | None:
+        firsts = [st.rings[m].first for st in self.partitions.values()]
+        live = [f for f in firsts if f is not None]
+        return min(live) if live else None
+
+    def counts_between(self, m: int, start: int, end: int) -> I64:
+        """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``."""
+        g = len(self.registries[m])
+        out = np.zeros((g, n_cells(self.models[m].score_bins)), dtype=np.int64)
+        for st in self.partitions.values():
+            ring = st.rings[m]
+            ring.grow(g)
+            out += ring.window(start, end)
+        return out
+
     def counters(self) -> dict[str, int]:
         """Event counters summed over partitions (cheap: no window sums)."""
         counters = dict.fromkeys(COUNTERS, 0)
@@ -363,6 +386,7 @@ class Engine:
             "invalid": st.invalid,
             "watermark": None if not np.isfinite(st.watermark) else st.watermark,
             "heads": [r.head for r in st.rings],
+            "firsts": [r.first for r in st.rings],
             "groups": [[list(reg.set_of), list(reg.labels)] for reg in self.registries],
             "overflow": [list(reg.overflow) for reg in self.registries],
         }
@@ -392,6 +416,7 @@ class Engine:
             ring.counts[:, remap] = counts
             ring.expired[remap] = expired
             ring.head = meta["heads"][m]
+            ring.first = meta.get("firsts", meta["heads"])[m]
         pending = arrays["pending"].copy()
         if len(pending):
             groups = pending["groups"].astype(np.int64)

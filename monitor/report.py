@@ -11,9 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from monitor.config import ModelSpec
 from monitor.engine import ModelSnapshot, Snapshot
 from monitor.fairness import Disparity, disparities, group_metrics
+
+I64 = npt.NDArray[np.int64]
 
 GROUP_FIELDS = (
     "n", "favourable", "tp", "fp", "fn", "tn", "labelled",
@@ -47,48 +51,50 @@ def _disp(d: Disparity, labels: list[str], index: dict[int, int]) -> dict[str, A
     }
 
 
+def attribute_report(
+    counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
+) -> dict[str, Any]:
+    """Per-group rows and disparities of one attribute set (``counts[group, cell]``)."""
+    gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
+    ref_label = spec.reference_groups.get(set_name)
+    ref = labels.index(ref_label) if ref_label in labels else None
+    d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
+    local = {i: i for i in range(len(labels))}
+    groups: dict[str, Any] = {}
+    for i, lab in enumerate(labels):
+        row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
+        for f, (lo, hi) in gm.bounds.items():
+            row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
+        row["impact_ratio"] = _num(d.impact_ratios[i])
+        row["eligible"] = bool(d.eligible[i])
+        groups[lab] = row
+    return {
+        "groups": groups,
+        "reference_group": None if d.reference is None else labels[d.reference],
+        "disparate_impact_ratio": _disp(d.disparate_impact, labels, local),
+        "four_fifths_violation": d.four_fifths_violation,
+        "four_fifths_significant": d.four_fifths_significant,
+        "statistical_parity_difference": _disp(d.statistical_parity_difference, labels, local),
+        "tpr_gap": _disp(d.tpr_gap, labels, local),
+        "fpr_gap": _disp(d.fpr_gap, labels, local),
+        "ppv_gap": _disp(d.ppv_gap, labels, local),
+        "equalized_odds_difference": _disp(d.equalized_odds_difference, labels, local),
+        "equal_opportunity_difference": _disp(d.equal_opportunity_difference, labels, local),
+        "predictive_parity_difference": _disp(d.predictive_parity_difference, labels, local),
+        "average_odds_difference": _disp(d.average_odds_difference, labels, local),
+        "differential_fairness_epsilon": _num(d.differential_fairness),
+    }
+
+
 def model_report(ms: ModelSnapshot, *, confidence: float) -> dict[str, Any]:
-    spec = ms.spec
     out: dict[str, Any] = {"windows": {}}
     for wname, wc in ms.windows.items():
-        attrs: dict[str, Any] = {}
-        for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
-            counts = wc.counts[gidx]
-            gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
-            ref_label = spec.reference_groups.get(set_name)
-            ref = labels.index(ref_label) if ref_label in labels else None
-            d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
-            local = {i: i for i in range(len(labels))}
-            groups: dict[str, Any] = {}
-            for i, lab in enumerate(labels):
-                row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
-                for f, (lo, hi) in gm.bounds.items():
-                    row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
-                row["impact_ratio"] = _num(d.impact_ratios[i])
-                row["eligible"] = bool(d.eligible[i])
-                groups[lab] = row
-            attrs[set_name] = {
-                "groups": groups,
-                "reference_group": None if d.reference is None else labels[d.reference],
-                "disparate_impact_ratio": _disp(d.disparate_impact, labels, local),
-                "four_fifths_violation": d.four_fifths_violation,
-                "four_fifths_significant": d.four_fifths_significant,
-                "statistical_parity_difference": _disp(
-                    d.statistical_parity_difference, labels, local
-                ),
-                "tpr_gap": _disp(d.tpr_gap, labels, local),
-                "fpr_gap": _disp(d.fpr_gap, labels, local),
-                "ppv_gap": _disp(d.ppv_gap, labels, local),
-                "equalized_odds_difference": _disp(d.equalized_odds_difference, labels, local),
-                "equal_opportunity_difference": _disp(
-                    d.equal_opportunity_difference, labels, local
-                ),
-                "predictive_parity_difference": _disp(
-                    d.predictive_parity_difference, labels, local
-                ),
-                "average_odds_difference": _disp(d.average_odds_difference, labels, local),
-                "differential_fairness_epsilon": _num(d.differential_fairness),
-            }
+        attrs = {
+            set_name: attribute_report(
+                wc.counts[gidx], labels, ms.spec, set_name, confidence=confidence
+            )
+            for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True)
+        }
         out["windows"][wname] = {
             "start": _iso(wc.start) if wc.end else None,
             "end": _iso(wc.end) if wc.end else None,

@@ -47,6 +47,7 @@ class WindowRing:
         self.counts: I64 = np.zeros((n_buckets, n_groups, n_cells), dtype=np.int64)
         self.expired: I64 = np.zeros((n_groups, n_cells), dtype=np.int64)
         self.head: int | None = None
+        self.first: int | None = None  # the first bucket ever seen (where alerting starts)
 
     @property
     def n_groups(self) -> int:
@@ -70,7 +71,7 @@ class WindowRing:
     def advance(self, new_head: int) -> None:
         """Move the head forward, moving the contents of reused slots to ``expired``."""
         if self.head is None:
-            self.head = int(new_head)
+            self.head = self.first = int(new_head)
             return
         if new_head <= self.head:
             return

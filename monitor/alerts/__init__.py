@@ -1,0 +1,1 @@
+"""Alerts: rules as data, a pending → firing → resolved lifecycle, fairness drift, sinks."""

@@ -1,0 +1,106 @@
+"""Fairness drift: river change detectors over non-overlapping per-bucket values of a metric.
+
+Why: a feedback loop (biased decisions → biased future data) shows up as a slow, sustained
+worsening of a fairness metric long before it crosses a static bound. Each value fed to the
+detector is the metric over one drift bucket (e.g. one hour) alone, so values are independent
+and a detector's change signal is meaningful.
+
+Noise matters: a group of forty people per hour makes an hourly DIR jump by ±0.2. So the first
+``min_values`` values set a baseline mean and standard deviation, and the Page-Hinkley test sees
+standardized "badness" z = ±(value − baseline) / sd (``-DIR``, ``+gap``), one-sided
+(``mode='up'``), with ``delta`` and ``threshold`` in standard deviations — a CUSUM-style test
+whose false-alarm rate does not depend on group size. ADWIN gets the raw values (its Hoeffding
+bound accounts for noise) and the direction is checked afterwards.
+
+With the alert comes a trend estimate: the least-squares slope of the recent values and, for the
+DIR, when it would cross 0.8 at that slope.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from monitor.alerts.rules import DriftSpec
+
+LOWER_IS_WORSE = {"disparate_impact_ratio"}
+BOUNDS = {"disparate_impact_ratio": 0.8}
+
+
+@dataclass(frozen=True)
+class DriftSignal:
+    metric: str
+    value: float
+    baseline: float  # mean before the change
+    change: float  # latest value minus baseline (in metric units)
+    slope_per_hour: float
+    hours_to_bound: float | None
+
+
+class DriftTracker:
+    """One detector for one (model, attribute, metric) series."""
+
+    def __init__(self, spec: DriftSpec, metric: str) -> None:
+        self.spec = spec
+        self.metric = metric
+        self.sign = -1.0 if metric in LOWER_IS_WORSE else 1.0
+        self.detector = self._new_detector()
+        self.history: deque[tuple[float, float]] = deque(maxlen=48)  # (time, value)
+        self.warmup: list[float] = []
+        self.baseline = math.nan
+        self.scale = math.nan
+        self.seen = 0
+
+    def _new_detector(self) -> Any:
+        from river import drift
+
+        if self.spec.detector == "adwin":
+            return drift.ADWIN(delta=self.spec.delta)  # type: ignore[no-untyped-call]
+        return drift.PageHinkley(
+            min_instances=self.spec.min_values,
+            delta=self.spec.delta,
+            threshold=self.spec.threshold,
+            mode="up",
+        )
+
+    def update(self, t: float, value: float) -> DriftSignal | None:
+        """Feed one bucket value; return a signal when a worsening change is detected."""
+        if not math.isfinite(value):
+            return None
+        self.history.append((t, value))
+        self.seen += 1
+        if len(self.warmup) < self.spec.min_values:
+            self.warmup.append(value)
+            if len(self.warmup) == self.spec.min_values:
+                self.baseline = float(np.mean(self.warmup))
+                self.scale = max(float(np.std(self.warmup, ddof=1)), 1e-3)
+            return None
+        if self.spec.detector == "adwin":
+            self.detector.update(value)
+            worse = self.sign * (value - self.baseline) > 0
+            if not (self.detector.drift_detected and worse):
+                return None
+        else:
+            self.detector.update(self.sign * (value - self.baseline) / self.scale)
+            if not self.detector.drift_detected:
+                return None
+        slope, hours = self._trend()
+        self.detector = self._new_detector()  # a new regime starts after a detection
+        return DriftSignal(self.metric, value, self.baseline, value - self.baseline, slope, hours)
+
+    def _trend(self) -> tuple[float, float | None]:
+        pts = list(self.history)[-12:]
+        if len(pts) < 3:
+            return 0.0, None
+        t = np.array([p[0] for p in pts]) / 3600.0
+        v = np.array([p[1] for p in pts])
+        slope = float(np.polyfit(t - t[0], v, 1)[0])
+        bound = BOUNDS.get(self.metric)
+        if bound is None or slope == 0 or self.sign * slope <= 0:
+            return slope, None
+        hours = (bound - v[-1]) / slope
+        return slope, (float(hours) if hours > 0 else 0.0)

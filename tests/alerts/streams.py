@@ -1,0 +1,69 @@
+"""Simulated decision streams for alert-quality tests (decoded batches, fast)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from monitor.config import Config, parse_config
+from monitor.engine import Engine
+from monitor.events import LabelBatch, PredictionBatch
+
+T0 = 1_767_225_600.0
+
+
+def alert_config(**alerts: object) -> Config:
+    return parse_config(
+        {
+            "models": {
+                "credit": {
+                    "attributes": {"group": {}},
+                    "windows": ["1h"],
+                    "bucket": "1m",
+                    "lateness": "5m",
+                    "min_samples": 30,
+                }
+            },
+            "alerts": alerts,
+        }
+    )
+
+
+def run_stream(
+    engine: Engine,
+    minutes: int,
+    rate_a: float,
+    rate_b: Callable[[int], float],
+    *,
+    per_min_a: float = 20.0,
+    per_min_b: float = 40 / 60,
+    seed: int = 0,
+    on_minute: Callable[[int], None] | None = None,
+) -> None:
+    """Group "a" (large) and "b" (small), Poisson arrivals, selection rates per minute."""
+    rng = np.random.default_rng(seed)
+    reg = engine.registries[0]
+    ga, gb = reg.index(0, "a"), reg.index(0, "b")
+    key = 1
+    for minute in range(minutes):
+        na, nb = rng.poisson(per_min_a), rng.poisson(per_min_b)
+        n = na + nb
+        ts = T0 + minute * 60 + np.sort(rng.uniform(0, 60, n))
+        groups = np.array([ga] * na + [gb] * nb, dtype=np.int32)
+        rng.shuffle(groups)
+        rates = np.where(groups == ga, rate_a, rate_b(minute))
+        pred = (rng.random(n) < rates).astype(np.uint8)
+        keys = np.arange(key, key + n, dtype=np.uint64)
+        key += n
+        batch = PredictionBatch(
+            key=keys,
+            model=np.zeros(n, np.uint16),
+            ts=ts,
+            pred=pred,
+            score=np.full(n, np.nan),
+            groups=groups.reshape(-1, 1),
+        )
+        engine.apply(0, batch, LabelBatch())
+        if on_minute is not None:
+            on_minute(minute)

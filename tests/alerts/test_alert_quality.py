@@ -1,0 +1,99 @@
+"""Alert quality on simulated streams: no noise pages, real drops and drifts caught."""
+
+from __future__ import annotations
+
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.engine import Engine
+
+from .streams import T0, alert_config, run_stream
+
+
+def fired(ev: AlertEvaluator, name: str) -> list[float]:
+    return [t.alert.at for t in ev.history if t.alert.name == name and t.alert.state == "firing"]
+
+
+def test_fair_stream_with_a_small_group_never_pages() -> None:
+    cfg = alert_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    run_stream(engine, 2100, 0.5, lambda m: 0.5, on_minute=lambda _: ev.advance(), seed=1)
+    first = engine.first_bucket(0)
+    assert first is not None
+    assert ev.last[0] - first >= 2000  # one evaluation per closed one-minute bucket
+    small = engine.snapshot().models["credit"].windows["1h"].counts[1, 0]
+    assert 20 <= small <= 70  # the small group: about 40 decisions per window
+    assert [t for t in ev.history if t.alert.state == "firing"] == []
+
+
+def test_drop_to_0_6x_fires_within_for_plus_one_bucket_and_resolves_with_hysteresis() -> None:
+    cfg = alert_config(
+        rules=[
+            {
+                "name": "FourFifthsRule",
+                "metric": "disparate_impact_ratio",
+                "op": "<",
+                "bound": 0.8,
+                "significant": True,
+                "for": "10m",
+                "hysteresis": 0.02,
+                "min_samples": 30,
+            }
+        ]
+    )
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    drop, back = 300, 600  # minutes
+    run_stream(
+        engine,
+        900,
+        0.5,
+        lambda m: 0.3 if drop <= m < back else 0.5,
+        per_min_a=20,
+        per_min_b=20,
+        on_minute=lambda _: ev.advance(),
+        seed=2,
+    )
+    fire = fired(ev, "FourFifthsRule")
+    assert len(fire) == 1, ev.history
+    # the 1-hour window holds only post-drop decisions from drop + 60 min; the alert must then
+    # fire within `for` (10 min) plus one bucket (1 min)
+    assert T0 + drop * 60 < fire[0] <= T0 + (drop + 60 + 10 + 1) * 60
+    resolved = [t.alert.at for t in ev.history if t.alert.state == "resolved"]
+    assert len(resolved) == 1 and resolved[0] > T0 + back * 60
+    # ...and only once the window's DIR has recovered past 0.8 + hysteresis
+    res = [t for t in ev.history if t.alert.state == "resolved"][0]
+    assert res.alert.value >= 0.82
+
+
+def test_slow_drift_fires_fairness_drift_before_the_bound() -> None:
+    cfg = alert_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    minutes = 48 * 60
+    start = 24 * 60  # a fair day, then a day of slow decline of the ratio 1.0 -> 0.85
+
+    def rate_b(m: int) -> float:
+        return 0.5 if m < start else 0.5 * (1.0 - 0.15 * (m - start) / (24 * 60))
+
+    run_stream(
+        engine,
+        minutes,
+        0.5,
+        rate_b,
+        per_min_a=20,
+        per_min_b=20,
+        on_minute=lambda _: ev.advance(),
+        seed=3,
+    )
+    drift = [
+        t
+        for t in ev.history
+        if t.alert.name == "FairnessDrift"
+        and t.alert.state == "firing"
+        and t.alert.labels["metric"] == "disparate_impact_ratio"
+    ]
+    assert drift, "FairnessDrift did not fire"
+    assert drift[0].alert.at > T0 + start * 60, "fired during the fair day"
+    assert drift[0].alert.value > 0.8  # before the four-fifths bound is crossed
+    assert drift[0].alert.annotations["slope_per_hour"].startswith("-")  # trend: worsening
+    assert not fired(ev, "FourFifthsRule")
