@@ -61,7 +61,7 @@ def test_drop_to_0_6x_fires_within_for_plus_one_bucket_and_resolves_with_hystere
     resolved = [t.alert.at for t in ev.history if t.alert.state == "resolved"]
     assert len(resolved) == 1 and resolved[0] > T0 + back * 60
     # ...and only once the window's DIR has recovered past 0.8 + hysteresis
-    res = [t for t in ev.history if t.alert.state == "resolved"][0]
+    res = next(t for t in ev.history if t.alert.state == "resolved")
     assert res.alert.value >= 0.82
 
 
