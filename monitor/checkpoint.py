@@ -118,6 +118,30 @@ class CheckpointStore:
             ) from None
         return PartitionCheckpoint(partition, offsets, meta, arrays, float(row[0]))
 
+    def save_alerts(self, evaluator: Any) -> None:
+        """Alert lifecycle and drift-detector state (pickled: our own objects, our own file)."""
+        import pickle
+
+        state = (evaluator.book, evaluator.last, evaluator.trackers, evaluator.drift_quiet)
+        self.db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('alerts', ?)", (pickle.dumps(state).hex(),)
+        )
+
+    def load_alerts(self, evaluator: Any) -> None:
+        import pickle
+
+        row = self.db.execute("SELECT value FROM meta WHERE key='alerts'").fetchone()
+        if row is None:
+            return
+        try:
+            book, last, trackers, quiet = pickle.loads(bytes.fromhex(row[0]))
+        except Exception as exc:
+            raise CheckpointError(
+                f"checkpoint {self.path}: alert state is corrupt ({exc})"
+            ) from None
+        evaluator.book, evaluator.last = book, last
+        evaluator.trackers, evaluator.drift_quiet = trackers, quiet
+
     def partitions(self) -> list[int]:
         return [r[0] for r in self.db.execute("SELECT partition FROM partitions ORDER BY 1")]
 

@@ -97,13 +97,28 @@ def _replay(args: argparse.Namespace) -> int:
             p, lab, _ = read_csv(path, mapping, cfg.fields)
             preds += p
             labels += lab
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.alerts.sinks import alert_json
+
     engine = Engine(cfg)
-    dead = replay(engine, preds, labels, batch_size=args.batch_size, progress=stderr_progress)
+    evaluator = AlertEvaluator(cfg, engine)
+    dead = replay(
+        engine,
+        preds,
+        labels,
+        batch_size=args.batch_size,
+        progress=stderr_progress,
+        evaluator=evaluator,
+    )
     report = build_report(
         engine.snapshot(),
         confidence=cfg.confidence,
         invalid=dict(Counter(d.reason.value for d in dead)),
     )
+    # the backtest: when each alert would have fired and resolved, with its evidence
+    report["alerts"] = [
+        alert_json(t.alert) for t in evaluator.history if t.alert.state != "pending"
+    ]
     if args.dead_letters:
         with open(args.dead_letters, "w", encoding="utf-8") as fh:
             for d in dead:

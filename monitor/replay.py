@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from monitor.alerts.evaluator import AlertEvaluator
 from monitor.engine import Engine
 from monitor.events import DeadLetter, LabelBatch, PredictionBatch, RawRecord
 
@@ -44,8 +45,13 @@ def replay(
     *,
     batch_size: int = 10_000,
     progress: Callable[[int, int], None] | None = None,
+    evaluator: AlertEvaluator | None = None,
 ) -> list[DeadLetter]:
-    """Apply all records to partition 0 in event-time order; return the dead letters."""
+    """Apply all records to partition 0 in event-time order; return the dead letters.
+
+    With an ``evaluator``, alert rules are evaluated at every closed bucket on the way (a
+    backtest: its ``history`` holds the transitions the live monitor would have produced).
+    """
     dead: list[DeadLetter] = []
     pparts, lparts = [], []
     for i in range(0, len(predictions), DECODE_CHUNK):
@@ -68,6 +74,8 @@ def replay(
         pi = chunk[chunk < n_pred]
         li = chunk[chunk >= n_pred] - n_pred
         engine.apply(0, preds.take(pi), labs.take(li))
+        if evaluator is not None:
+            evaluator.advance()
         if progress is not None:
             progress(min(start + batch_size, total), total)
     return dead

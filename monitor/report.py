@@ -172,6 +172,12 @@ def format_table(report: dict[str, Any]) -> str:
                     f"{_fmt(a['differential_fairness_epsilon'])}"
                 )
             lines.append("")
+    for a in report.get("alerts", []):
+        where = ", ".join(f"{k}={v}" for k, v in a["labels"].items() if k != "alertname")
+        lines.append(
+            f"alert {a['name']} {a['state']} at {a['at']} ({where}) "
+            f"{a['annotations'].get('summary', '')}"
+        )
     c = report["counters"]
     lines.append("events: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     if report["invalid"]:

@@ -28,10 +28,13 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.sinks import Dispatcher
 from monitor.checkpoint import CheckpointError, CheckpointStore, encode
 from monitor.config import Config
-from monitor.engine import Engine
+from monitor.engine import Engine, Snapshot
 from monitor.events import ConsumerBatch, DeadLetter, RawBatch
+from monitor.exporter import FairnessCollector
 from monitor.http import HttpServer
 from monitor.sources.kafka import (
     DeadLetterSink,
@@ -71,17 +74,37 @@ class Monitor:
         self.events_since_checkpoint = 0
         self.outcomes: Counter[tuple[str, str]] = Counter()
         self.seconds: dict[str, float] = dict.fromkeys(("poll", "process", "checkpoint"), 0.0)
+        self.batches = 0
         self.recent: deque[tuple[int, int]] = deque()
         self.recent_total = self.recent_invalid = 0
         self.recent_reasons: Counter[str] = Counter()
         self.consumer: Any = None
         self.dlq: DeadLetterSink | None = None
+        self.evaluator = AlertEvaluator(config, self.engine)
+        self.dispatcher = Dispatcher(config.alerts.sinks, kafka_send=self._alert_producer())
+        self.snapshot: Snapshot | None = None  # published for scrapes (read by the HTTP thread)
+        self.last_publish = -1e18
+        self.lag: dict[tuple[str, int], int] = {}
         self.registry = CollectorRegistry()
         self.registry.register(_OpsCollector(self))
+        self.registry.register(
+            FairnessCollector(lambda: self.snapshot, confidence=config.confidence)
+        )
         self.http: HttpServer | None = None
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
 
     # -- setup -------------------------------------------------------------------------------
+    def _alert_producer(self) -> Callable[[bytes], None] | None:
+        topic = self.config.alerts.sinks.kafka_topic
+        if not topic:
+            return None
+        from kafka import KafkaProducer
+
+        from monitor.sources.kafka import client_config
+
+        producer = KafkaProducer(**client_config(self.k), acks="all")
+        return lambda value: producer.send(topic, value=value).get(timeout=10) and None
+
     def _open_store(self) -> CheckpointStore:
         path = self.config.checkpoint.path
         try:
@@ -156,6 +179,11 @@ class Monitor:
                 self.seconds["poll"] += t1 - t0
                 self.seconds["process"] += t2 - t1
                 self.seconds["checkpoint"] += t3 - t2
+                if batch:
+                    self.batches += 1
+                for t in self.evaluator.advance():
+                    self.dispatcher.submit(t)
+                self._publish()
                 self.published = self.engine.counters()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
@@ -178,6 +206,7 @@ class Monitor:
             log.warning("closing the consumer: %s", exc)
         if self.dlq:
             self.dlq.close()
+        self.dispatcher.close()
         self.store.close()
         log.info("stopped")
 
@@ -295,6 +324,20 @@ class Monitor:
                 "restart after the fix re-reads these records."
             )
 
+    def _publish(self) -> None:
+        """Hand a fresh snapshot (and consumer lag) to the HTTP thread about once a second."""
+        now = self.clock()
+        if now - self.last_publish < 1.0:
+            return
+        self.last_publish = now
+        self.snapshot = self.engine.snapshot()
+        lag = {}
+        for tp, nxt in self.next_offsets.items():
+            high = self.consumer.highwater(tp)
+            if high is not None:
+                lag[(tp.topic, tp.partition)] = max(0, high - nxt)
+        self.lag = lag
+
     # -- checkpoints ---------------------------------------------------------------------------
     def _maybe_checkpoint(self) -> None:
         c = self.config.checkpoint
@@ -316,6 +359,7 @@ class Monitor:
             meta, arrays = self.engine.export_partition(p)
             items.append((p, offsets, encode(meta, arrays)))
         self.store.save(items)
+        self.store.save_alerts(self.evaluator)
         self.last_checkpoint = self.clock()
         self.last_checkpoint_wall = time.time()
         self.events_since_checkpoint = 0

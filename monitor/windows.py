@@ -71,7 +71,7 @@ class WindowRing:
     def advance(self, new_head: int) -> None:
         """Move the head forward, moving the contents of reused slots to ``expired``."""
         if self.head is None:
-            self.head = self.first = int(new_head)
+            self.head = int(new_head)
             return
         if new_head <= self.head:
             return
@@ -96,6 +96,8 @@ class WindowRing:
         start = buckets[0] if self.head is None else self.head
         running = np.maximum.accumulate(np.maximum(buckets, start))
         late = buckets <= running - self.n_buckets
+        if self.first is None:
+            self.first = int(buckets[~late].min())
         self.advance(int(running[-1]))
         assert self.head is not None
         gone = ~late & (buckets <= self.head - self.n_buckets)
