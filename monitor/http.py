@@ -17,7 +17,14 @@ Probe = Callable[[], tuple[bool, str]]
 
 class HttpServer:
     def __init__(
-        self, host: str, port: int, *, live: Probe, ready: Probe, registry: CollectorRegistry
+        self,
+        host: str,
+        port: int,
+        *,
+        live: Probe,
+        ready: Probe,
+        registry: CollectorRegistry,
+        extra: Callable[[], bytes] = lambda: b"",
     ) -> None:
         outer = self
 
@@ -29,7 +36,8 @@ class HttpServer:
                 elif path == "/readyz":
                     self._probe(outer.ready)
                 elif path == "/metrics":
-                    self._send(200, generate_latest(outer.registry), CONTENT_TYPE_LATEST)
+                    body = generate_latest(outer.registry) + outer.extra()
+                    self._send(200, body, CONTENT_TYPE_LATEST)
                 else:
                     self._send(404, b"not found\n", "text/plain")
 
@@ -47,7 +55,7 @@ class HttpServer:
             def log_message(self, format: str, *args: object) -> None:
                 return
 
-        self.live, self.ready, self.registry = live, ready, registry
+        self.live, self.ready, self.registry, self.extra = live, ready, registry, extra
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])

@@ -34,7 +34,7 @@ from monitor.checkpoint import CheckpointError, CheckpointStore, encode
 from monitor.config import Config
 from monitor.engine import Engine, Snapshot
 from monitor.events import ConsumerBatch, DeadLetter, RawBatch
-from monitor.exporter import FairnessCollector
+from monitor.exporter import FairnessExposition
 from monitor.http import HttpServer
 from monitor.sources.kafka import (
     DeadLetterSink,
@@ -87,9 +87,7 @@ class Monitor:
         self.lag: dict[tuple[str, int], int] = {}
         self.registry = CollectorRegistry()
         self.registry.register(_OpsCollector(self))
-        self.registry.register(
-            FairnessCollector(lambda: self.snapshot, confidence=config.confidence)
-        )
+        self.exposition = FairnessExposition(lambda: self.snapshot, confidence=config.confidence)
         self.http: HttpServer | None = None
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
 
@@ -123,7 +121,12 @@ class Monitor:
     def start_http(self) -> None:
         s = self.config.service
         self.http = HttpServer(
-            s.http_host, s.http_port, live=self.live, ready=self.ready, registry=self.registry
+            s.http_host,
+            s.http_port,
+            live=self.live,
+            ready=self.ready,
+            registry=self.registry,
+            extra=self.exposition,
         )
         self.http.start()
         log.info("http endpoints on port %d (/metrics /healthz /readyz)", self.http.port)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.engine import Engine
-from monitor.exporter import FairnessCollector
+from monitor.exporter import FairnessExposition
 from monitor.http import HttpServer
 from monitor.report import build_report
 
@@ -46,10 +46,13 @@ ATTR_FAMILIES = [
 
 def scrape(engine: Engine) -> dict[str, dict[tuple, float]]:
     snap = engine.snapshot()
-    reg = CollectorRegistry()
-    reg.register(FairnessCollector(lambda: snap, confidence=0.95))
     server = HttpServer(
-        "127.0.0.1", 0, live=lambda: (True, ""), ready=lambda: (True, ""), registry=reg
+        "127.0.0.1",
+        0,
+        live=lambda: (True, ""),
+        ready=lambda: (True, ""),
+        registry=CollectorRegistry(),
+        extra=FairnessExposition(lambda: snap, confidence=0.95),
     )
     server.start()
     try:
