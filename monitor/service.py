@@ -13,6 +13,7 @@ SIGKILL, a rebalance or a broker outage therefore neither loses nor double-count
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -168,6 +169,12 @@ class Monitor:
         self.consumer.subscribe(
             [self.k.predictions_topic, self.k.labels_topic], listener=self.listener
         )
+        self.store.load_alerts(self.evaluator)
+        self.dispatcher.start()
+        # Long-lived objects (config, registries, client) need no cyclic-GC scans, and a poll
+        # batch allocates thousands of short-lived containers: collect young objects less often.
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
         try:
             while not self.stop_requested.is_set():
                 t0 = time.perf_counter()

@@ -144,7 +144,6 @@ class Dispatcher:
                     "annotations": {k: str(v) for k, v in a.annotations.items()},
                     "startsAt": _iso(min(now, a.since) if a.since > 0 else now),
                     "endsAt": _iso(ends),
-                    "generatorURL": "fairness-monitor",
                 }
             )
         post_json(f"{self.spec.alertmanager_url}/api/v2/alerts", body, self.spec.timeout)
