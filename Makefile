@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.metrics_vs_fairlearn
 	$(BIN)/python -m bench.pending_memory
 	$(BIN)/python -m bench.kafka_throughput
+	$(BIN)/python -m bench.scrape_cost
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

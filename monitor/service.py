@@ -191,8 +191,9 @@ class Monitor:
                 self.seconds["checkpoint"] += t3 - t2
                 if batch:
                     self.batches += 1
-                for t in self.evaluator.advance():
-                    self.dispatcher.submit(t)
+                if self._partitions_started():
+                    for t in self.evaluator.advance():
+                        self.dispatcher.submit(t)
                 self._publish()
                 self.published = self.engine.counters()
                 self.last_loop = self.clock()
@@ -333,6 +334,21 @@ class Monitor:
                 "names and the field mapping (fields.*). No checkpoint was written, so a "
                 "restart after the fix re-reads these records."
             )
+
+    def _partitions_started(self) -> bool:
+        """Alert evaluation waits until every owned partition has either delivered data or is
+        known to be empty: otherwise the low watermark would pass boundaries whose data still
+        sits unread in a partition that has not been fetched yet."""
+        for tp, nxt in self.next_offsets.items():
+            if tp.topic != self.k.predictions_topic:
+                continue
+            st = self.engine.partitions.get(tp.partition)
+            if st is not None and any(r.head is not None for r in st.rings):
+                continue
+            high = self.consumer.highwater(tp)
+            if high is None or high > nxt:
+                return False
+        return True
 
     def _publish(self) -> None:
         """Hand a fresh snapshot (and consumer lag) to the HTTP thread about once a second."""

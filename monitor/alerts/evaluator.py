@@ -220,7 +220,9 @@ class AlertEvaluator:
             if tracker is None:
                 tracker = self.trackers[key] = DriftTracker(d, metric)
             value = rep[metric]["value"]
-            signal = tracker.update(at, math.nan if value is None else value)
+            lo, hi = rep[metric]["lower"], rep[metric]["upper"]
+            se = math.nan if lo is None or hi is None else (hi - lo) / (2 * 1.96)
+            signal = tracker.update(at, math.nan if value is None else value, se)
             labels = {
                 "alertname": "FairnessDrift",
                 "model": model,
