@@ -102,7 +102,9 @@ def main() -> None:
         tag = uuid.uuid4().hex[:6]
         pred, lab = f"bp-{tag}", f"bl-{tag}"
         create_topics(broker.bootstrap, {pred: 3, lab: 3})
-        preds, labels = make_events(42, n=args.events)
+        # a busy model: 500 decisions per second of event time (alert rules are evaluated per
+        # closed one-minute bucket, so their cost depends on event time, not on events)
+        preds, labels = make_events(42, n=args.events, span=args.events / 500)
         produce(broker.bootstrap, pred, preds)
         produce(broker.bootstrap, lab, labels)
         total = len(preds) + len(labels)

@@ -7,6 +7,7 @@ exporter and the HTML audit report, so every surface shows the same numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,13 @@ import numpy.typing as npt
 
 from monitor.config import ModelSpec
 from monitor.engine import ModelSnapshot, Snapshot
-from monitor.fairness import Disparity, disparities, group_metrics
+from monitor.fairness import (
+    AttributeDisparities,
+    Disparity,
+    GroupMetrics,
+    disparities,
+    group_metrics,
+)
 
 I64 = npt.NDArray[np.int64]
 
@@ -51,25 +58,54 @@ def _disp(d: Disparity, labels: list[str], index: dict[int, int]) -> dict[str, A
     }
 
 
+class _Rows(Mapping[str, dict[str, Any]]):
+    """Per-group rows built on first access (alert evaluation reads two groups, not all)."""
+
+    def __init__(self, labels: list[str], gm: GroupMetrics, d: AttributeDisparities) -> None:
+        self.labels, self.gm, self.d = labels, gm, d
+        self.index = {lab: i for i, lab in enumerate(labels)}
+        self.cache: dict[str, dict[str, Any]] = {}
+
+    def __getitem__(self, lab: str) -> dict[str, Any]:
+        row = self.cache.get(lab)
+        if row is None:
+            i, gm = self.index[lab], self.gm
+            row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
+            for f, (lo, hi) in gm.bounds.items():
+                row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
+            row["impact_ratio"] = _num(self.d.impact_ratios[i])
+            row["eligible"] = bool(self.d.eligible[i])
+            self.cache[lab] = row
+        return row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
 def attribute_report(
-    counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
+    counts: I64,
+    labels: list[str],
+    spec: ModelSpec,
+    set_name: str,
+    *,
+    confidence: float,
+    lazy: bool = False,
 ) -> dict[str, Any]:
-    """Per-group rows and disparities of one attribute set (``counts[group, cell]``)."""
+    """Per-group rows and disparities of one attribute set (``counts[group, cell]``).
+
+    With ``lazy``, ``groups`` is a mapping that builds a group's row when it is read.
+    """
     gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
     ref_label = spec.reference_groups.get(set_name)
     ref = labels.index(ref_label) if ref_label in labels else None
     d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
     local = {i: i for i in range(len(labels))}
-    groups: dict[str, Any] = {}
-    for i, lab in enumerate(labels):
-        row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
-        for f, (lo, hi) in gm.bounds.items():
-            row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
-        row["impact_ratio"] = _num(d.impact_ratios[i])
-        row["eligible"] = bool(d.eligible[i])
-        groups[lab] = row
+    rows = _Rows(labels, gm, d)
     return {
-        "groups": groups,
+        "groups": rows if lazy else {lab: rows[lab] for lab in labels},
         "reference_group": None if d.reference is None else labels[d.reference],
         "disparate_impact_ratio": _disp(d.disparate_impact, labels, local),
         "four_fifths_violation": d.four_fifths_violation,

@@ -29,11 +29,12 @@ models:
 """
 
 
-def make_events(seed: int, n: int = 3000) -> tuple[list[dict], list[dict]]:
+def make_events(seed: int, n: int = 3000, span: float = 6 * 3600) -> tuple[list[dict], list[dict]]:
+    """``n`` predictions at random times over ``span`` seconds, ~80 % labelled later."""
     rng = np.random.default_rng(seed)
     preds, labels = [], []
     for i in range(n):
-        t = T0 + float(rng.uniform(0, 6 * 3600))
+        t = T0 + float(rng.uniform(0, span))
         sex = str(rng.choice(["F", "M", "X"], p=[0.45, 0.5, 0.05]))
         score = float(rng.beta(2, 2) * (0.8 if sex == "F" else 1.0))
         ev = {

@@ -96,7 +96,12 @@ class AlertEvaluator:
                 if not rules or not labels:
                     continue
                 rep = attribute_report(
-                    counts[gidx], labels, spec, set_name, confidence=self.config.confidence
+                    counts[gidx],
+                    labels,
+                    spec,
+                    set_name,
+                    confidence=self.config.confidence,
+                    lazy=True,
                 )
                 for rule in rules:
                     t = self._rule(rule, rep, spec.name, w.name, set_name, at)
@@ -109,7 +114,12 @@ class AlertEvaluator:
             for set_name, gidx, labels in sets:
                 if labels:
                     rep = attribute_report(
-                        counts[gidx], labels, spec, set_name, confidence=self.config.confidence
+                        counts[gidx],
+                        labels,
+                        spec,
+                        set_name,
+                        confidence=self.config.confidence,
+                        lazy=True,
                     )
                     out += self._drift(rep, spec.name, set_name, at)
         return out
