@@ -164,21 +164,6 @@ class GroupRegistry:
         out: npt.NDArray[np.int64] = lut[which]
         return out
 
-    # -- checkpoint support --------------------------------------------------------------------
-    def state(self) -> dict[str, object]:
-        return {"labels": list(self.labels), "set_of": list(self.set_of), "overflow": self.overflow}
-
-    def restore(self, state: dict[str, object]) -> None:
-        labels = list(state["labels"])  # type: ignore[call-overload]
-        set_of = list(state["set_of"])  # type: ignore[call-overload]
-        self.labels, self.set_of = [], []
-        self._index = [{} for _ in self.sets]
-        for lab, s in zip(labels, set_of, strict=True):
-            self._index[s][lab] = len(self.labels)
-            self.labels.append(lab)
-            self.set_of.append(s)
-        self.overflow = list(state["overflow"])  # type: ignore[call-overload]
-
 
 def _as_float(value: object) -> float:
     if isinstance(value, bool) or value is None:
