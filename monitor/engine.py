@@ -40,6 +40,9 @@ from monitor.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, WindowRing
 
 I64 = npt.NDArray[np.int64]
 
+# label delay histogram bounds (seconds): a minute ... a month
+DELAY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
+
 COUNTERS = (
     "predictions",
     "labels",
@@ -65,6 +68,8 @@ class PartitionState:
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.watermark = -np.inf
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
+        self.delay_sum = 0.0
         self.invalid: dict[str, int] = {}
 
     def count(self, name: str, value: int | np.integer[Any]) -> None:
@@ -220,6 +225,12 @@ class Engine:
                 late, gone = ring.admit(bk)
             st.count("late_labels", late.sum())
             st.count("labels", (~late).sum())
+            # label delay: label time minus the start of its prediction's bucket
+            delay = np.maximum(ts[match][sel] - e["bucket"] * float(spec.bucket), 0.0)
+            st.delay_counts += np.bincount(
+                np.searchsorted(DELAY_BOUNDS, delay, side="left"), minlength=len(DELAY_BOUNDS) + 1
+            )
+            st.delay_sum += float(delay.sum())
             pred = e["pred"].astype(np.int64)
             cell = np.where(pred == 1, np.where(y == 1, TP, FP), np.where(y == 1, FN, TN))
             parts_row = [np.arange(len(e))]
@@ -332,6 +343,15 @@ class Engine:
             out += ring.window(start, end)
         return out
 
+    def label_delays(self) -> tuple[npt.NDArray[np.int64], float]:
+        """Label-delay histogram (counts per ``DELAY_BOUNDS`` bucket, last = beyond) and sum."""
+        counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
+        total = 0.0
+        for st in self.partitions.values():
+            counts += st.delay_counts
+            total += st.delay_sum
+        return counts, total
+
     def counters(self) -> dict[str, int]:
         """Event counters summed over partitions (cheap: no window sums)."""
         counters = dict.fromkeys(COUNTERS, 0)
@@ -383,6 +403,8 @@ class Engine:
         meta: dict[str, Any] = {
             "fingerprint": self.fingerprint(),
             "counters": st.counters,
+            "delay_counts": st.delay_counts.tolist(),
+            "delay_sum": st.delay_sum,
             "invalid": st.invalid,
             "watermark": None if not np.isfinite(st.watermark) else st.watermark,
             "heads": [r.head for r in st.rings],
@@ -431,5 +453,8 @@ class Engine:
         st.early.load(arrays["early"])
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
         st.counters.update(meta["counters"])
+        if "delay_counts" in meta:
+            st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)
+            st.delay_sum = float(meta["delay_sum"])
         st.invalid = dict(meta["invalid"])
         self.partitions[p] = st

@@ -24,16 +24,17 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.sinks import Dispatcher
 from monitor.checkpoint import CheckpointError, CheckpointStore, encode
 from monitor.config import Config
-from monitor.engine import Engine, Snapshot
+from monitor.engine import DELAY_BOUNDS, Engine, Snapshot
 from monitor.events import ConsumerBatch, DeadLetter, RawBatch
 from monitor.exporter import FairnessExposition
 from monitor.http import HttpServer
@@ -91,6 +92,7 @@ class Monitor:
         self.exposition = FairnessExposition(lambda: self.snapshot, confidence=config.confidence)
         self.http: HttpServer | None = None
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
+        self.published_delays = self.engine.label_delays()
 
     # -- setup -------------------------------------------------------------------------------
     def _alert_producer(self) -> Callable[[bytes], None] | None:
@@ -196,6 +198,7 @@ class Monitor:
                         self.dispatcher.submit(t)
                 self._publish()
                 self.published = self.engine.counters()
+                self.published_delays = self.engine.label_delays()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
             log.error("%s", exc)
@@ -401,7 +404,7 @@ class Monitor:
 
 
 class _OpsCollector:
-    """Operational metrics until the full exporter lands (issue: exporter and alerts)."""
+    """Operational metrics (the fairness families are rendered by ``exporter.py``)."""
 
     def __init__(self, monitor: Monitor) -> None:
         self.m = monitor
@@ -434,6 +437,45 @@ class _OpsCollector:
         )
         pending.add_metric([], counters["pending"])
         yield pending
+        counts, total = m.published_delays
+        cumulative = np.cumsum(counts).tolist()
+        buckets = [(str(b), float(c)) for b, c in zip(DELAY_BOUNDS, cumulative, strict=False)]
+        buckets.append(("+Inf", float(cumulative[-1])))
+        yield HistogramMetricFamily(
+            "fairness_label_delay_seconds",
+            "Time from a prediction (the start of its bucket) to its label's arrival.",
+            buckets=buckets,
+            sum_value=total,
+        )
+        lag = GaugeMetricFamily(
+            "fairness_consumer_lag",
+            "Records behind the partition end.",
+            labels=["topic", "partition"],
+        )
+        for (topic, part), n in sorted(m.lag.items()):
+            lag.add_metric([topic, str(part)], n)
+        yield lag
+        proc = CounterMetricFamily(
+            "fairness_processing_seconds", "Main-loop time by phase.", labels=["phase"]
+        )
+        for phase, secs in m.seconds.items():
+            proc.add_metric([phase], secs)
+        yield proc
+        active = GaugeMetricFamily(
+            "fairness_alerts_active", "Alerts firing now.", labels=["alertname", "severity"]
+        )
+        firing = Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
+        for (name, sev), n in sorted(firing.items()):
+            active.add_metric([name, sev], n)
+        yield active
+        fails = CounterMetricFamily(
+            "fairness_alert_delivery_failures",
+            "Failed alert delivery attempts, by sink.",
+            labels=["sink"],
+        )
+        for sink in ("alertmanager", "webhook", "kafka"):
+            fails.add_metric([sink], m.dispatcher.failures[sink])
+        yield fails
         age = GaugeMetricFamily(
             "fairness_checkpoint_age_seconds",
             "Seconds since the last checkpoint (NaN before the first).",

@@ -97,3 +97,47 @@ def test_slow_drift_fires_fairness_drift_before_the_bound() -> None:
     assert drift[0].alert.value > 0.8  # before the four-fifths bound is crossed
     assert drift[0].alert.annotations["slope_per_hour"].startswith("-")  # trend: worsening
     assert not fired(ev, "FourFifthsRule")
+
+
+def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A firing alert and the drift detectors come back from the checkpoint: no re-page."""
+    from monitor.checkpoint import CheckpointStore, encode
+
+    cfg = alert_config(
+        rules=[
+            {
+                "name": "FourFifthsRule",
+                "metric": "disparate_impact_ratio",
+                "op": "<",
+                "bound": 0.8,
+                "for": "5m",
+                "min_samples": 30,
+            }
+        ]
+    )
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    run_stream(
+        engine,
+        120,
+        0.5,
+        lambda m: 0.2,
+        per_min_a=20,
+        per_min_b=20,
+        on_minute=lambda _: ev.advance(),
+        seed=5,
+    )
+    assert fired(ev, "FourFifthsRule")
+    store = CheckpointStore(tmp_path / "cp.sqlite")
+    store.save([(0, {}, encode(*engine.export_partition(0)))])
+    store.save_alerts(ev)
+    engine2 = Engine(cfg)
+    cp = store.load(0)
+    assert cp is not None
+    engine2.import_partition(0, cp.meta, cp.arrays)
+    ev2 = AlertEvaluator(cfg, engine2)
+    store.load_alerts(ev2)
+    assert [a.labels for a in ev2.book.firing()] == [a.labels for a in ev.book.firing()]
+    assert ev2.last == ev.last and set(ev2.trackers) == set(ev.trackers)
+    run_stream(engine2, 1, 0.5, lambda m: 0.2, per_min_a=20, per_min_b=20, seed=6)
+    assert not [t for t in ev2.advance() if t.alert.state == "firing"]  # still firing: no re-page
