@@ -164,7 +164,9 @@ class AlertEvaluator:
             name=rule.name,
             labels=labels,
             breached=breached,
-            recovered=rule.recovered(value) or not enough,
+            # too few samples to judge: no decision (an alert does not resolve just because the
+            # extreme group fell below min_samples); no data at all (NaN) resolves
+            recovered=rule.recovered(value) if enough else value != value,
             at=at,
             for_=rule.for_,
             value=value,

@@ -77,7 +77,14 @@ class AlertBook:
         # firing
         if recovered:
             del self.active[key]
-            return Transition(replace(cur, state="resolved", at=at, value=value), "firing")
+            resolved = replace(
+                cur,
+                state="resolved",
+                at=at,
+                value=value,
+                annotations=annotations or cur.annotations,
+            )
+            return Transition(resolved, "firing")
         self.active[key] = replace(cur, value=value, annotations=annotations)
         return None
 
