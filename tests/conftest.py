@@ -43,7 +43,10 @@ def kafka():  # type: ignore[no-untyped-def]
         return
     require(shutil.which("java") is not None, "java (Java 17) for the Kafka test broker")
     require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Kafka's jars")
-    broker = ApacheKafka()
+    try:
+        broker = ApacheKafka()
+    except RuntimeError:  # e.g. a port taken between choosing and binding it: try once more
+        broker = ApacheKafka()
     try:
         yield broker
     finally:
