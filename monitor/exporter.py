@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from monitor.engine import Snapshot
-from monitor.fairness import Disparity, disparities, group_metrics
+from monitor.fairness import Disparity
+from monitor.report import attribute_metrics
 
 GROUP_COUNTS = (
     ("predictions", "n", "Predictions in the window."),
@@ -111,12 +112,7 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                     continue
                 counts = counts[keep]
                 names = [labels[i] for i in keep]
-                gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
-                ref_label = spec.reference_groups.get(set_name)
-                ref = names.index(ref_label) if ref_label in names else None
-                d = disparities(
-                    gm, min_samples=spec.min_samples, reference=ref, confidence=confidence
-                )
+                gm, d = attribute_metrics(counts, names, spec, set_name, confidence=confidence)
                 base = f'model="{_esc(model)}",window="{_esc(wname)}",attribute="{_esc(set_name)}"'
                 group_labels = [f'{base},group="{_esc(n)}"' for n in names]
                 for name, field, doc in GROUP_COUNTS:

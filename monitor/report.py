@@ -85,6 +85,18 @@ class _Rows(Mapping[str, dict[str, Any]]):
         return len(self.labels)
 
 
+def attribute_metrics(
+    counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
+) -> tuple[GroupMetrics, AttributeDisparities]:
+    """Group metrics and disparities of one attribute set, with the model's configured
+    reference group (if present) and minimum sample size: the one place that decides them."""
+    gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
+    ref_label = spec.reference_groups.get(set_name)
+    ref = labels.index(ref_label) if ref_label in labels else None
+    d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
+    return gm, d
+
+
 def attribute_report(
     counts: I64,
     labels: list[str],
@@ -98,10 +110,7 @@ def attribute_report(
 
     With ``lazy``, ``groups`` is a mapping that builds a group's row when it is read.
     """
-    gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
-    ref_label = spec.reference_groups.get(set_name)
-    ref = labels.index(ref_label) if ref_label in labels else None
-    d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
+    gm, d = attribute_metrics(counts, labels, spec, set_name, confidence=confidence)
     local = {i: i for i in range(len(labels))}
     rows = _Rows(labels, gm, d)
     return {

@@ -197,8 +197,6 @@ class Monitor:
                     for t in self.evaluator.advance():
                         self.dispatcher.submit(t)
                 self._publish()
-                self.published = self.engine.counters()
-                self.published_delays = self.engine.label_delays()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
             log.error("%s", exc)
@@ -360,6 +358,8 @@ class Monitor:
             return
         self.last_publish = now
         self.snapshot = self.engine.snapshot()
+        self.published = self.engine.counters()
+        self.published_delays = self.engine.label_delays()
         lag = {}
         for tp, nxt in self.next_offsets.items():
             high = self.consumer.highwater(tp)

@@ -180,48 +180,23 @@ def wait_consumed(
     raise AssertionError(f"not consumed in time: {got} < {target}")
 
 
-def status(config: Path, checkpoint: Path) -> dict[str, Any]:
+def _cli_json(*args: str, timeout: float) -> dict[str, Any]:
+    """Run ``python -m monitor ARGS --format json`` and parse its output."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "monitor",
-            "status",
-            "-c",
-            str(config),
-            "--checkpoint",
-            str(checkpoint),
-            "--format",
-            "json",
-        ],
+        [sys.executable, "-m", "monitor", *args, "--format", "json"],
         capture_output=True,
         check=True,
-        timeout=120,
+        timeout=timeout,
     )
-    return json.loads(out.stdout)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def status(config: Path, checkpoint: Path) -> dict[str, Any]:
+    return _cli_json("status", "-c", str(config), "--checkpoint", str(checkpoint), timeout=120)
 
 
 def replay_report(tmp: Path, config: Path, preds: list[dict], labels: list[dict]) -> dict:
     p, lab = tmp / "oracle-p.jsonl", tmp / "oracle-l.jsonl"
     p.write_text("".join(json.dumps(e) + "\n" for e in preds))
     lab.write_text("".join(json.dumps(e) + "\n" for e in labels))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "monitor",
-            "replay",
-            "-c",
-            str(config),
-            "-p",
-            str(p),
-            "-l",
-            str(lab),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        check=True,
-        timeout=300,
-    )
-    return json.loads(out.stdout)
+    return _cli_json("replay", "-c", str(config), "-p", str(p), "-l", str(lab), timeout=300)

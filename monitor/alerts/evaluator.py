@@ -95,14 +95,7 @@ class AlertEvaluator:
                 ]
                 if not rules or not labels:
                     continue
-                rep = attribute_report(
-                    counts[gidx],
-                    labels,
-                    spec,
-                    set_name,
-                    confidence=self.config.confidence,
-                    lazy=True,
-                )
+                rep = self._report(counts[gidx], labels, spec, set_name)
                 for rule in rules:
                     t = self._rule(rule, rep, spec.name, w.name, set_name, at)
                     if t is not None:
@@ -113,16 +106,17 @@ class AlertEvaluator:
             counts = self.engine.counts_between(m, k - nb, k)
             for set_name, gidx, labels in sets:
                 if labels:
-                    rep = attribute_report(
-                        counts[gidx],
-                        labels,
-                        spec,
-                        set_name,
-                        confidence=self.config.confidence,
-                        lazy=True,
-                    )
+                    rep = self._report(counts[gidx], labels, spec, set_name)
                     out += self._drift(rep, spec.name, set_name, at)
         return out
+
+    def _report(
+        self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
+    ) -> dict[str, Any]:
+        """Disparities of one attribute set; per-group rows are built only when read."""
+        return attribute_report(
+            counts, labels, spec, set_name, confidence=self.config.confidence, lazy=True
+        )
 
     # -- static rules --------------------------------------------------------------------------
     def _rule(
