@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo compas test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
+# (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay
+SCENARIO ?= feedback-loop
 demo: $(STAMP)
+	$(BIN)/fairness-monitor demo --scenario $(SCENARIO)
+
+# the COMPAS data replayed through the engine (a report on the terminal)
+compas: $(STAMP)
 	$(BIN)/fairness-monitor replay --config examples/compas/config.yaml \
 	  --csv ../shared/data/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
 
@@ -35,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.scrape_cost
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts

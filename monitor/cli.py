@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from monitor import __version__
-from monitor.config import ConfigError, load_config
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.sinks import alert_json
+from monitor.config import Config, ConfigError, load_config
 from monitor.engine import Engine
-from monitor.events import RawRecord
+from monitor.events import DeadLetter, RawRecord
 from monitor.replay import replay, stderr_progress
 from monitor.report import build_report, format_table
+from monitor.simulate import SCENARIOS
 from monitor.sources.file import load_csv_mapping, read_csv, read_jsonl
 
 
@@ -41,6 +46,46 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--format", choices=("table", "json"), default="table")
 
     r = sub.add_parser("replay", help="run the engine over recorded events and print a report")
+    _inputs(r)
+    r.add_argument("--format", choices=("table", "json"), default="table")
+    r.add_argument("--dead-letters", help="write dead-lettered records here (JSONL)")
+
+    a = sub.add_parser(
+        "report", help="write a self-contained HTML audit report (from a replay or a checkpoint)"
+    )
+    _inputs(a, required=False)
+    a.add_argument("--checkpoint", help="report on a run's checkpoint instead of a replay")
+    a.add_argument("--out", "-o", required=True, help="HTML file to write")
+    a.add_argument("--title", default="Fairness audit report")
+
+    d = sub.add_parser(
+        "demo", help="embedded broker + simulated lending model + the monitor, in one command"
+    )
+    d.add_argument("--scenario", default="feedback-loop", choices=sorted(SCENARIOS))
+    d.add_argument("--bootstrap", help="use this Kafka (HOST:PORT) instead of the embedded broker")
+    d.add_argument("--host", default="127.0.0.1", help="status page / metrics address")
+    d.add_argument("--port", type=int, default=8000, help="status page / metrics port (0: any)")
+    d.add_argument("--speed", type=float, default=1000.0, help="simulated seconds per second")
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--hours", type=float, help="stop the simulator after this many hours")
+    d.add_argument("--duration", type=float, help="stop the demo after this many seconds")
+    d.add_argument("--print-config", action="store_true", help="print the monitor's config")
+
+    s = sub.add_parser("simulate", help="produce a simulated lending model's events")
+    s.add_argument("--scenario", default="feedback-loop", choices=sorted(SCENARIOS))
+    s.add_argument("--bootstrap", help="Kafka bootstrap servers (HOST:PORT)")
+    s.add_argument("--out", help="write predictions.jsonl and labels.jsonl here instead")
+    s.add_argument("--predictions-topic", default="lending-predictions")
+    s.add_argument("--labels-topic", default="lending-labels")
+    s.add_argument("--speed", type=float, default=1000.0, help="simulated seconds per second")
+    s.add_argument("--rate", type=float, default=600.0, help="applicants per simulated hour")
+    s.add_argument("--seed", type=int, default=7)
+    s.add_argument("--hours", type=float, help="simulated hours to run (default: forever)")
+    s.add_argument("--start", type=float, help="simulated start, epoch seconds (default: now)")
+    return p
+
+
+def _inputs(r: argparse.ArgumentParser, *, required: bool = True) -> None:
     r.add_argument("--config", "-c", required=True, help="YAML configuration file")
     r.add_argument(
         "--predictions",
@@ -63,10 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         help="CSV file of cases (needs --csv-mapping; repeatable)",
     )
     r.add_argument("--csv-mapping", help="YAML mapping of CSV columns to event fields")
-    r.add_argument("--format", choices=("table", "json"), default="table")
     r.add_argument("--batch-size", type=int, default=10_000)
-    r.add_argument("--dead-letters", help="write dead-lettered records here (JSONL)")
-    return p
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -81,6 +123,17 @@ def _check_config(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    report, dead, _ = _replayed(args, cfg)
+    if args.dead_letters:
+        _write_dead_letters(args.dead_letters, dead)
+    _print_report(report, args.format)
+    return 0
+
+
+def _replayed(
+    args: argparse.Namespace, cfg: Config, *, series_points: int | None = 0
+) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
+    """Replay the events named on the command line: the report, dead letters, evaluator."""
     if not (args.predictions or args.csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -97,11 +150,8 @@ def _replay(args: argparse.Namespace) -> int:
             p, lab, _ = read_csv(path, mapping, cfg.fields)
             preds += p
             labels += lab
-    from monitor.alerts.evaluator import AlertEvaluator
-    from monitor.alerts.sinks import alert_json
-
     engine = Engine(cfg)
-    evaluator = AlertEvaluator(cfg, engine)
+    evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
     dead = replay(
         engine,
         preds,
@@ -119,25 +169,26 @@ def _replay(args: argparse.Namespace) -> int:
     report["alerts"] = [
         alert_json(t.alert) for t in evaluator.history if t.alert.state != "pending"
     ]
-    if args.dead_letters:
-        with open(args.dead_letters, "w", encoding="utf-8") as fh:
-            for d in dead:
-                raw = d.record.value
-                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else json.dumps(raw)
-                fh.write(
-                    json.dumps(
-                        {
-                            "reason": d.reason.value,
-                            "detail": d.detail,
-                            "source": d.record.topic,
-                            "offset": d.record.offset,
-                            "value": text,
-                        }
-                    )
-                    + "\n"
+    return report, dead, evaluator
+
+
+def _write_dead_letters(path: str, dead: list[DeadLetter]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for d in dead:
+            raw = d.record.value
+            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else json.dumps(raw)
+            fh.write(
+                json.dumps(
+                    {
+                        "reason": d.reason.value,
+                        "detail": d.detail,
+                        "source": d.record.topic,
+                        "offset": d.record.offset,
+                        "value": text,
+                    }
                 )
-    _print_report(report, args.format)
-    return 0
+                + "\n"
+            )
 
 
 def _print_report(report: dict[str, object], fmt: str) -> None:
@@ -148,25 +199,152 @@ def _print_report(report: dict[str, object], fmt: str) -> None:
         print(format_table(report))
 
 
+def _restored(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], Any]:
+    """The engine state (and offsets, and the store) held in a run's checkpoint."""
+    from monitor.checkpoint import CheckpointStore
+
+    engine = Engine(cfg)
+    store = CheckpointStore(path)
+    offsets = {}
+    for p in store.partitions():
+        cp = store.load(p)
+        assert cp is not None
+        engine.import_partition(p, cp.meta, cp.arrays)
+        offsets[str(p)] = cp.offsets
+    return engine, offsets, store
+
+
 def _status(args: argparse.Namespace) -> int:
-    from monitor.checkpoint import CheckpointError, CheckpointStore
+    from monitor.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
-    engine = Engine(cfg)
     try:
-        store = CheckpointStore(args.checkpoint or cfg.checkpoint.path)
-        offsets = {}
-        for p in store.partitions():
-            cp = store.load(p)
-            assert cp is not None
-            engine.import_partition(p, cp.meta, cp.arrays)
-            offsets[str(p)] = cp.offsets
+        engine, offsets, _ = _restored(cfg, args.checkpoint or cfg.checkpoint.path)
     except (CheckpointError, ValueError) as exc:
         print(f"fairness-monitor: {exc}", file=sys.stderr)
         return 2
     report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
     report["offsets"] = offsets
     _print_report(report, args.format)
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """``report``: the HTML audit report, from a replay or from a checkpoint."""
+    from monitor.audit import write_html
+    from monitor.checkpoint import CheckpointError
+
+    cfg = load_config(args.config)
+    if args.checkpoint:
+        try:
+            engine, _, store = _restored(cfg, args.checkpoint)
+            saved = AlertEvaluator(cfg, engine)
+            store.load_alerts(saved)
+        except (CheckpointError, ValueError) as exc:
+            print(f"fairness-monitor: {exc}", file=sys.stderr)
+            return 2
+        fired = [alert_json(a) for a in saved.book.firing()]
+        # the history of the retained span: its closed boundaries, evaluated afresh
+        evaluator = AlertEvaluator(cfg, engine, series_points=None)
+        evaluator.advance()
+        report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
+        report["alerts"] = fired
+        source = f"checkpoint {args.checkpoint}"
+    else:
+        report, _, evaluator = _replayed(args, cfg, series_points=None)
+        source = "replay of " + ", ".join(args.predictions + args.labels + args.csv)
+    write_html(args.out, report, evaluator.series, config=cfg, title=args.title, source=source)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from monitor.demo import demo_config_text, run_demo
+
+    if args.print_config:
+        print(demo_config_text(args.bootstrap or "localhost:9092", host=args.host, port=args.port))
+        return 0
+    return run_demo(
+        scenario=args.scenario,
+        bootstrap=args.bootstrap,
+        host=args.host,
+        port=args.port,
+        speed=args.speed,
+        seed=args.seed,
+        hours=args.hours,
+        duration=args.duration,
+    )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from monitor.simulate import LendingSimulation, run_simulation, scenario
+
+    start = args.start if args.start is not None else time.time() // 60 * 60
+    sim = LendingSimulation(
+        scenario(args.scenario), seed=args.seed, start=start, rate_per_hour=args.rate
+    )
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
+    topics = {"p": args.predictions_topic, "l": args.labels_topic}
+    if args.out:
+        import os
+
+        if args.hours is None:
+            raise ConfigError("", "--out needs --hours")
+        os.makedirs(args.out, exist_ok=True)
+        files = {
+            topics["p"]: open(os.path.join(args.out, "predictions.jsonl"), "wb"),  # noqa: SIM115
+            topics["l"]: open(os.path.join(args.out, "labels.jsonl"), "wb"),  # noqa: SIM115
+        }
+
+        def write(topic: str, _key: bytes, value: bytes) -> None:
+            files[topic].write(value + b"\n")
+
+        try:
+            n = run_simulation(
+                sim,
+                write,
+                predictions_topic=topics["p"],
+                labels_topic=topics["l"],
+                speed=math.inf,
+                hours=args.hours,
+            )
+        finally:
+            for fh in files.values():
+                fh.close()
+        print(f"wrote {n} events to {args.out}", file=sys.stderr)
+        return 0
+    if not args.bootstrap:
+        raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=args.bootstrap, linger_ms=20, acks=1, client_id="lending-simulator"
+    )
+
+    def progress(s: LendingSimulation, _b: object) -> None:
+        if s.now % 3600 == 0:
+            print(f"hour {s.hours:.0f}: weights {s.weights.round(2).tolist()}", flush=True)
+
+    try:
+        n = run_simulation(
+            sim,
+            lambda topic, k, v: producer.send(topic, key=k, value=v) and None,
+            predictions_topic=topics["p"],
+            labels_topic=topics["l"],
+            speed=args.speed,
+            hours=args.hours,
+            stop=lambda: bool(stopping),
+            on_step=progress,
+        )
+    finally:
+        producer.flush(10)
+        producer.close(5)
+    print(f"produced {n} events", flush=True)
     return 0
 
 
@@ -211,6 +389,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "status":
             return _status(args)
+        if args.command == "report":
+            return _audit(args)
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "simulate":
+            return _simulate(args)
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {exc}", file=sys.stderr)
         return 2

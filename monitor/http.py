@@ -1,4 +1,5 @@
-"""The monitor's HTTP endpoints: ``/healthz`` (liveness), ``/readyz`` (readiness), ``/metrics``.
+"""The monitor's HTTP endpoints: ``/healthz`` (liveness), ``/readyz`` (readiness), ``/metrics``,
+and the status page (``/`` and its data, ``/api/status``).
 
 A plain ``ThreadingHTTPServer`` on a daemon thread: scrapes and probes never touch the
 consumer's thread, they only read state the loop publishes.
@@ -13,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 Probe = Callable[[], tuple[bool, str]]
+Page = Callable[[], tuple[bytes, str]]  # body, content type
 
 
 class HttpServer:
@@ -25,6 +27,7 @@ class HttpServer:
         ready: Probe,
         registry: CollectorRegistry,
         extra: Callable[[], bytes] = lambda: b"",
+        pages: dict[str, Page] | None = None,
     ) -> None:
         outer = self
 
@@ -38,6 +41,9 @@ class HttpServer:
                 elif path == "/metrics":
                     body = generate_latest(outer.registry) + outer.extra()
                     self._send(200, body, CONTENT_TYPE_LATEST)
+                elif path in outer.pages:
+                    body, ctype = outer.pages[path]()
+                    self._send(200, body, ctype)
                 else:
                     self._send(404, b"not found\n", "text/plain")
 
@@ -56,6 +62,7 @@ class HttpServer:
                 return
 
         self.live, self.ready, self.registry, self.extra = live, ready, registry, extra
+        self.pages = pages or {}
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])

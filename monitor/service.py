@@ -31,7 +31,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.sinks import Dispatcher
+from monitor.alerts.lifecycle import Transition
+from monitor.alerts.sinks import Dispatcher, alert_json
 from monitor.checkpoint import CheckpointError, CheckpointStore, encode
 from monitor.config import Config
 from monitor.engine import DELAY_BOUNDS, Engine, Snapshot
@@ -44,6 +45,7 @@ from monitor.sources.kafka import (
     check_copartitioned,
     make_consumer,
 )
+from monitor.status import StatusEndpoint, StatusState, page_html
 
 log = logging.getLogger("monitor.service")
 
@@ -93,6 +95,9 @@ class Monitor:
         self.http: HttpServer | None = None
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
         self.published_delays = self.engine.label_delays()
+        self.status = StatusState(None, {}, [], [])  # published for the status page
+        self.recent_transitions: deque[dict[str, Any]] = deque(maxlen=20)
+        self.listeners: list[Callable[[Transition], None]] = []  # e.g. the demo's console
 
     # -- setup -------------------------------------------------------------------------------
     def _alert_producer(self) -> Callable[[bytes], None] | None:
@@ -130,9 +135,20 @@ class Monitor:
             ready=self.ready,
             registry=self.registry,
             extra=self.exposition,
+            pages={
+                "/": lambda: (page_html(), "text/html; charset=utf-8"),
+                "/api/status": StatusEndpoint(
+                    lambda: self.status,
+                    confidence=self.config.confidence,
+                    rules=self.config.alerts.rules,
+                ),
+            },
         )
         self.http.start()
-        log.info("http endpoints on port %d (/metrics /healthz /readyz)", self.http.port)
+        log.info(
+            "http endpoints on port %d (/ status page, /metrics, /healthz, /readyz)",
+            self.http.port,
+        )
 
     # -- probes ------------------------------------------------------------------------------
     def live(self) -> tuple[bool, str]:
@@ -196,6 +212,10 @@ class Monitor:
                 if self._partitions_started():
                     for t in self.evaluator.advance():
                         self.dispatcher.submit(t)
+                        if t.alert.state != "pending":
+                            self.recent_transitions.appendleft(alert_json(t.alert))
+                        for listener in self.listeners:
+                            listener(t)
                 self._publish()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
@@ -360,6 +380,12 @@ class Monitor:
         self.snapshot = self.engine.snapshot()
         self.published = self.engine.counters()
         self.published_delays = self.engine.label_delays()
+        self.status = StatusState(
+            self.snapshot,
+            {k: list(v) for k, v in self.evaluator.series.items()},
+            self.evaluator.book.firing(),
+            list(self.recent_transitions),
+        )
         lag = {}
         for tp, nxt in self.next_offsets.items():
             high = self.consumer.highwater(tp)

@@ -9,7 +9,8 @@ production exactly.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections import deque
+from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
@@ -29,6 +30,20 @@ DENOMINATOR = {
     "predictive_parity_difference": ("tp", "fp"),
     "equalized_odds_difference": ("tp", "fn"),  # refined below: the gap that is the max
 }
+SERIES_POINTS = 288  # closed buckets kept per series for the status page
+
+
+class SeriesPoint(NamedTuple):
+    """One window's headline numbers at one closed bucket boundary (``None``: undefined)."""
+
+    at: float  # event time of the boundary (the window's end)
+    dir: float | None
+    dir_lower: float | None
+    dir_upper: float | None
+    eod: float | None
+    selection_rates: dict[str, float | None]  # per group with predictions in the window
+
+
 RATE = {
     "disparate_impact_ratio": "selection_rate",
     "statistical_parity_difference": "selection_rate",
@@ -49,7 +64,9 @@ def _fmt(x: Any) -> str:
 
 
 class AlertEvaluator:
-    def __init__(self, config: Config, engine: Engine) -> None:
+    def __init__(
+        self, config: Config, engine: Engine, *, series_points: int | None = SERIES_POINTS
+    ) -> None:
         self.config = config
         self.engine = engine
         self.spec = config.alerts
@@ -58,6 +75,9 @@ class AlertEvaluator:
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
         self.history: list[Transition] = []
+        # (model, window, attribute) -> the headline disparities at each closed boundary
+        self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
+        self.series_points = series_points
 
     # -- driving -------------------------------------------------------------------------------
     def advance(self) -> list[Transition]:
@@ -87,15 +107,16 @@ class AlertEvaluator:
             end = k - w.lag // spec.bucket
             counts = self.engine.counts_between(m, end - w.length // spec.bucket, end)
             for set_name, gidx, labels in sets:
+                if not labels:
+                    continue
                 rules = [
                     r
                     for r in self.spec.rules
                     if (not r.windows or w.name in r.windows)
                     and (not r.attributes or set_name in r.attributes)
                 ]
-                if not rules or not labels:
-                    continue
                 rep = self._report(counts[gidx], labels, spec, set_name)
+                self._record(spec.name, w.name, set_name, at, rep)
                 for rule in rules:
                     t = self._rule(rule, rep, spec.name, w.name, set_name, at)
                     if t is not None:
@@ -109,6 +130,20 @@ class AlertEvaluator:
                     rep = self._report(counts[gidx], labels, spec, set_name)
                     out += self._drift(rep, spec.name, set_name, at)
         return out
+
+    def _record(
+        self, model: str, window: str, attribute: str, at: float, rep: dict[str, Any]
+    ) -> None:
+        """Keep the recent history of the headline disparities (status page sparklines)."""
+        if self.series_points == 0:
+            return
+        series = self.series.get((model, window, attribute))
+        if series is None:
+            series = self.series[(model, window, attribute)] = deque(maxlen=self.series_points)
+        d, e = rep["disparate_impact_ratio"], rep["equalized_odds_difference"]
+        groups = rep["groups"]
+        rates = {g: groups[g]["selection_rate"] for g in groups if groups[g]["n"]}
+        series.append(SeriesPoint(at, d["value"], d["lower"], d["upper"], e["value"], rates))
 
     def _report(
         self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
@@ -241,6 +276,8 @@ class AlertEvaluator:
                 eta = (
                     "n/a"
                     if signal.hours_to_bound is None
+                    else "no time: it is already past it"
+                    if signal.hours_to_bound == 0
                     else f"~{signal.hours_to_bound:.1f} hours"
                 )
                 ann = {
