@@ -85,19 +85,24 @@ receivers:
     )
 
 
-def prometheus(tmp: Path, targets: list[str], rules: Path, alertmanager_url: str) -> Service:
+def prometheus(
+    tmp: Path, targets: list[str], rules: Path, alertmanager_url: str | None = None
+) -> Service:
     exe = shutil.which("prometheus")
     assert exe, "prometheus is not installed"
     cfg = tmp / "prometheus.yml"
-    am = alertmanager_url.removeprefix("http://")
+    alerting = ""
+    if alertmanager_url:
+        am = alertmanager_url.removeprefix("http://")
+        alerting = f"""
+alerting:
+  alertmanagers:
+    - static_configs: [{{targets: ["{am}"]}}]"""
     cfg.write_text(f"""
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
-rule_files: [{rules}]
-alerting:
-  alertmanagers:
-    - static_configs: [{{targets: ["{am}"]}}]
+rule_files: [{rules}]{alerting}
 scrape_configs:
   - job_name: fairness-monitor
     static_configs: [{{targets: {json.dumps(targets)}}}]

@@ -1,0 +1,551 @@
+"""Generates ``grafana/dashboards/*.json`` (run ``python grafana/generate.py``; a test checks that
+the committed JSON is what this script writes).
+
+Dashboards as code keep ids unique, datasource references uniform and every panel's query,
+unit and description in one readable place. Fairness panels read the aggregated recording rules
+of ``deploy/prometheus/fairness-rules.yml`` (sums of counts across replicas, then ratios), so
+they are right with several monitor replicas.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39  # Grafana 10.3+ (newer versions migrate it on load)
+
+SEL = 'model="$model", window="$window", attribute="$attribute"'
+
+
+def target(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False) -> dict[str, Any]:
+    t: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend}
+    if instant:
+        t["instant"], t["range"] = True, False
+    return t
+
+
+def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
+    return {"mode": "absolute", "steps": [{"color": c, "value": v} for v, c in steps]}
+
+
+def timeseries(
+    title: str,
+    description: str,
+    targets: list[dict[str, Any]],
+    *,
+    unit: str,
+    grid: tuple[int, int, int, int],
+    min_: float | None = None,
+    max_: float | None = None,
+    bound: tuple[float, str] | None = None,
+    bands: bool = False,
+    fill_between: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """A time series panel; ``bound`` draws a dashed threshold line, ``bands`` styles the
+    series whose legend ends in ' lower' / ' upper' as a thin dashed interval."""
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "custom": {"lineWidth": 2, "fillOpacity": 0, "spanNulls": False},
+        "thresholds": thresholds((None, "green")),
+    }
+    if min_ is not None:
+        defaults["min"] = min_
+    if max_ is not None:
+        defaults["max"] = max_
+    if bound is not None:
+        value, bad = bound
+        steps = (
+            ((None, "red"), (value, "green"))
+            if bad == "below"
+            else ((None, "green"), (value, "red"))
+        )
+        defaults["thresholds"] = thresholds(*steps)
+        defaults["custom"]["thresholdsStyle"] = {"mode": "dashed"}
+    overrides: list[dict[str, Any]] = []
+    if bands:
+        overrides.append(
+            {
+                "matcher": {"id": "byRegexp", "options": ".* (lower|upper)$"},
+                "properties": [
+                    {"id": "custom.lineWidth", "value": 1},
+                    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [4, 4]}},
+                    {
+                        "id": "custom.hideFrom",
+                        "value": {"legend": True, "tooltip": False, "viz": False},
+                    },
+                ],
+            }
+        )
+    if fill_between is not None:
+        lower, upper = fill_between
+        overrides += [
+            {
+                "matcher": {"id": "byName", "options": upper},
+                "properties": [
+                    {"id": "custom.fillBelowTo", "value": lower},
+                    {"id": "custom.fillOpacity", "value": 20},
+                    {"id": "custom.lineWidth", "value": 0},
+                    {
+                        "id": "custom.hideFrom",
+                        "value": {"legend": True, "tooltip": False, "viz": False},
+                    },
+                ],
+            },
+            {
+                "matcher": {"id": "byName", "options": lower},
+                "properties": [
+                    {"id": "custom.lineWidth", "value": 0},
+                    {
+                        "id": "custom.hideFrom",
+                        "value": {"legend": True, "tooltip": False, "viz": False},
+                    },
+                ],
+            },
+        ]
+    x, y, w, h = grid
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides},
+        "options": {
+            "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]},
+            "tooltip": {"mode": "multi", "sort": "none"},
+        },
+        "targets": targets,
+    }
+
+
+def stat(
+    title: str,
+    description: str,
+    expr: str,
+    *,
+    unit: str,
+    grid: tuple[int, int, int, int],
+    steps: tuple[tuple[float | None, str], ...],
+    decimals: int = 3,
+) -> dict[str, Any]:
+    x, y, w, h = grid
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {
+            "defaults": {"unit": unit, "decimals": decimals, "thresholds": thresholds(*steps)},
+            "overrides": [],
+        },
+        "options": {
+            "colorMode": "background",
+            "graphMode": "area",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        },
+        "targets": [target(expr)],
+    }
+
+
+def variable(name: str, label: str, query: str) -> dict[str, Any]:
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-var"},
+        "definition": query,
+        "refresh": 2,  # on time range change
+        "sort": 1,
+        "includeAll": False,
+        "multi": False,
+        "current": {},
+        "options": [],
+    }
+
+
+DATASOURCE_VAR = {
+    "type": "datasource",
+    "name": "datasource",
+    "label": "Data source",
+    "query": "prometheus",
+    "current": {},
+    "options": [],
+    "refresh": 1,
+}
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    panels: list[dict[str, Any]],
+    variables: list[dict[str, Any]],
+    annotations: list[dict[str, Any]],
+) -> dict[str, Any]:
+    for i, p in enumerate(panels, start=1):
+        p["id"] = i
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["fairness", "fairness-monitor"],
+        "timezone": "utc",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-24h", "to": "now"},
+        "templating": {"list": [DATASOURCE_VAR, *variables]},
+        "annotations": {"list": annotations},
+        "links": [],
+        "panels": panels,
+    }
+
+
+def fairness_overview() -> dict[str, Any]:
+    g = "{" + SEL + "}"
+    rates = []
+    for i, (name, rec, n_rec, what) in enumerate(
+        (
+            (
+                "Selection rate by group",
+                "selection_rate",
+                "predictions",
+                "favourable predictions / predictions",
+            ),
+            (
+                "True positive rate by group",
+                "true_positive_rate",
+                "positives",
+                "TP / (TP + FN): qualified people selected",
+            ),
+            (
+                "False positive rate by group",
+                "false_positive_rate",
+                "negatives",
+                "FP / (FP + TN): unqualified people selected",
+            ),
+        )
+    ):
+        rates.append(
+            timeseries(
+                name,
+                f"{what}, per group, summed across replicas, with its 95% Wilson interval "
+                f"(dashed). Groups with fewer than 30 {n_rec} are left out.",
+                [
+                    target(f"fairness:{rec}:ratio{g}", "{{group}}", "A"),
+                    target(f"fairness:{rec}_lower:ratio{g}", "{{group}} lower", "B"),
+                    target(f"fairness:{rec}_upper:ratio{g}", "{{group}} upper", "C"),
+                ],
+                unit="percentunit",
+                min_=0,
+                max_=1,
+                bands=True,
+                grid=(8 * i, 14, 8, 9),
+            )
+        )
+    panels = [
+        stat(
+            "Disparate impact ratio",
+            "Lowest group selection rate / highest (EEOC four-fifths rule: below 0.8 is "
+            "adverse impact), over groups with at least 30 predictions.",
+            f"fairness:disparate_impact:ratio{g}",
+            unit="none",
+            grid=(0, 0, 6, 5),
+            steps=((None, "red"), (0.8, "green")),
+        ),
+        stat(
+            "Equalized-odds difference",
+            "max(TPR gap, FPR gap) between groups; the default bound is 0.1.",
+            f"fairness:equalized_odds_difference:ratio{g}",
+            unit="none",
+            grid=(6, 0, 6, 5),
+            steps=((None, "green"), (0.1, "red")),
+        ),
+        stat(
+            "Predictions in the window",
+            "All predictions of the selected model and window (summed over groups of the "
+            "attribute): how much evidence the numbers rest on.",
+            f"sum(fairness:predictions:sum{g})",
+            unit="short",
+            grid=(12, 0, 6, 5),
+            steps=((None, "blue"),),
+            decimals=0,
+        ),
+        stat(
+            "Fairness alerts firing",
+            "Alerts the monitor's own evaluator is firing now (rules and fairness drift).",
+            "sum(fairness_alerts_active) or vector(0)",
+            unit="short",
+            grid=(18, 0, 6, 5),
+            steps=((None, "green"), (1, "red")),
+            decimals=0,
+        ),
+        timeseries(
+            "Disparate impact ratio over time",
+            "Lowest / highest group selection rate with its 95% MOVER-R interval (shaded); "
+            "the dashed line is the four-fifths bound, 0.8. A sustained fall is how a "
+            "feedback loop shows itself.",
+            [
+                target(f"fairness:disparate_impact:ratio{g}", "disparate impact ratio", "A"),
+                target(f"fairness:disparate_impact_lower:ratio{g}", "lower", "B"),
+                target(f"fairness:disparate_impact_upper:ratio{g}", "upper", "C"),
+            ],
+            unit="none",
+            min_=0,
+            bound=(0.8, "below"),
+            fill_between=("lower", "upper"),
+            grid=(0, 5, 14, 9),
+        ),
+        timeseries(
+            "Equalized-odds difference over time",
+            "max(TPR gap, FPR gap) with both gaps; the dashed line is the bound, 0.1.",
+            [
+                target(
+                    f"fairness:equalized_odds_difference:ratio{g}", "equalized-odds difference", "A"
+                ),
+                target(f"fairness:tpr_gap:ratio{g}", "TPR gap", "B"),
+                target(f"fairness:fpr_gap:ratio{g}", "FPR gap", "C"),
+            ],
+            unit="none",
+            min_=0,
+            bound=(0.1, "above"),
+            grid=(14, 5, 10, 9),
+        ),
+        *rates,
+        timeseries(
+            "Predictions per group (sample size)",
+            "Predictions in the window per group, summed across replicas: small groups have "
+            "wide intervals; tell noise from signal here.",
+            [target(f"fairness:predictions:sum{g}", "{{group}}")],
+            unit="short",
+            min_=0,
+            grid=(0, 23, 12, 8),
+        ),
+        timeseries(
+            "Label coverage per group",
+            "Share of the window's predictions whose outcome label has arrived. Error rates "
+            "(TPR, FPR) rest only on the labelled part; low or unequal coverage (selective "
+            "labels: the denied never show an outcome) makes them unreliable.",
+            [target(f"fairness:label_coverage:ratio{g}", "{{group}}")],
+            unit="percentunit",
+            min_=0,
+            max_=1,
+            grid=(12, 23, 12, 8),
+        ),
+    ]
+    variables = [
+        variable("model", "Model", "label_values(fairness:predictions:sum, model)"),
+        variable(
+            "window", "Window", 'label_values(fairness:predictions:sum{model="$model"}, window)'
+        ),
+        variable(
+            "attribute",
+            "Attribute",
+            'label_values(fairness:predictions:sum{model="$model", window="$window"}, attribute)',
+        ),
+    ]
+    annotations = [
+        {
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        },
+        {
+            "name": "Fairness alerts (Prometheus rules)",
+            "datasource": DS,
+            "enable": True,
+            "iconColor": "red",
+            "expr": 'ALERTS{alertstate="firing", alertname=~"Fairness.*", model="$model"}',
+            "step": "60s",
+            "titleFormat": "{{alertname}}",
+            "textFormat": "{{attribute}} {{window}}",
+            "tagKeys": "alertname,attribute,window,severity",
+            "useValueForTime": False,
+        },
+        {
+            "name": "Fairness alerts (monitor)",
+            "datasource": DS,
+            "enable": True,
+            "iconColor": "orange",
+            "expr": "fairness_alerts_active > 0",
+            "step": "60s",
+            "titleFormat": "{{alertname}}",
+            "tagKeys": "alertname,severity",
+            "useValueForTime": False,
+        },
+    ]
+    return dashboard(
+        "fairness-overview",
+        "Fairness overview",
+        "Is this model treating groups differently, since when, and how sure are we?",
+        panels,
+        variables,
+        annotations,
+    )
+
+
+def operations() -> dict[str, Any]:
+    job = '{job=~"$job", instance=~"$instance"}'
+
+    def sel(extra: str = "") -> str:
+        return '{job=~"$job", instance=~"$instance"' + (", " + extra if extra else "") + "}"
+
+    invalid = sel('outcome="invalid"')
+    panels = [
+        timeseries(
+            "Events per second by topic and outcome",
+            "Records consumed per second: ok, invalid (dead-lettered), duplicate, late, orphan…",
+            [
+                target(
+                    f"sum by (topic, outcome) (rate(fairness_events_total{job}[$__rate_interval]))",
+                    "{{topic}} {{outcome}}",
+                )
+            ],
+            unit="ops",
+            min_=0,
+            grid=(0, 0, 12, 8),
+        ),
+        timeseries(
+            "Dead-letter rate",
+            "Invalid records per second, sent to the dead-letter topic with their reason. "
+            "The monitor stops (exit 3) when service.max_invalid_ratio is exceeded.",
+            [
+                target(
+                    f"sum by (topic) (rate(fairness_events_total{invalid}[$__rate_interval]))",
+                    "{{topic}}",
+                )
+            ],
+            unit="ops",
+            min_=0,
+            grid=(12, 0, 12, 8),
+        ),
+        timeseries(
+            "Consumer lag",
+            "Records behind the end of each partition.",
+            [
+                target(
+                    f"sum by (topic, partition) (fairness_consumer_lag{job})",
+                    "{{topic}}/{{partition}}",
+                )
+            ],
+            unit="short",
+            min_=0,
+            grid=(0, 8, 8, 8),
+        ),
+        timeseries(
+            "Pending labels",
+            "Predictions the join holds (awaiting a label, or recently labelled).",
+            [target(f"sum by (instance) (fairness_pending_labels{job})", "{{instance}}")],
+            unit="short",
+            min_=0,
+            grid=(8, 8, 8, 8),
+        ),
+        timeseries(
+            "Label delay (median and 90th percentile)",
+            "Time from a prediction to its label's arrival.",
+            [
+                target(
+                    f"histogram_quantile(0.5, sum by (le) (rate(fairness_label_delay_seconds_bucket{job}[$__rate_interval])))",
+                    "p50",
+                    "A",
+                ),
+                target(
+                    f"histogram_quantile(0.9, sum by (le) (rate(fairness_label_delay_seconds_bucket{job}[$__rate_interval])))",
+                    "p90",
+                    "B",
+                ),
+            ],
+            unit="s",
+            min_=0,
+            grid=(16, 8, 8, 8),
+        ),
+        timeseries(
+            "Processing time by phase",
+            "Seconds of main-loop time per second, by phase (poll, process, checkpoint): "
+            "near 1 means the consumer is saturated.",
+            [
+                target(
+                    f"sum by (phase) (rate(fairness_processing_seconds_total{job}[$__rate_interval]))",
+                    "{{phase}}",
+                )
+            ],
+            unit="percentunit",
+            min_=0,
+            grid=(0, 16, 8, 8),
+        ),
+        timeseries(
+            "Checkpoint age",
+            "Seconds since each replica's last checkpoint (state + offsets).",
+            [target(f"max by (instance) (fairness_checkpoint_age_seconds{job})", "{{instance}}")],
+            unit="s",
+            min_=0,
+            bound=(300, "above"),
+            grid=(8, 16, 8, 8),
+        ),
+        timeseries(
+            "Alert delivery failures",
+            "Failed delivery attempts per sink (Alertmanager, webhook, Kafka): a pager that "
+            "cannot be reached.",
+            [
+                target(
+                    f"sum by (sink) (increase(fairness_alert_delivery_failures_total{job}[$__rate_interval]))",
+                    "{{sink}}",
+                )
+            ],
+            unit="short",
+            min_=0,
+            grid=(16, 16, 8, 8),
+        ),
+    ]
+    variables = [
+        variable("job", "Job", "label_values(fairness_events_total, job)"),
+        variable(
+            "instance", "Instance", 'label_values(fairness_events_total{job=~"$job"}, instance)'
+        ),
+    ]
+    variables[1]["includeAll"] = True
+    variables[1]["allValue"] = ".*"
+    annotations = [
+        {
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        }
+    ]
+    return dashboard(
+        "fairness-monitor-ops",
+        "Fairness monitor operations",
+        "Is the monitor itself healthy: throughput, bad input, lag, label delay, checkpoints, "
+        "alert delivery.",
+        panels,
+        variables,
+        annotations,
+    )
+
+
+DASHBOARDS = {"fairness-overview.json": fairness_overview, "monitor-operations.json": operations}
+
+
+def render(build: Any) -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    for name, build in DASHBOARDS.items():
+        (HERE / "dashboards" / name).write_text(render(build))
+        print(f"wrote grafana/dashboards/{name}")
