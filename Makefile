@@ -35,8 +35,8 @@ compas: $(STAMP)
 	  --csv ../shared/data/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
 
 lint: $(STAMP)
-	$(BIN)/ruff check monitor tests bench
-	$(BIN)/ruff format --check monitor tests bench
+	$(BIN)/ruff check monitor tests bench grafana
+	$(BIN)/ruff format --check monitor tests bench grafana
 	$(BIN)/mypy monitor
 
 test: lint
