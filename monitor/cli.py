@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--hours", type=float, help="stop the simulator after this many hours")
     d.add_argument("--duration", type=float, help="stop the demo after this many seconds")
+    d.add_argument("--report", help="write an HTML audit report here when the demo stops")
     d.add_argument("--print-config", action="store_true", help="print the monitor's config")
 
     s = sub.add_parser("simulate", help="produce a simulated lending model's events")
@@ -273,6 +274,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         hours=args.hours,
         duration=args.duration,
+        report=args.report,
     )
 
 

@@ -272,6 +272,27 @@ class Console:
         self.stop_event.set()
 
 
+def write_report(monitor: Any, path: str) -> None:
+    """The HTML audit report of what the demo's monitor saw (``report.py`` numbers, the recent
+    history the evaluator kept, every alert transition)."""
+    from monitor.alerts.sinks import alert_json
+    from monitor.audit import write_html
+
+    cfg = monitor.config
+    rep = build_report(monitor.engine.snapshot(), confidence=cfg.confidence)
+    rep["alerts"] = [
+        alert_json(t.alert) for t in monitor.evaluator.history if t.alert.state != "pending"
+    ]
+    write_html(
+        path,
+        rep,
+        monitor.evaluator.series,
+        config=cfg,
+        title="Fairness audit report (demo)",
+        source="the fairness-monitor demo",
+    )
+
+
 # -- the command -------------------------------------------------------------------------------
 def run_demo(
     *,
@@ -283,6 +304,7 @@ def run_demo(
     seed: int,
     hours: float | None,
     duration: float | None,
+    report: str | None = None,
     quiet: bool = False,
 ) -> int:
     from monitor.service import Monitor
@@ -336,7 +358,11 @@ def run_demo(
             timer = threading.Timer(duration, stop_now)
             timer.daemon = True
             timer.start()
-        return monitor.run()
+        rc = monitor.run()
+        if report is not None:
+            write_report(monitor, report)
+            out(f"audit report written to {report}")
+        return rc
     finally:
         if console is not None:
             console.close()

@@ -38,7 +38,9 @@ HOURS = 32  # simulated hours: the feedback loop fires both alerts by about hour
 
 
 class Demo:
-    def __init__(self, tmp: Path, scenario: str, *, speed: float, hours: float) -> None:
+    def __init__(
+        self, tmp: Path, scenario: str, *, speed: float, hours: float, extra: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.log = tmp / f"demo-{scenario}.log"
         self.started = time.monotonic()
@@ -56,6 +58,7 @@ class Demo:
                 str(speed),
                 "--hours",
                 str(hours),
+                *extra,
             ],
             stdout=open(self.log, "wb"),  # noqa: SIM115 - the child's
             stderr=subprocess.STDOUT,
@@ -289,7 +292,9 @@ def test_feedback_loop_demo(tmp_path: Path) -> None:
     [("fair", 4000, HOURS), ("abrupt", 4000, 24), ("label-delay", 8000, 90)],
 )
 def test_other_scenarios(tmp_path: Path, scenario: str, speed: float, hours: float) -> None:
-    demo = Demo(tmp_path, scenario, speed=speed, hours=hours)
+    report = tmp_path / "audit.html"
+    demo = Demo(tmp_path, scenario, speed=speed, hours=hours, extra=("--report", str(report)))
+    final: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     try:
         demo.wait(lambda: bool(demo.children()), 30, "children")
         children = demo.children()
@@ -297,6 +302,7 @@ def test_other_scenarios(tmp_path: Path, scenario: str, speed: float, hours: flo
         msgs = firing(demo.alert_messages())
         active = demo.active_alerts()
         m = demo.metrics()
+        final.update(m)
         if scenario == "abrupt":
             ff = [x for x in msgs if x["name"] == "FourFifthsRule"]
             assert ff and ff[0]["labels"]["attribute"] in ("group", "group&sex")
@@ -328,3 +334,18 @@ def test_other_scenarios(tmp_path: Path, scenario: str, speed: float, hours: flo
         rc = demo.stop(sig)
     assert rc == (-signal.SIGKILL if sig == signal.SIGKILL else 0), demo.output()[-3000:]
     assert_no_orphans(children)
+    if sig == signal.SIGINT:
+        # --report: the audit report of the run, with the numbers /metrics showed at the end
+        assert f"audit report written to {report}" in demo.output()
+        text = report.read_text()
+        for w in ("3h", "12h"):
+            key = (("attribute", "group"), ("model", "lending"), ("window", w))
+            value = final[("fairness_disparate_impact_ratio", key)]
+            cell = re.search(
+                rf'data-window="{w}" data-attribute="group" data-kind="disparities">.*?'
+                r'data-metric="disparate_impact_ratio"><th scope="row">[^<]*</th>'
+                r'<td data-value="([^"]*)"',
+                text,
+                re.S,
+            )
+            assert cell is not None and float(cell.group(1)) == value, w
