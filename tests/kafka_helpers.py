@@ -78,6 +78,7 @@ class MonitorProcess:
         checkpoint: Path | None = None,
         extra: str = "",
         dlq: str | None = None,
+        session_timeout_ms: int = 10_000,
     ) -> None:
         self.port = free_port()
         self.checkpoint = checkpoint or tmp / "checkpoint.sqlite"
@@ -91,7 +92,7 @@ kafka:
   predictions_topic: {pred}
   labels_topic: {lab}
   max_poll_records: 2000
-  session_timeout_ms: 10000
+  session_timeout_ms: {session_timeout_ms}
 {"  dead_letter_topic: " + dlq if dlq else ""}
 checkpoint:
   path: {self.checkpoint}

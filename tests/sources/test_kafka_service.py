@@ -11,6 +11,7 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,20 @@ def assert_same_models(got: dict, expected: dict) -> None:
     assert got["models"] == expected["models"]
 
 
-def test_counts_equal_replay(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def broker(request: pytest.FixtureRequest, name: str) -> Any:
+    """The Apache Kafka test broker, or Tansu (the demo's broker): same contract."""
+    return request.getfixturevalue("kafka" if name == "apache" else "tansu")
+
+
+def session_ms(name: str) -> int:
+    from ..broker import Tansu
+
+    return Tansu.SESSION_TIMEOUT_MS if name == "tansu" else 10_000
+
+
+@pytest.mark.parametrize("flavour", ["apache", "tansu"])
+def test_counts_equal_replay(request: pytest.FixtureRequest, flavour: str, tmp_path: Path) -> None:
+    kafka = broker(request, flavour)
     pred, lab = topics(kafka)
     preds, labels = make_events(11, n=4000)
     half = len(labels) // 2
@@ -54,7 +68,14 @@ def test_counts_equal_replay(kafka, tmp_path: Path) -> None:  # type: ignore[no-
     produce(kafka.bootstrap, lab, shuffled_labels(labels[:half], 1))  # some before predictions
     produce(kafka.bootstrap, pred, preds[len(preds) // 2 :])
     produce(kafka.bootstrap, lab, shuffled_labels(labels[half:], 2))
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(
+        tmp_path,
+        kafka.bootstrap,
+        pred=pred,
+        lab=lab,
+        group=f"g-{pred}",
+        session_timeout_ms=session_ms(flavour),
+    ).start()
     m.wait_ready()
     wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
     m.signal(signal.SIGTERM)
@@ -121,13 +142,26 @@ def test_sigterm_exits_cleanly_with_a_checkpoint_and_resumes(kafka, tmp_path: Pa
     )
 
 
-def test_second_instance_joins_and_leaves_without_loss(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("flavour", ["apache", "tansu"])
+def test_second_instance_joins_and_leaves_without_loss(
+    request: pytest.FixtureRequest, flavour: str, tmp_path: Path
+) -> None:
+    kafka = broker(request, flavour)
     pred, lab = topics(kafka, partitions=4)
     preds, labels = make_events(14, n=60_000)
     produce(kafka.bootstrap, pred, preds[:30_000])
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) < 30_000])
     group = f"g-{pred}"
-    a = MonitorProcess(tmp_path, kafka.bootstrap, name="a", pred=pred, lab=lab, group=group)
+    ms = session_ms(flavour)
+    a = MonitorProcess(
+        tmp_path,
+        kafka.bootstrap,
+        name="a",
+        pred=pred,
+        lab=lab,
+        group=group,
+        session_timeout_ms=ms,
+    )
     b = MonitorProcess(
         tmp_path,
         kafka.bootstrap,
@@ -136,6 +170,7 @@ def test_second_instance_joins_and_leaves_without_loss(kafka, tmp_path: Path) ->
         lab=lab,
         group=group,
         checkpoint=a.checkpoint,
+        session_timeout_ms=ms,
     )
     a.start().wait_ready()
     b.start()
