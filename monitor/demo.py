@@ -120,10 +120,20 @@ def demo_config_text(
 
 
 # -- child processes ---------------------------------------------------------------------------
+def _libc_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux/glibc: no parent-death signal
+        return None
+
+
+_PRCTL = _libc_prctl()  # resolved here, in the parent: the child must not load libraries
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM when the parent dies (Linux prctl)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    """In the child, before exec: get SIGTERM when the parent dies (PR_SET_PDEATHSIG = 1)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)
 
 
 def spawn(cmd: list[str], *, stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
@@ -132,7 +142,7 @@ def spawn(cmd: list[str], *, stdout: Any = subprocess.DEVNULL) -> subprocess.Pop
         stdout=stdout,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        preexec_fn=_die_with_parent if _PRCTL is not None else None,
     )
 
 
@@ -324,6 +334,17 @@ def run_demo(
         else:
             out(f"broker       {bootstrap}")
         create_topics(bootstrap)
+        # simulated time starts three days ago, on the hour, so the first hours are history.
+        # The simulator is started before the monitor: no thread of ours exists yet at fork.
+        start = (time.time() // 3600 - 72) * 3600
+        cmd = [
+            sys.executable, "-m", "monitor", "simulate",
+            "--bootstrap", bootstrap, "--scenario", scenario, "--speed", str(speed),
+            "--seed", str(seed), "--start", str(start),
+        ]  # fmt: skip
+        if hours is not None:
+            cmd += ["--hours", str(hours)]
+        children.append(spawn(cmd, stdout=open(os.path.join(workdir, "simulator.log"), "wb")))  # noqa: SIM115
         config = demo_config(
             bootstrap, checkpoint=os.path.join(workdir, "checkpoint.sqlite"), host=host, port=port
         )
@@ -334,16 +355,6 @@ def run_demo(
         monitor.start_http()
         assert monitor.http is not None
         url = f"http://{host}:{monitor.http.port}/"
-        # simulated time starts three days ago, on the hour, so the first hours are history
-        start = (time.time() // 3600 - 72) * 3600
-        cmd = [
-            sys.executable, "-m", "monitor", "simulate",
-            "--bootstrap", bootstrap, "--scenario", scenario, "--speed", str(speed),
-            "--seed", str(seed), "--start", str(start),
-        ]  # fmt: skip
-        if hours is not None:
-            cmd += ["--hours", str(hours)]
-        children.append(spawn(cmd, stdout=open(os.path.join(workdir, "simulator.log"), "wb")))  # noqa: SIM115
         out(f"model        simulated lending model, scenario '{scenario}': "
             f"{SCENARIOS[scenario].summary}")  # fmt: skip
         begin = datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
