@@ -114,7 +114,12 @@ def timeseries(
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "fieldConfig": {"defaults": defaults, "overrides": overrides},
         "options": {
-            "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]},
+            "legend": {
+                "displayMode": "table",
+                "placement": "right",
+                "showLegend": True,
+                "calcs": ["lastNotNull"],
+            },
             "tooltip": {"mode": "multi", "sort": "none"},
         },
         "targets": targets,
@@ -145,6 +150,12 @@ def stat(
         "options": {
             "colorMode": "background",
             "graphMode": "area",
+            "justifyMode": "auto",
+            "orientation": "auto",
+            "textMode": "auto",
+            "wideLayout": True,
+            "showPercentChange": False,
+            "percentChangeColorMode": "standard",
             "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
         },
         "targets": [target(expr)],
@@ -163,7 +174,6 @@ def variable(name: str, label: str, query: str) -> dict[str, Any]:
         "sort": 1,
         "includeAll": False,
         "multi": False,
-        "current": {},
         "options": [],
     }
 
@@ -173,7 +183,6 @@ DATASOURCE_VAR = {
     "name": "datasource",
     "label": "Data source",
     "query": "prometheus",
-    "current": {},
     "options": [],
     "refresh": 1,
 }

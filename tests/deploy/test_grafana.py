@@ -90,6 +90,37 @@ def test_dashboard_is_valid_for_current_grafana(path: Path) -> None:
             assert v["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
 
 
+def grafana_schema(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """Run the Grafana Foundation SDK check (tests/deploy/grafana_schema, Go)."""
+    go = shutil.which("go")
+    require(go is not None, "go (to build the Grafana schema check)")
+    assert go is not None
+    return subprocess.run(
+        [go, "run", ".", *map(str, paths)],
+        cwd=ROOT / "tests/deploy/grafana_schema",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_dashboards_decode_strictly_with_grafanas_schema_types(tmp_path: Path) -> None:
+    """Grafana's own dashboard schema (as the Foundation SDK's Go types): no unknown field, no
+    missing required field, no wrong type — and the check fails on a broken dashboard."""
+    r = grafana_schema(*DASHBOARDS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": OK") == len(DASHBOARDS)
+    d = json.loads(DASHBOARDS[0].read_text())
+    d["panels"][0]["bogusField"] = 1
+    d["panels"][1]["gridPos"]["w"] = "wide"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    r = grafana_schema(bad)
+    assert r.returncode != 0
+    assert "unexpected field 'bogusField'" in r.stdout
+    assert "gridPos.w" in r.stdout
+
+
 def test_disparate_impact_panels_mark_the_four_fifths_bound() -> None:
     d = json.loads((ROOT / "grafana/dashboards/fairness-overview.json").read_text())
     dir_panels = [p for p in d["panels"] if p["title"].startswith("Disparate impact ratio")]
