@@ -52,6 +52,7 @@ log = logging.getLogger("monitor.service")
 EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_INVALID_RATIO = 3
+HISTORY_KEEP = 1000  # alert transitions kept in memory by a long-running monitor
 
 
 class InvalidRatioExceeded(RuntimeError):
@@ -210,12 +211,7 @@ class Monitor:
                 if batch:
                     self.batches += 1
                 if self._partitions_started():
-                    for t in self.evaluator.advance():
-                        self.dispatcher.submit(t)
-                        if t.alert.state != "pending":
-                            self.recent_transitions.appendleft(alert_json(t.alert))
-                        for listener in self.listeners:
-                            listener(t)
+                    self._alerts()
                 self._publish()
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
@@ -355,6 +351,19 @@ class Monitor:
                 "names and the field mapping (fields.*). No checkpoint was written, so a "
                 "restart after the fix re-reads these records."
             )
+
+    def _alerts(self) -> None:
+        """Evaluate the closed boundaries; hand transitions to the sinks, the status page and
+        the listeners. A backtest keeps every transition; a long-running service the latest."""
+        for t in self.evaluator.advance():
+            self.dispatcher.submit(t)
+            if t.alert.state != "pending":
+                self.recent_transitions.appendleft(alert_json(t.alert))
+            for listener in self.listeners:
+                listener(t)
+        history = self.evaluator.history
+        if len(history) > HISTORY_KEEP:
+            del history[: len(history) - HISTORY_KEEP]
 
     def _partitions_started(self) -> bool:
         """Alert evaluation waits until every owned partition has either delivered data or is

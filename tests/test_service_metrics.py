@@ -63,3 +63,45 @@ def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
         assert name in families, name
     assert families["fairness_pending_labels"].samples[0].value == 3
     m.store.close()
+
+
+def test_transitions_reach_sinks_page_and_listeners_and_history_is_bounded(
+    tmp_path: Path,
+) -> None:
+    from monitor.alerts.lifecycle import Alert, Transition
+    from monitor.service import HISTORY_KEEP
+
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+
+    def alert(i: int, state: str) -> Transition:
+        a = Alert(
+            "FourFifthsRule", {"alertname": "FourFifthsRule", "n": str(i)}, state, T0, T0 + i, 0.5
+        )  # type: ignore[arg-type]
+        return Transition(a, None)
+
+    old = [alert(i, "firing") for i in range(HISTORY_KEEP + 500)]
+    m.evaluator.history = list(old)
+    new = [alert(-1, "pending"), alert(-2, "firing")]
+
+    def advance() -> list[Transition]:
+        m.evaluator.history += new
+        return new
+
+    m.evaluator.advance = advance  # type: ignore[method-assign]
+    heard: list[Transition] = []
+    m.listeners.append(heard.append)
+    m._alerts()
+    assert heard == new
+    assert m.dispatcher.queue.qsize() == 2
+    # the page lists fired/resolved transitions, newest first; pending ones are not news
+    assert [t["labels"]["n"] for t in m.recent_transitions] == ["-2"]
+    # the newest HISTORY_KEEP transitions are kept, the oldest dropped
+    assert len(m.evaluator.history) == HISTORY_KEEP
+    assert m.evaluator.history[-2:] == new
+    assert m.evaluator.history[0] is old[len(old) + 2 - HISTORY_KEEP]
