@@ -349,9 +349,9 @@ def run_demo(
             bootstrap, checkpoint=os.path.join(workdir, "checkpoint.sqlite"), host=host, port=port
         )
         monitor = Monitor(config)
-        stop_now = monitor.request_stop
-        signal.signal(signal.SIGINT, stop_now)
-        signal.signal(signal.SIGTERM, stop_now)
+        stop_now = monitor.request_stop  # from the timer thread
+        signal.signal(signal.SIGINT, monitor.on_signal)  # lock-free: see Monitor.on_signal
+        signal.signal(signal.SIGTERM, monitor.on_signal)
         monitor.start_http()
         assert monitor.http is not None
         url = f"http://{host}:{monitor.http.port}/"

@@ -69,6 +69,7 @@ class Monitor:
         self.engine = Engine(config)
         self.store = self._open_store()
         self.stop_requested = threading.Event()
+        self.stop_signalled = False  # set by on_signal: no lock in a signal handler
         self.listener = RebalanceQueue()
         self.next_offsets: dict[TopicPartition, int] = {}
         self.owned: set[int] = set()
@@ -195,7 +196,7 @@ class Monitor:
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
         try:
-            while not self.stop_requested.is_set():
+            while not (self.stop_signalled or self.stop_requested.is_set()):
                 t0 = time.perf_counter()
                 batch = self.consumer.poll(timeout_ms=200)
                 t1 = time.perf_counter()
@@ -223,7 +224,15 @@ class Monitor:
         return EXIT_OK
 
     def request_stop(self, *_: object) -> None:
+        """Stop after the current batch (callable from any thread)."""
         self.stop_requested.set()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        """SIGTERM/SIGINT handler. It runs in the main thread between bytecodes, possibly
+        inside another handler's call (Ctrl-C twice, SIGTERM then SIGINT): it must not take a
+        lock, which ``Event.set`` does (a second signal deadlocked the loop). A plain attribute
+        store is atomic."""
+        self.stop_signalled = True
 
     def _close(self, *, checkpoint: bool) -> None:
         if checkpoint:
@@ -527,8 +536,8 @@ class _OpsCollector:
 def run_service(config: Config) -> int:
     """Entry point for ``fairness-monitor run``: signals, HTTP, loop, exit code."""
     monitor = Monitor(config)
-    signal.signal(signal.SIGTERM, monitor.request_stop)
-    signal.signal(signal.SIGINT, monitor.request_stop)
+    signal.signal(signal.SIGTERM, monitor.on_signal)
+    signal.signal(signal.SIGINT, monitor.on_signal)
     monitor.start_http()
     try:
         return monitor.run()
