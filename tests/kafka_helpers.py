@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -201,3 +202,28 @@ def replay_report(tmp: Path, config: Path, preds: list[dict], labels: list[dict]
     p.write_text("".join(json.dumps(e) + "\n" for e in preds))
     lab.write_text("".join(json.dumps(e) + "\n" for e in labels))
     return _cli_json("replay", "-c", str(config), "-p", str(p), "-l", str(lab), timeout=300)
+
+
+def own_tracebacks(log: str) -> list[str]:
+    """Tracebacks in a monitor's log that are not kafka-python's own handled, logged errors.
+
+    kafka-python 3 logs some shutdown races inside its network layer with `log.exception`
+    (a socket closed under a pending read) and carries on; those are the client's business, not
+    a monitor failure. Anything else is kept: a traceback logged by the monitor, one with a frame
+    in the monitor package, or an uncaught one.
+    """
+    lines = log.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if not line.startswith("Traceback (most recent call last):"):
+            continue
+        end = i + 1
+        while end < len(lines) and (lines[end].startswith(" ") or not lines[end].strip()):
+            end += 1
+        block = lines[i : end + 1]
+        header = lines[i - 1] if i else ""
+        from_kafka = " kafka." in header and re.match(r"^\d{4}-\d\d-\d\d ", header) is not None
+        in_monitor = any(re.search(r'File ".*/monitor/[^"]*\.py"', b) for b in block)
+        if in_monitor or not from_kafka:
+            found.append("\n".join([header, *block]))
+    return found
