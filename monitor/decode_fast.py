@@ -14,7 +14,7 @@ names and attributes one level below their prefix (the default layout).
 
 from __future__ import annotations
 
-import math
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -53,7 +53,34 @@ class FastPath:
         self.enabled = all(len(p) == 1 for p in paths) and attrs_ok
         if not self.enabled:
             return
-        self.attr_names = [[a.path[-1] for a in m.attributes] for m in decoder.models]
+        # Attributes decode into a struct too (no dict per event; msgspec rejects nested
+        # values itself). A name binned by every model that uses it is typed as a number, so a
+        # string or boolean there sends the batch to the careful path without a column check.
+        uses: dict[str, list[bool]] = {}
+        for m in decoder.models:
+            for a in m.attributes:
+                uses.setdefault(a.path[-1], []).append(a.bins is not None)
+        names = sorted(uses)
+        self.numeric_attrs = {n for n in names if all(uses[n])}
+        attrs_struct = msgspec.defstruct(
+            "Attributes",
+            [
+                (
+                    f"a{i}",
+                    (int | float | None) if n in self.numeric_attrs else _Scalar,
+                    msgspec.field(default=None, name=n),
+                )
+                for i, n in enumerate(names)
+            ],
+            gc=False,
+        )
+        slot = {n: f"a{i}" for i, n in enumerate(names)}
+        self.attr_getters = [
+            [(attrgetter(f"attrs.{slot[a.path[-1]]}"), a.path[-1]) for a in m.attributes]
+            for m in decoder.models
+        ]
+        # 0/1 spellings with "absent" (None) as -2, so one lookup per event tells both apart
+        self.pred_tables = [{**t, None: -2} for t in decoder.pred_maps]
         pred_struct = msgspec.defstruct(
             "Prediction",
             [
@@ -64,8 +91,8 @@ class FastPath:
                 ("score", float | None, msgspec.field(default=None, name=f.score[0])),
                 (
                     "attrs",
-                    dict[str, Any],
-                    msgspec.field(default_factory=dict, name=f.attributes[0]),
+                    attrs_struct,
+                    msgspec.field(default_factory=attrs_struct, name=f.attributes[0]),
                 ),
             ],
             gc=False,  # no cycles possible: untracked structs spare the cyclic GC
@@ -86,11 +113,9 @@ class FastPath:
     # -- shared columns ------------------------------------------------------------------------
     def _decode(self, rb: RawBatch | _Records, decoder: msgspec.json.Decoder[Any]) -> list[Any]:
         values = rb.values
-        if not all(type(v) is bytes for v in values):
-            raise _GiveUp
-        try:
+        try:  # a value that is not bytes (a tombstone's None) fails the join
             out: list[Any] = decoder.decode(b"[" + b",".join(values) + b"]")  # type: ignore[arg-type]
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, TypeError):
             raise _GiveUp from None
         if len(out) != len(values):
             raise _GiveUp
@@ -107,7 +132,8 @@ class FastPath:
 
     def _times(self, events: list[Any], rb: RawBatch | _Records) -> np.ndarray[Any, Any]:
         raw = [e.ts for e in events]
-        if None in raw:
+        kinds = set(map(type, raw))
+        if type(None) in kinds:
             stamps = rb.timestamps_ms
             raw = [
                 s / 1000.0 if (s := stamps[i]) is not None and r is None else r
@@ -115,7 +141,8 @@ class FastPath:
             ]
             if None in raw:
                 raise _GiveUp
-        if not set(map(type, raw)) <= {float, int}:
+            kinds = set(map(type, raw))
+        if not kinds <= {float, int}:
             from monitor.events import Invalid, parse_timestamp
 
             try:
@@ -156,20 +183,17 @@ class FastPath:
         ids = self._ids(events)
         ts = self._times(events, rb)
         model = self._models(events)
-        score = np.array(
-            [math.nan if (s := e.score) is None else s for e in events], dtype=np.float64
-        )
+        score = np.array([e.score for e in events], dtype=np.float64)  # None becomes NaN
         n = len(events)
         pred = np.empty(n, dtype=np.int64)
         groups = np.full((n, d.max_sets), -1, dtype=np.int32)
-        for m in np.unique(model) if n else ():
-            rows = np.flatnonzero(model == m)
+        single = n > 0 and model[0] == model[-1] and (model == model[0]).all()
+        for m in (model[:1] if single else np.unique(model)) if n else ():
+            rows = np.arange(n) if single else np.flatnonzero(model == m)
             spec = d.models[m]
-            evs = [events[i] for i in rows] if len(rows) != n else events
-            table = d.pred_maps[m]
-            raw = [e.pred for e in evs]
-            p = [table.get(x, -1) if x is not None else -2 for x in raw]
-            arr = np.array(p, dtype=np.int64)
+            evs = events if single else [events[i] for i in rows]
+            get = self.pred_tables[m].get
+            arr = np.array([get(e.pred, -1) for e in evs], dtype=np.int64)
             if (arr == -1).any():
                 raise _GiveUp
             missing = arr == -2
@@ -180,12 +204,10 @@ class FastPath:
                 arr[missing] = (s[missing] >= spec.threshold).astype(np.int64)
             pred[rows] = arr
             columns = []
-            for attr, name in zip(spec.attributes, self.attr_names[m], strict=True):
-                col = [e.attrs.get(name) for e in evs]
-                kinds = set(map(type, col))
-                if kinds - {str, int, float, bool, type(None)}:
-                    raise _GiveUp
-                if attr.bins is not None and kinds & {str, bool}:
+            for attr, (getter, name) in zip(spec.attributes, self.attr_getters[m], strict=True):
+                col = list(map(getter, evs))
+                binned_text = attr.bins is not None and name not in self.numeric_attrs
+                if binned_text and set(map(type, col)) & {str, bool}:
                     raise _GiveUp
                 columns.append(col)
             enc = d.registries[m].encode(columns)
@@ -207,10 +229,10 @@ class FastPath:
         events = self._decode(rb, self.label_decoder)
         ids = self._ids(events)
         ts = self._times(events, rb)
-        if any(e.model is not None for e in events):
+        if [e.model for e in events].count(None) != len(events):
             self._models(events)  # unknown model ids are rejected (by the careful path)
-        table = d.label_map
-        y = [table.get(e.label, -1) if e.label is not None else -1 for e in events]
+        get = d.label_map.get  # holds no None: an absent label is -1
+        y = [get(e.label, -1) for e in events]
         if -1 in y:
             raise _GiveUp
         return LabelBatch(key=id_keys(ids), ts=ts, label=np.array(y, dtype=np.uint8))

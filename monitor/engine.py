@@ -35,7 +35,15 @@ import numpy.typing as npt
 from monitor.config import Config, ModelSpec, WindowSpec
 from monitor.events import Decoder, LabelBatch, PredictionBatch
 from monitor.groups import GroupRegistry
-from monitor.join import LABELLED, NO_SCORE, PENDING, EarlyLabels, PendingStore, first_occurrences
+from monitor.join import (
+    LABELLED,
+    NO_SCORE,
+    PENDING,
+    EarlyLabels,
+    PendingStore,
+    first_occurrences,
+    key_order,
+)
 from monitor.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, WindowRing, n_cells
 
 I64 = npt.NDArray[np.int64]
@@ -138,11 +146,15 @@ class Engine:
         self._expire(st)
 
     def _predictions(self, st: PartitionState, b: PredictionBatch) -> None:
-        dup = ~first_occurrences(b.key) | (st.pending.find(b.key) >= 0)
+        # one sort of the batch's keys serves the duplicate check, the lookups and the insert
+        order = key_order(b.key)
+        dup = ~first_occurrences(b.key, order) | (st.pending.find(b.key, order) >= 0)
         st.count("duplicate_predictions", dup.sum())
-        b = b.take(~dup)
+        kept = ~dup
+        b = b.take(kept)  # arrival order is kept: lateness depends on it
         if not len(b):
             return
+        order = (np.cumsum(kept) - 1)[order[kept[order]]]  # the key order of the kept events
         st.watermark = max(st.watermark, float(b.ts.max()))
         admitted = np.zeros(len(b), dtype=bool)
         buckets = np.zeros(len(b), dtype=np.int64)
@@ -165,7 +177,7 @@ class Engine:
             )
             admitted[sel[~late]] = True
             buckets[sel] = bk
-        idx = np.flatnonzero(admitted)
+        idx = order[admitted[order]]  # admitted events, in key order
         st.count("predictions", len(idx))
         rows = np.zeros(len(idx), dtype=st.pending.main.dtype)
         rows["key"] = b.key[idx]
@@ -177,11 +189,12 @@ class Engine:
         rows["model"] = b.model[idx]
         rows["pred"] = b.pred[idx]
         rows["state"] = PENDING
-        evicted = st.pending.insert(rows)
+        evicted = st.pending.insert(rows, presorted=True)
         st.count("evicted_pending", (evicted["state"] == PENDING).sum())
-        hit, early = st.early.take(rows["key"])
-        if len(hit):
-            self._labels(st, early["key"], early["ts"], early["label"])
+        in_order = np.arange(len(rows))
+        hit, early = st.early.take(rows["key"], in_order)
+        if len(hit):  # sorted too: held labels come back in the order of their keys
+            self._labels(st, early["key"], early["ts"], early["label"], in_order[: len(hit)])
 
     def _labels(
         self,
@@ -189,23 +202,27 @@ class Engine:
         key: npt.NDArray[np.uint64],
         ts: npt.NDArray[np.float64],
         label: npt.NDArray[np.uint8],
+        order: npt.NDArray[np.int64] | None = None,
     ) -> None:
-        first = first_occurrences(key)
-        idx = st.pending.find(key)
+        if order is None:
+            order = key_order(key)
+        first = first_occurrences(key, order)
+        idx = st.pending.find(key, order)
         found = idx >= 0
         already = np.zeros(len(key), dtype=bool)
         already[found] = st.pending.rows(idx[found])["state"] == LABELLED
         unknown = first & ~found
         held_before = np.zeros(len(key), dtype=bool)
-        held_before[unknown] = st.early.find(key[unknown]) >= 0
+        ask = order[unknown[order]]  # in key order
+        held_before[ask] = st.early.find(key[ask], np.arange(len(ask))) >= 0
         st.count("duplicate_labels", (~first | already | held_before).sum())
         match = np.flatnonzero(first & found & ~already)
-        hold = np.flatnonzero(unknown & ~held_before)
+        hold = order[(unknown & ~held_before)[order]]  # in key order
         if len(hold):
             rows = np.zeros(len(hold), dtype=st.early.main.dtype)
             rows["key"], rows["ts"], rows["label"] = key[hold], ts[hold], label[hold]
             st.count("early_labels", len(hold))
-            st.count("orphan_labels", len(st.early.insert(rows)))
+            st.count("orphan_labels", len(st.early.insert(rows, presorted=True)))
         if not len(match):
             return
         entries = st.pending.rows(idx[match])

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -112,17 +113,16 @@ class GroupRegistry:
             if attr.bins is not None:
                 out[:, j] = self._binned(j, attr, column)
                 continue
-            labels = [
-                v if type(v) is str and v and not v.isspace() else self._label(v) for v in column
-            ]
-            known = self._index[j].get
-            codes = [known(lab, -1) for lab in labels]
-            if -1 in codes:
-                codes = [
-                    c if c >= 0 else self.index(j, lab)
-                    for c, lab in zip(codes, labels, strict=True)
+            # Registry labels are non-blank strings, so a value found as it is *is* its own
+            # label: only the rest (new groups, numbers, blanks) take the slower path.
+            known: Callable[[object], int | None] = self._index[j].get  # type: ignore[assignment]
+            found = list(map(known, column))
+            if None in found:
+                found = [
+                    c if c is not None else self.index(j, self._categorical_label(v))
+                    for c, v in zip(found, column, strict=True)
                 ]
-            out[:, j] = codes
+            out[:, j] = cast("list[int]", found)
         pos = {a.name: j for j, a in enumerate(self.spec.attributes)}
         base = len(self.spec.attributes)
         for k, combo in enumerate(self.spec.intersections):
@@ -141,6 +141,10 @@ class GroupRegistry:
             )
             out[:, base + k] = mapped[inverse] if n else mapped[:0]
         return out
+
+    @classmethod
+    def _categorical_label(cls, v: object) -> str:
+        return v if type(v) is str and v and not v.isspace() else cls._label(v)
 
     @staticmethod
     def _label(value: object) -> str:

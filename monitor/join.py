@@ -54,24 +54,50 @@ class SortedTable:
     the inserts. Inserting into ``delta`` moves little memory; ``delta`` is merged into
     ``main`` once it reaches a quarter of it, so each row is moved O(1) times on average.
     Row indices returned by :meth:`find` address ``main`` then ``delta`` as if concatenated.
+
+    Lookups take the batch's key order (:func:`key_order`) when the caller already has it: the
+    engine sorts each batch's keys once and reuses the order for duplicates, finds and inserts.
     """
 
     DELTA_MIN = 32_768
 
     def __init__(self, dtype: np.dtype[Any], *, max_size: int, age_field: str) -> None:
-        self.main: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
-        self.delta: npt.NDArray[Any] = np.zeros(0, dtype=dtype)
+        self.main = np.zeros(0, dtype=dtype)
+        self.delta = np.zeros(0, dtype=dtype)
         self.max_size = max_size
         self.age_field = age_field
         self._min_age: float = np.inf  # lower bound of the ages held (for cheap expiry checks)
-        self._main_keys: npt.NDArray[np.uint64] | None = None  # contiguous copy for searching
+
+    # searchsorted on a strided field view is slow: each run keeps a contiguous copy of its
+    # keys, made on first search after the run is replaced (runs are replaced, never mutated
+    # in their keys)
+    @property
+    def main(self) -> npt.NDArray[Any]:
+        return self._main
+
+    @main.setter
+    def main(self, rows: npt.NDArray[Any]) -> None:
+        self._main = rows
+        self._main_keys: npt.NDArray[np.uint64] | None = None
+
+    @property
+    def delta(self) -> npt.NDArray[Any]:
+        return self._delta
+
+    @delta.setter
+    def delta(self, rows: npt.NDArray[Any]) -> None:
+        self._delta = rows
+        self._delta_keys: npt.NDArray[np.uint64] | None = None
 
     def _keys(self) -> npt.NDArray[np.uint64]:
-        # searchsorted on a strided field view is slow; keep a contiguous copy of main's keys,
-        # rebuilt only when main changes (merges and removals, which are rare)
-        if self._main_keys is None or len(self._main_keys) != len(self.main):
-            self._main_keys = np.ascontiguousarray(self.main["key"])
+        if self._main_keys is None:
+            self._main_keys = np.ascontiguousarray(self._main["key"])
         return self._main_keys
+
+    def _dkeys(self) -> npt.NDArray[np.uint64]:
+        if self._delta_keys is None:
+            self._delta_keys = np.ascontiguousarray(self._delta["key"])
+        return self._delta_keys
 
     def __len__(self) -> int:
         return len(self.main) + len(self.delta)
@@ -90,16 +116,24 @@ class SortedTable:
         rows = np.ascontiguousarray(rows, dtype=self.main.dtype)
         self.main = rows[np.argsort(rows["key"], kind="stable")]
         self.delta = self.main[:0]
-        self._main_keys = None
         self._refresh_min_age()
 
-    def find(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """Row index of each key, ``-1`` where absent."""
-        out = _search(self._keys(), keys)
-        miss = out < 0
-        if len(self.delta) and miss.any():
-            d = _search(self.delta["key"], keys[miss])
-            out[np.flatnonzero(miss)] = np.where(d >= 0, d + len(self.main), -1)
+    def find(
+        self, keys: npt.NDArray[np.uint64], order: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Row index of each key, ``-1`` where absent; ``order`` is ``key_order(keys)``."""
+        if order is None:
+            order = key_order(keys)
+        # searching with sorted needles walks the table in order (cache-friendly)
+        sk = keys[order]
+        found = _search_sorted(self._keys(), sk)
+        if len(self.delta):
+            miss = np.flatnonzero(found < 0)
+            if len(miss):
+                d = _search_sorted(self._dkeys(), sk[miss])
+                found[miss] = np.where(d >= 0, d + len(self.main), -1)
+        out = np.empty(len(keys), dtype=np.int64)
+        out[order] = found
         return out
 
     def rows(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
@@ -118,14 +152,16 @@ class SortedTable:
         self.main[name][idx[in_main]] = value
         self.delta[name][idx[~in_main] - n] = value
 
-    def insert(self, rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """Insert rows whose keys are absent (caller guarantees uniqueness within ``rows``).
+    def insert(self, rows: npt.NDArray[Any], *, presorted: bool = False) -> npt.NDArray[Any]:
+        """Insert rows whose keys are absent (caller guarantees uniqueness within ``rows``;
+        ``presorted``: they are already in key order).
 
         Returns the rows evicted to respect ``max_size`` (oldest by ``age_field`` first).
         """
         if len(rows):
-            rows = rows[np.argsort(rows["key"], kind="stable")]
-            pos = np.searchsorted(self.delta["key"], rows["key"])
+            if not presorted:
+                rows = rows[np.argsort(rows["key"], kind="stable")]
+            pos = np.searchsorted(self._dkeys(), rows["key"])
             self.delta = _insert(self.delta, pos, rows)
             self._min_age = min(self._min_age, float(rows[self.age_field].min()))
             if len(self.delta) > max(self.DELTA_MIN, len(self.main) // 4):
@@ -137,7 +173,6 @@ class SortedTable:
             pos = np.searchsorted(self._keys(), self.delta["key"])
             self.main = _insert(self.main, pos, self.delta)
             self.delta = self.delta[:0]
-            self._main_keys = None
 
     def remove_mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
         """Remove and return rows selected by ``mask`` over :attr:`data` order."""
@@ -148,7 +183,6 @@ class SortedTable:
         if len(gone):
             self.main = _raw(self.main)[~mask[:n]].view(self.main.dtype)
             self.delta = _raw(self.delta)[~mask[n:]].view(self.main.dtype)
-            self._main_keys = None
             self._refresh_min_age()
         return gone
 
@@ -188,22 +222,35 @@ def _insert(
     return out
 
 
-def _search(stored: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    # searching with sorted needles walks the table in order (cache-friendly), then unsort
-    order = np.argsort(keys)
-    pos = np.empty(len(keys), dtype=np.int64)
-    pos[order] = np.searchsorted(stored, keys[order])
+def _search_sorted(
+    stored: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.int64]:
+    """Position of each of the (sorted) ``keys`` in ``stored``, ``-1`` where absent."""
+    pos = np.searchsorted(stored, keys)
     ok = pos < len(stored)
     ok[ok] = stored[pos[ok]] == keys[ok]
     return np.where(ok, pos, -1).astype(np.int64)
 
 
-def first_occurrences(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
-    """Mask of the first occurrence of each key (later repeats are duplicates)."""
-    first = np.zeros(len(keys), dtype=bool)
-    if len(keys):
-        _, idx = np.unique(keys, return_index=True)
-        first[idx] = True
+def key_order(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Stable sort order of a batch's keys: equal keys keep their arrival order."""
+    return np.argsort(keys, kind="stable")
+
+
+def first_occurrences(
+    keys: npt.NDArray[np.uint64], order: npt.NDArray[np.int64] | None = None
+) -> npt.NDArray[np.bool_]:
+    """Mask of the first occurrence of each key (later repeats are duplicates).
+
+    With a stable order, the first of each run of equal sorted keys is the earliest to arrive.
+    """
+    if order is None:
+        order = key_order(keys)
+    sk = keys[order]
+    run_start = np.ones(len(keys), dtype=bool)
+    run_start[1:] = sk[1:] != sk[:-1]
+    first = np.empty(len(keys), dtype=bool)
+    first[order] = run_start
     return first
 
 
@@ -228,9 +275,11 @@ class EarlyLabels(SortedTable):
     def __init__(self, *, max_size: int) -> None:
         super().__init__(EARLY_DTYPE, max_size=max_size, age_field="ts")
 
-    def take(self, keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+    def take(
+        self, keys: npt.NDArray[np.uint64], order: npt.NDArray[np.int64] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
         """Remove and return the held labels for ``keys``: (positions in ``keys``, rows)."""
-        idx = self.find(keys)
+        idx = self.find(keys, order)
         hit = np.flatnonzero(idx >= 0)
         if not len(hit):
             return hit, self.main[:0]

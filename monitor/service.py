@@ -79,7 +79,9 @@ class Monitor:
         self.last_checkpoint_wall: float | None = None
         self.events_since_checkpoint = 0
         self.outcomes: Counter[tuple[str, str]] = Counter()
-        self.seconds: dict[str, float] = dict.fromkeys(("poll", "process", "checkpoint"), 0.0)
+        self.seconds: dict[str, float] = dict.fromkeys(
+            ("start", "poll", "process", "checkpoint", "alerts"), 0.0
+        )
         self.batches = 0
         self.recent: deque[tuple[int, int]] = deque()
         self.recent_total = self.recent_invalid = 0
@@ -176,6 +178,7 @@ class Monitor:
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
+        started = time.perf_counter()
         self.consumer = make_consumer(self.k)
         if self.k.dead_letter_topic:
             self.dlq = DeadLetterSink(self.k, self.k.dead_letter_topic)
@@ -195,6 +198,7 @@ class Monitor:
         # batch allocates thousands of short-lived containers: collect young objects less often.
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
+        self.seconds["start"] = time.perf_counter() - started
         try:
             while not (self.stop_signalled or self.stop_requested.is_set()):
                 t0 = time.perf_counter()
@@ -206,14 +210,16 @@ class Monitor:
                 t2 = time.perf_counter()
                 self._maybe_checkpoint()
                 t3 = time.perf_counter()
-                self.seconds["poll"] += t1 - t0
-                self.seconds["process"] += t2 - t1
-                self.seconds["checkpoint"] += t3 - t2
                 if batch:
                     self.batches += 1
                 if self._partitions_started():
                     self._alerts()
                 self._publish()
+                t4 = time.perf_counter()
+                self.seconds["poll"] += t1 - t0
+                self.seconds["process"] += t2 - t1
+                self.seconds["checkpoint"] += t3 - t2
+                self.seconds["alerts"] += t4 - t3
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
             log.error("%s", exc)

@@ -249,3 +249,43 @@ def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
     sl, _ = slow.decoder.decode_labels(labels)
     for field in ("key", "ts", "label"):
         np.testing.assert_array_equal(getattr(fl, field), getattr(sl, field), err_msg=field)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"attributes": {"sex": 1, "age": 30}},  # a number as a category
+        {"attributes": {"sex": "  ", "age": 30}},  # blank: missing
+        {"attributes": {"sex": "", "age": None}},
+        {"attributes": {"sex": True, "age": 30.0}},
+        {"attributes": {"sex": "F", "age": "30"}},  # a string where bins are configured
+        {"attributes": {"sex": "F", "age": True}},
+        {"attributes": {"sex": {"nested": 1}, "age": 30}},
+        {"attributes": {"sex": "F", "age": 30, "extra": {"ignored": [1, 2]}}},
+        {"attributes": None},
+        {"attributes": {}},
+        {"prediction": None, "score": None},  # nothing to decide with
+        {"prediction": "maybe"},
+        {"model_id": "other", "attributes": {"sex": "F", "age": "x"}},  # age unused by "other"
+        b"null",  # a tombstone-like value
+    ],
+)
+def test_fast_and_careful_paths_agree_on_odd_values(odd: object) -> None:
+    """A batch with one odd record: same batch and same dead letters with or without the
+    fast path (which either handles the value exactly or hands the batch over)."""
+    import numpy as np
+
+    records = [
+        rec(good(f"p{i}", attributes={"sex": "MF"[i % 2], "age": 20 + i})) for i in range(20)
+    ]
+    records.insert(7, rec(odd if isinstance(odd, bytes) else good("odd", **odd)))  # type: ignore[arg-type]
+    fast = Engine(cfg(), clock=lambda: NOW)
+    slow = Engine(cfg(), clock=lambda: NOW)
+    slow.decoder.fast.enabled = False
+    fb, fd = fast.decoder.decode_predictions(records)
+    sb, sd = slow.decoder.decode_predictions(records)
+    assert [(d.reason, d.detail) for d in fd] == [(d.reason, d.detail) for d in sd]
+    for field in ("key", "model", "ts", "pred", "score", "groups"):
+        np.testing.assert_array_equal(getattr(fb, field), getattr(sb, field), err_msg=field)
+    assert fast.registries[0].labels == slow.registries[0].labels
+    assert fast.registries[0].overflow == slow.registries[0].overflow

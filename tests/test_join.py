@@ -147,3 +147,49 @@ def test_table_load_accepts_unsorted_rows_from_both_runs() -> None:
     u.load(t.data)
     assert np.all(u.find(keys) >= 0)
     assert np.all(u.find(keys + np.uint64(2**41)) == -1)
+
+
+def test_random_batches_with_repeats_match_a_dictionary_oracle() -> None:
+    """Repeated ids within and across batches, labels before and after their predictions and
+    repeated labels: the engine counts what a plain dictionary join counts (the first
+    prediction and the first label of an id win; a batch applies predictions, then labels)."""
+    rng = np.random.default_rng(7)
+    engine = Engine(config(windows=["6h"], bucket="1m"))
+    preds_seen: dict[str, tuple[str, int]] = {}
+    labels_seen: set[str] = set()
+    held: dict[str, int] = {}
+    want = {g: {N: 0, TP: 0, FP: 0, FN: 0, TN: 0} for g in "abc"}
+    early = 0
+
+    def join(pid: str, y: int) -> None:
+        g, p = preds_seen[pid]
+        want[g][{(1, 1): TP, (1, 0): FP, (0, 1): FN, (0, 0): TN}[(p, y)]] += 1
+
+    for _ in range(40):
+        ps, ls = [], []
+        for _ in range(int(rng.integers(0, 60))):
+            pid = f"id{rng.integers(0, 300)}"
+            g, p = str(rng.choice(list("abc"))), int(rng.integers(0, 2))
+            ps.append(pred(pid, T0 + float(rng.uniform(0, 600)), g, p))
+            if pid not in preds_seen:
+                preds_seen[pid] = (g, p)
+                want[g][N] += 1
+                if pid in held:
+                    join(pid, held.pop(pid))
+        for _ in range(int(rng.integers(0, 60))):
+            pid, y = f"id{rng.integers(0, 300)}", int(rng.integers(0, 2))
+            ls.append(label(pid, T0 + 700, y))
+            if pid in labels_seen:
+                continue
+            labels_seen.add(pid)
+            if pid in preds_seen:
+                join(pid, y)
+            else:
+                held[pid] = y
+                early += 1
+        run(engine, ps, ls)
+    assert cells(engine, "6h") == want
+    c = engine.snapshot().counters
+    assert c["predictions"] == len(preds_seen)
+    assert c["early_labels"] == early
+    assert c["labels"] == len(labels_seen) - len(held)
