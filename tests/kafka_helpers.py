@@ -46,22 +46,66 @@ def produce(bootstrap: str, topic: str, events: list[Any], *, key: str = "predic
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024, acks=1
     )
+    futures = []
     for e in events:
         if isinstance(e, bytes):
-            producer.send(topic, value=e, key=str(uuid.uuid4()).encode())
+            futures.append(producer.send(topic, value=e, key=str(uuid.uuid4()).encode()))
         else:
-            producer.send(topic, value=json.dumps(e).encode(), key=str(e[key]).encode())
+            futures.append(
+                producer.send(topic, value=json.dumps(e).encode(), key=str(e[key]).encode())
+            )
     producer.flush(60)
+    # A failed send is otherwise silent: the topic would hold fewer events than the reference
+    # replay, and a consumer that reads the whole topic would look as if it lost them.
+    failed = [
+        f.exception if f.is_done else "not acknowledged" for f in futures if not f.succeeded()
+    ]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(events)} sends to {topic} failed: {failed[0]}")
     producer.close()
 
 
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
-    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    """Log end offsets, read as the high watermark of a fetch response.
+
+    Not ListOffsets(latest) alone: Tansu answers it with the last batch's *base* offset + 1
+    (300 records produced in three batches of 100 read back as 201), while its fetch high
+    watermark is right. Apache Kafka gives the same figure both ways.
+    """
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         tps = [TopicPartition(t, p) for t in topics for p in c.partitions_for_topic(t)]
-        return {(tp.topic, tp.partition): o for tp, o in c.end_offsets(tps).items()}
+        listed = c.end_offsets(tps)
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, max(listed[tp] - 1, 0))  # inside the last batch: one small fetch
+        deadline = time.monotonic() + 30
+        while any(c.highwater(tp) is None for tp in tps):
+            if time.monotonic() > deadline:
+                raise AssertionError("no fetch response carried a high watermark")
+            c.poll(timeout_ms=200)
+        return {(tp.topic, tp.partition): c.highwater(tp) for tp in tps}
     finally:
         c.close()
+
+
+def settled_end_offsets(
+    bootstrap: str, produced: dict[str, int], timeout: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """End offsets once the broker reports every produced record of these fresh topics.
+
+    Waiting for the counts (rather than taking the first answer) keeps a broker that is slow to
+    expose acknowledged records from passing for a consumer that lost them.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = end_offsets(bootstrap, list(produced))
+        held = {t: sum(o for (tt, _), o in ends.items() if tt == t) for t in produced}
+        if held == produced:
+            return ends
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the broker holds {held} records, {produced} were produced")
+        time.sleep(0.2)
 
 
 class MonitorProcess:
