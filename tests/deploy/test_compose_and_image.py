@@ -206,3 +206,26 @@ def test_entrypoint_runs_as_the_image_calls_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", sorted((ROOT / "deploy").rglob("*.yml")), ids=str)
 def test_yaml_files_parse(path: Path) -> None:
     assert yaml.safe_load(path.read_text()) is not None
+
+
+def test_compose_monitor_watches_the_demos_model() -> None:
+    """`deploy/compose/monitor.yaml` repeats the demo's lending model (the stack runs the same
+    simulator): the two must not drift apart. Only the connection settings may differ."""
+    import dataclasses
+
+    from monitor.demo import demo_config
+
+    stack = load_config(DEPLOY / "compose/monitor.yaml", {})
+    demo = demo_config("127.0.0.1:9092", checkpoint="unused.sqlite")
+    assert stack.models == demo.models
+    assert stack.max_future == demo.max_future
+    assert (stack.kafka.predictions_topic, stack.kafka.labels_topic) == (
+        demo.kafka.predictions_topic,
+        demo.kafka.labels_topic,
+    )
+
+    def rules(cfg):  # type: ignore[no-untyped-def]
+        return [dataclasses.replace(r, runbook_url=None) for r in cfg.alerts.rules]
+
+    assert rules(stack) == rules(demo)
+    assert stack.alerts.drift == demo.alerts.drift
