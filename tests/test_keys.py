@@ -31,6 +31,32 @@ def test_matches_reference_on_random_ids() -> None:
     assert [int(k) for k in id_keys(ids)] == [reference(s) for s in ids]
 
 
+def test_matches_reference_when_ids_share_a_length() -> None:
+    """Characters every id has are mixed unmasked, the rest masked by length."""
+    rng = random.Random(1)
+    same = ["".join(rng.choices(string.hexdigits, k=32)) for _ in range(300)]
+    assert [int(k) for k in id_keys(same)] == [reference(s) for s in same]
+    mixed = [*same[:50], "x", "é" * 70, "€"]
+    assert [int(k) for k in id_keys(mixed)] == [reference(s) for s in mixed]
+
+
+def test_nul_characters() -> None:
+    """Embedded NULs are part of an id; trailing NULs are not (numpy strings drop them, and
+    keys stored in checkpoints were made that way)."""
+    assert [int(k) for k in id_keys(["a\0b", "\0z", "q"])] == [
+        reference("a\0b"),
+        reference("\0z"),
+        reference("q"),
+    ]
+    assert id_keys(["a\0", "bb"])[0] == id_keys(["a"])[0]
+
+
+def test_lone_surrogate_is_a_code_point_like_any_other() -> None:
+    """JSON may carry "\\ud800" alone; the id hashes by its code points, like the reference."""
+    ids = ["x\ud800y", "ok"]
+    assert [int(k) for k in id_keys(ids)] == [reference(s) for s in ids]
+
+
 def test_batch_independent_and_distinct() -> None:
     ids = [f"id-{i}" for i in range(200_000)]
     keys = id_keys(ids)
