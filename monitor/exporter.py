@@ -44,6 +44,19 @@ GROUP_RATES = (  # (name, GroupMetrics field, has Wilson bounds, help)
     ("positive_predictive_value", "ppv", True, "TP / (TP + FP)."),
     ("calibration_error", "calibration_error", False, "Expected calibration error."),
     ("label_coverage", "label_coverage", False, "Labelled / predictions."),
+    (
+        "label_coverage_predicted_positive",
+        "label_coverage_predicted_positive",
+        False,
+        "Labelled / predictions, among predictions of class 1.",
+    ),
+    (
+        "label_coverage_predicted_negative",
+        "label_coverage_predicted_negative",
+        False,
+        "Labelled / predictions, among predictions of class 0 (0 under selective labels: "
+        "TPR and FPR then describe the labelled class only).",
+    ),
 )
 DISPARITIES = (  # (name, AttributeDisparities attribute, help)
     (

@@ -64,6 +64,11 @@ class GroupMetrics:
     accuracy: F64
     prevalence: F64
     label_coverage: F64
+    # labelled / predictions, within each predicted class: with selective labels (only approved
+    # applicants ever show an outcome) one class has none, and TPR and FPR are then 1 or 0 by
+    # construction, describing the labelled cases only
+    label_coverage_predicted_positive: F64
+    label_coverage_predicted_negative: F64
     calibration_error: F64
     bounds: dict[str, tuple[F64, F64]]  # Wilson bounds of selection_rate, tpr, fpr, ppv
 
@@ -80,13 +85,17 @@ def expected_calibration_error(counts: I64, score_bins: int) -> F64:
     return ratio(gap, n_b.sum(axis=1))
 
 
-def group_metrics(counts: I64, *, score_bins: int, confidence: float = 0.95) -> GroupMetrics:
-    """All per-group metrics of one attribute set from its ``counts[group, cell]``."""
+def group_metrics(
+    counts: I64, *, score_bins: int, confidence: float = 0.95, favourable: int = 1
+) -> GroupMetrics:
+    """All per-group metrics of one attribute set from its ``counts[group, cell]``
+    (``favourable``: the prediction class counted in ``FAV``)."""
     n, fav = counts[:, N], counts[:, FAV]
     tp, fp, fn, tn = counts[:, TP], counts[:, FP], counts[:, FN], counts[:, TN]
     pos, neg = tp + fn, fp + tn
     ppos, pneg = tp + fp, tn + fn
     labelled = pos + neg
+    predicted_positive = fav if favourable == 1 else n - fav
     return GroupMetrics(
         n=n,
         favourable=fav,
@@ -107,6 +116,8 @@ def group_metrics(counts: I64, *, score_bins: int, confidence: float = 0.95) -> 
         accuracy=ratio(tp + tn, labelled),
         prevalence=ratio(pos, labelled),
         label_coverage=ratio(labelled, n),
+        label_coverage_predicted_positive=ratio(ppos, predicted_positive),
+        label_coverage_predicted_negative=ratio(pneg, n - predicted_positive),
         calibration_error=expected_calibration_error(counts, score_bins),
         bounds={
             "selection_rate": wilson(fav, n, confidence),

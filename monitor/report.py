@@ -29,7 +29,8 @@ I64 = npt.NDArray[np.int64]
 GROUP_FIELDS = (
     "n", "favourable", "tp", "fp", "fn", "tn", "labelled",
     "selection_rate", "tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr", "false_omission_rate",
-    "accuracy", "prevalence", "label_coverage", "calibration_error",
+    "accuracy", "prevalence", "label_coverage", "label_coverage_predicted_positive",
+    "label_coverage_predicted_negative", "calibration_error",
 )  # fmt: skip
 
 
@@ -90,7 +91,9 @@ def attribute_metrics(
 ) -> tuple[GroupMetrics, AttributeDisparities]:
     """Group metrics and disparities of one attribute set, with the model's configured
     reference group (if present) and minimum sample size: the one place that decides them."""
-    gm = group_metrics(counts, score_bins=spec.score_bins, confidence=confidence)
+    gm = group_metrics(
+        counts, score_bins=spec.score_bins, confidence=confidence, favourable=spec.favourable
+    )
     ref_label = spec.reference_groups.get(set_name)
     ref = labels.index(ref_label) if ref_label in labels else None
     d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)

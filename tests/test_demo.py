@@ -243,7 +243,7 @@ def test_feedback_loop_demo(tmp_path: Path) -> None:
             )
             page.wait_for_timeout(2500)  # one more refresh, after the final publish
             m = demo.metrics()
-            compared = 0
+            compared = selective = 0
             for el in page.locator("dd[data-metric=dir]").all():
                 w, a = el.get_attribute("data-window"), el.get_attribute("data-attribute")
                 key = (("attribute", a), ("model", "lending"), ("window", w))
@@ -261,7 +261,20 @@ def test_feedback_loop_demo(tmp_path: Path) -> None:
                         f"{rate:.3f}"
                     )
                     compared += 1
+                    # rows whose labels cover one predicted class only are marked
+                    cover = [
+                        m[(f"fairness_label_coverage_predicted_{c}_ratio", gkey)]
+                        for c in ("positive", "negative")
+                    ]
+                    one_class = m[("fairness_labelled_predictions", gkey)] > 0 and 0.0 in cover
+                    marked = row.get_attribute("data-selective-labels") == "true"
+                    assert marked == one_class, (w, a, g, cover)
+                    selective += one_class
+                if card.locator("tbody tr[data-selective-labels]").count():
+                    assert card.locator('[data-note="selective-labels"]').count() == 1
             assert compared >= 2 * (1 + 2 + 1 + 2 + 1 + 4)  # two windows with data
+            # feedback loop: only approved applicants get an outcome, and the page says so
+            assert selective >= 1
             ARTIFACTS.mkdir(exist_ok=True)
             shot = ARTIFACTS / "status-page.png"
             page.screenshot(path=str(shot), full_page=True)

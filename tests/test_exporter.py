@@ -101,3 +101,27 @@ def test_metrics_equal_engine_values_nan_and_disappearing_groups() -> None:
     m2 = scrape(engine)
     assert ga in m2["fairness_predictions"] and gb not in m2["fairness_predictions"]
     assert math.isnan(m2["fairness_disparate_impact_ratio"][av])  # one group: undefined
+
+
+def test_label_coverage_by_predicted_class_shows_selective_labels() -> None:
+    """Only approved cases get an outcome (selective labels): TPR and FPR come out as 1.0 for
+    everyone, and the coverage of class-0 predictions (0) is what tells the on-call why.
+    Group a: 10 predictions, 4 of class 1, all 4 labelled (3 positive, 1 negative), none of the
+    6 of class 0. Group b: 10 predictions, 5 of class 1, 2 labelled; 1 of the 5 class-0 labelled."""
+    for favourable in (1, 0):
+        engine = Engine(config(windows=["1h"], min_samples=1, favourable=favourable))
+        preds = [pred(f"a{i}", T0 + i, "a", int(i < 4)) for i in range(10)]
+        preds += [pred(f"b{i}", T0 + i, "b", int(i < 5)) for i in range(10)]
+        labels = [label(f"a{i}", T0 + 60, int(i < 3)) for i in range(4)]
+        labels += [label("b0", T0 + 60, 1), label("b1", T0 + 60, 0), label("b9", T0 + 60, 1)]
+        run(engine, preds, labels)
+        m = scrape(engine)
+        ga = key(model="m", window="1h", attribute="g", group="a")
+        gb = key(model="m", window="1h", attribute="g", group="b")
+        pos = m["fairness_label_coverage_predicted_positive_ratio"]
+        neg = m["fairness_label_coverage_predicted_negative_ratio"]
+        assert (pos[ga], neg[ga]) == (1.0, 0.0), favourable
+        assert (pos[gb], neg[gb]) == (2 / 5, 1 / 5), favourable
+        assert m["fairness_true_positive_rate_ratio"][ga] == 1.0  # 3 / (3 + 0): by construction
+        assert m["fairness_false_positive_rate_ratio"][ga] == 1.0  # 1 / (1 + 0)
+        assert m["fairness_label_coverage_ratio"][ga] == 4 / 10
