@@ -41,16 +41,19 @@ def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     joined = "".join(ids)
-    if "\0" in joined:  # numpy's fixed-width strings drop trailing NULs: keep that behaviour
-        return _id_keys_padded(ids)
     flat = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=n)
-    starts = np.cumsum(lengths) - lengths
+    size = np.fromiter(map(len, ids), dtype=np.int64, count=n)  # characters in `flat`
+    starts = np.cumsum(size) - size
+    # hashed characters: trailing NULs are not part of an id (checkpoints hold keys made from
+    # numpy's NUL-padded strings, which drop them)
+    lengths = size
+    if "\0" in joined:
+        lengths = np.fromiter((len(i.rstrip("\0")) for i in ids), dtype=np.int64, count=n)
     shortest, longest = int(lengths.min()), int(lengths.max())
     h = np.full(n, FNV_OFFSET, dtype=np.uint64)
     last = max(len(flat) - 1, 0)
-    # ids of one length (uuids, zero-padded numbers) are a plain matrix: no gathers needed
-    same = flat.reshape(n, longest).T if shortest == longest else None
+    # ids of one size (uuids, zero-padded numbers) are a plain matrix: no gathers needed
+    same = flat.reshape(n, int(size[0])).T if size.min() == size.max() else None
     with np.errstate(over="ignore"):
         for col in range(longest):
             if col < shortest:  # every id has this character: no masking
@@ -60,22 +63,6 @@ def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
             else:
                 chars = flat[np.minimum(starts + col, last)]
                 np.copyto(h, (h ^ chars) * FNV_PRIME, where=col < lengths)
-        h = (h ^ lengths.astype(np.uint64)) * FNV_PRIME
-        return _splitmix(h)
-
-
-def _id_keys_padded(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
-    """The same hash through numpy's NUL-padded strings (trailing NULs are not part of an id)."""
-    n = len(ids)
-    text = np.array(ids, dtype=np.str_)  # fixed-width UCS-4, padded with NUL
-    width = text.itemsize // 4
-    mat = text.view(np.uint32).reshape(n, width)
-    lengths = np.char.str_len(text).astype(np.int64)
-    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for col in range(width):
-            mixed = (h ^ mat[:, col].astype(np.uint64)) * FNV_PRIME
-            h = np.where(col < lengths, mixed, h)
         h = (h ^ lengths.astype(np.uint64)) * FNV_PRIME
         return _splitmix(h)
 

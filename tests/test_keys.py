@@ -49,6 +49,9 @@ def test_nul_characters() -> None:
         reference("q"),
     ]
     assert id_keys(["a\0", "bb"])[0] == id_keys(["a"])[0]
+    rng = random.Random(2)
+    ids = ["".join(rng.choices("ab\0é", k=rng.randint(1, 9))) for _ in range(300)]
+    assert [int(k) for k in id_keys(ids)] == [reference(s.rstrip("\0")) for s in ids]
 
 
 def test_lone_surrogate_is_a_code_point_like_any_other() -> None:
