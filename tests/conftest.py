@@ -70,3 +70,16 @@ def tansu():  # type: ignore[no-untyped-def]
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture(autouse=True)
+def kill_leftover_monitors():  # type: ignore[no-untyped-def]
+    """Monitors a test started and did not stop (it failed half-way) do not outlive it."""
+    yield
+    from .kafka_helpers import MonitorProcess
+
+    while MonitorProcess.started:
+        proc = MonitorProcess.started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -12,7 +12,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -109,7 +109,13 @@ def settled_end_offsets(
 
 
 class MonitorProcess:
-    """``fairness-monitor run`` as a child process, as it is deployed."""
+    """``fairness-monitor run`` as a child process, as it is deployed.
+
+    Every started process is also recorded in ``started``: a test that fails half-way leaves
+    its monitors running, and the ``kill_leftover_monitors`` fixture ends them.
+    """
+
+    started: ClassVar[list[subprocess.Popen[bytes]]] = []
 
     def __init__(
         self,
@@ -160,6 +166,7 @@ service:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        MonitorProcess.started.append(self.proc)
         return self
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
