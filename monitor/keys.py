@@ -4,12 +4,12 @@ Why a key and not the id text: the join stores millions of pending predictions; 
 instead of a Python string keeps it compact (see ``join.py``).
 
 Hash: FNV-1a over the Unicode code points (Fowler–Noll–Vo, 64-bit, one step per code point,
-so numpy can convert a whole batch of strings to a code-point matrix at C speed), length folded
-in, then the SplitMix64 finalizer (Steele, Lea & Flood 2014) for avalanche. It is stable across processes and
-machines (checkpoints depend on it), unlike Python's randomized ``hash``. Two distinct ids
+so a whole batch is hashed column by column over its UTF-32 code points), length folded in,
+then the SplitMix64 finalizer (Steele, Lea & Flood 2014) for avalanche. It is stable across
+processes and machines (checkpoints depend on it), unlike Python's randomized ``hash``. Two distinct ids
 collide with probability about n²/2⁶⁵ (3·10⁻⁸ for a million pending ids); a collision is counted
-as a duplicate. Trailing NUL characters of an id are ignored (numpy's fixed-width strings drop
-them). Not a cryptographic hash: ids come from the monitored model, not an adversary.
+as a duplicate. Trailing NUL characters of an id are ignored (the first version used numpy's
+fixed-width strings, which drop them, and checkpoints hold those keys). Not a cryptographic hash: ids come from the monitored model, not an adversary.
 """
 
 from __future__ import annotations
