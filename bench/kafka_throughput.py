@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -77,14 +76,22 @@ def raw(bootstrap: str, topics: list[str], total: int, max_records: int) -> Timi
 
 
 class _TimedMonitor(Monitor):
-    """Notes when the first batch arrives (before processing it) and how big it is."""
+    """Notes when the first batch arrives (before processing it) and how big it is, and when
+    the last record is processed. The check runs on the monitor's own thread after each batch,
+    as the raw side's does: a watcher thread polling the offsets would take the GIL from it."""
 
     first: tuple[float, int] | None = None
+    end: float | None = None
+    target: dict[tuple[str, int], int] = {}
 
     def _process(self, batch: dict[Any, list[Any]]) -> None:
         if self.first is None:
             self.first = (time.perf_counter(), sum(len(r) for r in batch.values()))
         super()._process(batch)
+        got = {(tp.topic, tp.partition): o for tp, o in self.next_offsets.items()}
+        if all(got.get(k, -1) >= v for k, v in self.target.items()):
+            self.end = time.perf_counter()
+            self.request_stop()
 
 
 def monitored(
@@ -100,29 +107,12 @@ checkpoint: {{path: {tmp / str(uuid.uuid4())}.sqlite}}  # shipped defaults: 10s 
 """
     )
     m = _TimedMonitor(load_config(cfg_path))
+    m.target = {(k[0], k[1]): v for k, v in target.items()}
     t0 = time.perf_counter()
-    errors: list[BaseException] = []
-
-    def target_run() -> None:
-        try:
-            m.run()
-        except BaseException as exc:
-            errors.append(exc)
-            raise
-
-    th = threading.Thread(target=target_run)
-    th.start()
-    want = {(k[0], k[1]): v for k, v in target.items()}
-    while True:
-        got = {(tp.topic, tp.partition): o for tp, o in dict(m.next_offsets).items()}
-        if len(got) == len(want) and all(got[k] >= v for k, v in want.items()):
-            break
-        if not th.is_alive():
-            raise RuntimeError(f"the monitor stopped early: {errors}")
-        time.sleep(0.005)
-    end = time.perf_counter()
-    m.request_stop()
-    th.join()
+    m.run()
+    end = m.end
+    if end is None:
+        raise RuntimeError("the monitor stopped before the end of the topics")
     print(
         "  monitor time split:",
         {k: round(v, 2) for k, v in m.seconds.items()},

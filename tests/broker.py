@@ -63,6 +63,16 @@ def kafka_jars() -> Path:
     return jars
 
 
+def cluster_id() -> str:
+    """A random KRaft cluster id. Like Kafka's own ``Uuid.randomUuid``, never one that starts
+    with "-": the storage tool's argument parser takes ``-t -Xyz…`` for an option (1 run in 64
+    failed to format its storage)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 class ApacheKafka:
     """A single-node KRaft broker+controller process."""
 
@@ -97,7 +107,7 @@ class ApacheKafka:
                 ]
             )
         )
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = cluster_id()
         subprocess.run(
             self._cmd("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(self.props)),
             check=True,
