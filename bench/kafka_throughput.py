@@ -82,14 +82,14 @@ class _TimedMonitor(Monitor):
 
     first: tuple[float, int] | None = None
     end: float | None = None
-    target: dict[tuple[str, int], int] = {}
+    target: dict[tuple[str, int], int] | None = None
 
     def _process(self, batch: dict[Any, list[Any]]) -> None:
         if self.first is None:
             self.first = (time.perf_counter(), sum(len(r) for r in batch.values()))
         super()._process(batch)
         got = {(tp.topic, tp.partition): o for tp, o in self.next_offsets.items()}
-        if all(got.get(k, -1) >= v for k, v in self.target.items()):
+        if self.target and all(got.get(k, -1) >= v for k, v in self.target.items()):
             self.end = time.perf_counter()
             self.request_stop()
 

@@ -189,6 +189,7 @@ class Monitor:
             self.k.labels_topic,
             n,
         )
+        self.listener.consumer = self.consumer
         self.consumer.subscribe(
             [self.k.predictions_topic, self.k.labels_topic], listener=self.listener
         )
@@ -304,6 +305,8 @@ class Monitor:
                 "checkpoint" if cp else "no checkpoint",
                 {tp.topic: o for tp, o in self.next_offsets.items() if tp.partition == p},
             )
+        # the listener paused them on assignment; fetching starts at the sought offsets
+        self.consumer.resume(*(tp for tp in tps if tp.partition in self.owned))
         self.pending_assignment = False
 
     # -- processing ----------------------------------------------------------------------------

@@ -91,16 +91,24 @@ class RebalanceQueue(ConsumerRebalanceListener):  # type: ignore[misc]
     commits) would stall heartbeats. The main loop drains this queue after every poll and does
     the work itself; correctness does not depend on timing, because every checkpoint pairs a
     partition's state with its offsets and records below the restored offset are skipped.
+
+    Newly assigned partitions are paused here (a flag in the subscription state, no I/O) until
+    the main loop has restored them and sought to their offsets: otherwise the fetcher reads
+    from the group's position first and every record of that first fetch is read again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, consumer: KafkaConsumer | None = None) -> None:
         self.events: queue.SimpleQueue[tuple[str, set[TopicPartition]]] = queue.SimpleQueue()
+        self.consumer = consumer
 
     def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         self.events.put(("revoked", set(revoked)))
 
     def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        self.events.put(("assigned", set(assigned)))
+        tps = set(assigned)
+        if self.consumer is not None and tps:
+            self.consumer.pause(*tps)  # resumed by the main loop once restored
+        self.events.put(("assigned", tps))
 
     def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
         self.events.put(("lost", set(lost)))
