@@ -65,6 +65,19 @@ COUNTERS = (
 )
 
 
+def ledger_dtype(n_sets: int) -> np.dtype[Any]:
+    """One label increment: label time bucket, counted bucket, groups, cell and weight."""
+    return np.dtype(
+        [
+            ("label_bucket", np.int64),
+            ("bucket", np.int64),
+            ("groups", np.int32, (n_sets,)),
+            ("cell", np.int16),
+            ("weight", np.int64),
+        ]
+    )
+
+
 class PartitionState:
     """Everything the engine keeps for one input partition."""
 
@@ -75,6 +88,10 @@ class PartitionState:
         self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.watermark = -np.inf
+        self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
+        # per model: label increments whose label time may still be after an unevaluated
+        # boundary, so that alert rules read the counts *as of* the boundary (see as_of)
+        self.ledgers: list[list[npt.NDArray[Any]]] = [[] for _ in models]
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
         self.delay_sum = 0.0
@@ -121,6 +138,8 @@ class Engine:
         self.decoder = Decoder(config, self.registries, clock=clock)
         self.n_sets = max(len(m.attribute_sets) for m in self.models)
         self.partitions: dict[int, PartitionState] = {}
+        # set by an alert evaluator: keep label times for counts as of a boundary (as_of)
+        self.track_label_times = False
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
         # An early label can still meet its prediction while that prediction would be counted:
         # its time is at most the label's, and predictions older than the ring are late anyway.
@@ -142,6 +161,7 @@ class Engine:
         if len(preds):
             self._predictions(st, preds)
         if len(labels):
+            st.label_watermark = max(st.label_watermark, float(labels.ts.max()))
             self._labels(st, labels.key, labels.ts, labels.label)
         self._expire(st)
 
@@ -263,15 +283,22 @@ class Engine:
                 parts_w += [np.ones(len(scored), np.int64), y[scored], s]
             rows_ = np.concatenate(parts_row)
             k = len(spec.attribute_sets)
+            cells_, weights_ = np.concatenate(parts_cell), np.concatenate(parts_w)
+            live = (~late & ~gone)[rows_]
             self._scatter(
-                ring,
-                bk[rows_],
-                e["groups"][rows_, :k],
-                np.concatenate(parts_cell),
-                np.concatenate(parts_w),
-                (~late & ~gone)[rows_],
-                gone[rows_],
+                ring, bk[rows_], e["groups"][rows_, :k], cells_, weights_, live, gone[rows_]
             )
+            if self.track_label_times and live.any():
+                entry = np.zeros(int(live.sum()), dtype=ledger_dtype(self.n_sets))
+                entry["label_bucket"] = (ts[match][sel][rows_][live] // spec.bucket).astype(
+                    np.int64
+                )
+                entry["bucket"] = bk[rows_][live]
+                entry["groups"][:, :k] = e["groups"][rows_, :k][live]
+                entry["groups"][:, k:] = -1
+                entry["cell"] = cells_[live]
+                entry["weight"] = weights_[live]
+                st.ledgers[m].append(entry)
 
     @staticmethod
     def _scatter(
@@ -350,15 +377,58 @@ class Engine:
         live = [f for f in firsts if f is not None]
         return min(live) if live else None
 
-    def counts_between(self, m: int, start: int, end: int) -> I64:
-        """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``."""
+    def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
+        """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``.
+
+        With ``as_of`` (a bucket boundary), labels whose own time is at or after the boundary
+        are left out: what was known at that moment of event time. Which labels a live poll
+        batch carries past a boundary depends on how the two topics interleave; the labels'
+        own times do not, so alert rules on label-based metrics give the same answer live and
+        in a replay.
+        """
         g = len(self.registries[m])
         out = np.zeros((g, n_cells(self.models[m].score_bins)), dtype=np.int64)
+        k = len(self.models[m].attribute_sets)
         for st in self.partitions.values():
             ring = st.rings[m]
             ring.grow(g)
             out += ring.window(start, end)
+            if as_of is None or not st.ledgers[m] or ring.head is None:
+                continue
+            led = self._ledger(st, m)
+            lo, hi = max(start, ring.head - ring.n_buckets + 1), min(end, ring.head + 1)
+            after = led[
+                (led["label_bucket"] >= as_of) & (led["bucket"] >= lo) & (led["bucket"] < hi)
+            ]
+            if len(after):
+                groups = after["groups"][:, :k]
+                flat = groups.reshape(-1)
+                ok = flat >= 0
+                cells = np.repeat(after["cell"].astype(np.int64), k)[ok]
+                weights = np.repeat(after["weight"], k)[ok]
+                np.subtract.at(out, (flat[ok], cells), weights)
         return out
+
+    @staticmethod
+    def _ledger(st: PartitionState, m: int) -> npt.NDArray[Any]:
+        parts = st.ledgers[m]
+        if len(parts) > 1:
+            parts[:] = [np.concatenate(parts)]
+        return parts[0]
+
+    def settle_labels(self, m: int, boundary: int) -> None:
+        """Forget label increments no boundary after ``boundary`` needs to leave out."""
+        for st in self.partitions.values():
+            if st.ledgers[m]:
+                led = self._ledger(st, m)
+                st.ledgers[m][:] = [led[led["label_bucket"] > boundary]]
+
+    def label_frontier(self, m: int, p: int) -> int | None:
+        """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""
+        st = self.partitions.get(p)
+        if st is None or not np.isfinite(st.label_watermark):
+            return None
+        return int(st.label_watermark // self.models[m].bucket)
 
     def label_delays(self) -> tuple[npt.NDArray[np.int64], float]:
         """Label-delay histogram (counts per ``DELAY_BOUNDS`` bucket, last = beyond) and sum."""
@@ -433,6 +503,12 @@ class Engine:
         for m, r in enumerate(st.rings):
             arrays[f"counts{m}"] = r.counts
             arrays[f"expired{m}"] = r.expired
+            arrays[f"ledger{m}"] = (
+                self._ledger(st, m) if st.ledgers[m] else np.zeros(0, ledger_dtype(self.n_sets))
+            )
+        meta["label_watermark"] = (
+            None if not np.isfinite(st.label_watermark) else st.label_watermark
+        )
         return meta, arrays
 
     def import_partition(
@@ -456,6 +532,13 @@ class Engine:
             ring.expired[remap] = expired
             ring.head = meta["heads"][m]
             ring.first = meta.get("firsts", meta["heads"])[m]
+            ledger = arrays.get(f"ledger{m}")
+            if ledger is not None and len(ledger):
+                ledger = ledger.copy()
+                g = ledger["groups"]
+                ok = g >= 0
+                g[ok] = remap[g[ok]]
+                st.ledgers[m].append(ledger)
         pending = arrays["pending"].copy()
         if len(pending):
             groups = pending["groups"].astype(np.int64)
@@ -469,6 +552,8 @@ class Engine:
         st.pending.load(pending)
         st.early.load(arrays["early"])
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
+        lw = meta.get("label_watermark")
+        st.label_watermark = -np.inf if lw is None else float(lw)
         st.counters.update(meta["counters"])
         if "delay_counts" in meta:
             st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)

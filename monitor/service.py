@@ -373,7 +373,7 @@ class Monitor:
     def _alerts(self) -> None:
         """Evaluate the closed boundaries; hand transitions to the sinks, the status page and
         the listeners. A backtest keeps every transition; a long-running service the latest."""
-        for t in self.evaluator.advance():
+        for t in self.evaluator.advance(self._labels_caught_up):
             self.dispatcher.submit(t)
             if t.alert.state != "pending":
                 self.recent_transitions.appendleft(alert_json(t.alert))
@@ -382,6 +382,13 @@ class Monitor:
         history = self.evaluator.history
         if len(history) > HISTORY_KEEP:
             del history[: len(history) - HISTORY_KEEP]
+
+    def _labels_caught_up(self, partition: int) -> bool:
+        """Has this partition's label topic been read to its end (as of the last fetch)?"""
+        tp = TopicPartition(self.k.labels_topic, partition)
+        nxt = self.next_offsets.get(tp)
+        high = self.consumer.highwater(tp)
+        return nxt is not None and high is not None and nxt >= high
 
     def _partitions_started(self) -> bool:
         """Alert evaluation waits until every owned partition has either delivered data or is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
@@ -69,6 +70,7 @@ class AlertEvaluator:
     ) -> None:
         self.config = config
         self.engine = engine
+        engine.track_label_times = True  # rules read label-based counts as of each boundary
         self.spec = config.alerts
         self.book = AlertBook()
         self.last: dict[int, int] = {}  # model -> last evaluated boundary (bucket index)
@@ -80,23 +82,45 @@ class AlertEvaluator:
         self.series_points = series_points
 
     # -- driving -------------------------------------------------------------------------------
-    def advance(self) -> list[Transition]:
-        """Evaluate every boundary closed since the last call; return the transitions."""
+    def advance(self, labels_caught_up: Callable[[int], bool] | None = None) -> list[Transition]:
+        """Evaluate every boundary closed since the last call; return the transitions.
+
+        A boundary is closed once every partition's predictions have reached it and, unless
+        ``labels_caught_up(partition)`` says that partition's label input is drained, its labels
+        too — but labels hold a boundary back by at most the model's lateness, so a label topic
+        that lags (or carries old times) delays alerts a little and never stops them. Without
+        ``labels_caught_up`` (a replay, whose events are in time order) labels never wait.
+        """
         out: list[Transition] = []
         for m, spec in enumerate(self.engine.models):
-            wm = self.engine.low_watermark(m)
-            if wm is None:
+            head = self.engine.low_watermark(m)
+            if head is None:
                 continue
+            wm = self._frontier(m, spec, head, labels_caught_up)
             last = self.last.get(m)
             if last is None:
                 first = self.engine.first_bucket(m)
                 last = first if first is not None else wm
-            start = max(last + 1, wm - spec.ring_buckets + 1)
+            start = max(last + 1, head - spec.ring_buckets + 1)
             for k in range(start, wm + 1):
                 out += self._evaluate(m, spec, k)
             self.last[m] = max(last, wm)
+            self.engine.settle_labels(m, self.last[m])
         self.history += out
         return out
+
+    def _frontier(
+        self, m: int, spec: ModelSpec, head: int, caught_up: Callable[[int], bool] | None
+    ) -> int:
+        if caught_up is None:
+            return head
+        wm = head
+        for p in self.engine.partitions:
+            if caught_up(p):
+                continue
+            reached = self.engine.label_frontier(m, p)
+            wm = min(wm, reached if reached is not None else -(2**62))
+        return max(wm, head - spec.lateness // spec.bucket)
 
     def _evaluate(self, m: int, spec: ModelSpec, k: int) -> list[Transition]:
         out: list[Transition] = []
@@ -105,7 +129,7 @@ class AlertEvaluator:
         sets = [(name, *reg.groups_of_set(s)) for s, name in enumerate(reg.set_names)]
         for w in spec.windows:
             end = k - w.lag // spec.bucket
-            counts = self.engine.counts_between(m, end - w.length // spec.bucket, end)
+            counts = self.engine.counts_between(m, end - w.length // spec.bucket, end, as_of=k)
             for set_name, gidx, labels in sets:
                 if not labels:
                     continue
@@ -124,7 +148,7 @@ class AlertEvaluator:
         d = self.spec.drift
         if d.enabled and (k * spec.bucket) % d.bucket == 0:
             nb = d.bucket // spec.bucket
-            counts = self.engine.counts_between(m, k - nb, k)
+            counts = self.engine.counts_between(m, k - nb, k, as_of=k)
             for set_name, gidx, labels in sets:
                 if labels:
                     rep = self._report(counts[gidx], labels, spec, set_name)

@@ -1,9 +1,11 @@
 """Backtest: `replay` over the recorded events reports the same alert transitions (rule,
-labels, event times) as the live monitor delivered through its webhook sink.
+labels, event times) as the live monitor delivered through its webhook sink — for rules on
+predictions (the DIR and its drift) and on labels (the TPR gap and its drift).
 
-Scope: rules on prediction-only metrics (the DIR and its drift). Label-based rules are
-evaluated at the same boundaries, but a live poll batch can carry labels from after the
-boundary for old cohorts (see docs/architecture.md), so they are not compared here.
+Labels are the hard part: a live poll batch can carry labels from after a boundary, and which
+ones depends on how the two topics interleave. Rules read counts *as of* each boundary (labels
+by their own time) and a boundary waits for every partition's labels to reach it, so the
+answer does not depend on the interleaving.
 """
 
 from __future__ import annotations
@@ -34,43 +36,63 @@ alerts:
   rules:
     - {name: FourFifthsRule, metric: disparate_impact_ratio, op: "<", bound: 0.8,
        significant: true, for: 10m, hysteresis: 0.02, min_samples: 30}
-  drift: {metrics: [disparate_impact_ratio], bucket: 10m, min_values: 6}
+    - {name: TruePositiveRateGap, metric: tpr_gap, op: ">", bound: 0.1,
+       significant: true, for: 10m, hysteresis: 0.02, min_samples: 30}
+  drift: {metrics: [disparate_impact_ratio, tpr_gap], bucket: 10m, min_values: 6}
   sinks:
     webhook_url: URL
 """
 
 
-def stream(seed: int) -> list[dict]:
-    """Three hours in event time, in order: fair, then F approved at 0.25 vs 0.5, then fair."""
+def stream(seed: int) -> tuple[list[dict], list[dict]]:
+    """Three hours in event time, in order: fair, then for an hour F is approved less and its
+    qualified applicants are missed more (TPR 0.5 vs 0.9), then fair again. Nine in ten
+    decisions get a label 1–20 minutes later; the label topic is in label-time order."""
     rng = random.Random(seed)
-    out = []
+    preds, labels = [], []
     n = 18_000
     for i in range(n):
         t = T0 + 3 * 3600 * i / n
         sex = "F" if i % 2 else "M"
         hour = (t - T0) / 3600
-        rate = 0.25 if sex == "F" and 1 <= hour < 2 else 0.5
-        out.append(
+        y = int(rng.random() < 0.5)
+        tpr = 0.5 if sex == "F" and 1 <= hour < 2 else 0.9
+        pred = int(rng.random() < (tpr if y else 0.1))
+        preds.append(
             {
                 "prediction_id": f"b{i}",
                 "model_id": "credit",
                 "timestamp": t,
                 "attributes": {"sex": sex, "age": 40},
-                "prediction": int(rng.random() < rate),
+                "prediction": pred,
             }
         )
-    return out
+        if rng.random() < 0.9:
+            labels.append(
+                {"prediction_id": f"b{i}", "label": y, "timestamp": t + rng.uniform(60, 1200)}
+            )
+    labels.sort(key=lambda e: e["timestamp"])
+    return preds, labels
 
 
 def key(a: dict) -> tuple:
-    return (a["name"], a["state"], a["at"], tuple(sorted(a["labels"].items())))
+    """A transition with its evidence: the value, the rates, the n's and the interval."""
+    return (
+        a["name"],
+        a["state"],
+        a["at"],
+        tuple(sorted(a["labels"].items())),
+        a["value"],
+        json.dumps(a["annotations"], sort_keys=True),
+    )
 
 
 def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pred, lab = "bt-pred", "bt-lab"
     create_topics(kafka.bootstrap, {pred: 2, lab: 2})
-    events = stream(7)
+    events, labels = stream(7)
     produce(kafka.bootstrap, pred, events)
+    produce(kafka.bootstrap, lab, labels)
     hook = Receiver()
     m = MonitorProcess(
         tmp_path,
@@ -90,9 +112,12 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
         assert m.wait(20) == 0
         hook.close()
     live = sorted(key(a) for a in hook.bodies)
-    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, [])["alerts"])
+    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, labels)["alerts"])
     assert live, "the live monitor raised no alert"
     names = {k[0] for k in live}
-    assert "FourFifthsRule" in names and "FairnessDrift" in names
-    assert {k[1] for k in live if k[0] == "FourFifthsRule"} == {"firing", "resolved"}
+    assert {"FourFifthsRule", "TruePositiveRateGap", "FairnessDrift"} <= names
+    for rule in ("FourFifthsRule", "TruePositiveRateGap"):
+        assert {k[1] for k in live if k[0] == rule} == {"firing", "resolved"}, rule
+    drifted = {dict(k[3])["metric"] for k in live if k[0] == "FairnessDrift"}
+    assert drifted == {"disparate_impact_ratio", "tpr_gap"}
     assert live == backtest, json.dumps([live, backtest], default=str)[:3000]
