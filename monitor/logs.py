@@ -29,8 +29,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class ClientTracebacks(logging.Filter):
+    """kafka-python logs some errors it handles itself with a full traceback (a socket closed
+    under a pending read at shutdown, a broker going away): an operator reading the log would
+    think the monitor crashed. Below DEBUG, such a record keeps its message plus the
+    exception's type and text on the same line; at DEBUG the traceback stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and record.name.startswith("kafka.")
+            and logging.getLogger().level > logging.DEBUG
+        ):
+            exc = record.exc_info[1]
+            record.msg = (
+                f"{record.getMessage()} ({type(exc).__name__}: {exc}; handled by the client)"
+            )
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 def setup_logging(fmt: str = "text", level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(ClientTracebacks())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
