@@ -44,6 +44,7 @@ from monitor.join import (
     first_occurrences,
     key_order,
 )
+from monitor.label_times import LabelLedger
 from monitor.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, WindowRing, n_cells
 
 I64 = npt.NDArray[np.int64]
@@ -65,19 +66,6 @@ COUNTERS = (
 )
 
 
-def ledger_dtype(n_sets: int) -> np.dtype[Any]:
-    """One label increment: label time bucket, counted bucket, groups, cell and weight."""
-    return np.dtype(
-        [
-            ("label_bucket", np.int64),
-            ("bucket", np.int64),
-            ("groups", np.int32, (n_sets,)),
-            ("cell", np.int16),
-            ("weight", np.int64),
-        ]
-    )
-
-
 class PartitionState:
     """Everything the engine keeps for one input partition."""
 
@@ -89,9 +77,16 @@ class PartitionState:
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.watermark = -np.inf
         self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
-        # per model: label increments whose label time may still be after an unevaluated
-        # boundary, so that alert rules read the counts *as of* the boundary (see as_of)
-        self.ledgers: list[list[npt.NDArray[Any]]] = [[] for _ in models]
+        # per model: label increments by label time, for counts as of a boundary (as_of)
+        self.ledgers = [
+            LabelLedger(
+                n_buckets=m.ring_buckets,
+                n_cells=n_cells(m.score_bins),
+                n_sets=n_sets,
+                k=len(m.attribute_sets),
+            )
+            for m in models
+        ]
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
         self.delay_sum = 0.0
@@ -283,22 +278,26 @@ class Engine:
                 parts_w += [np.ones(len(scored), np.int64), y[scored], s]
             rows_ = np.concatenate(parts_row)
             k = len(spec.attribute_sets)
-            cells_, weights_ = np.concatenate(parts_cell), np.concatenate(parts_w)
-            live = (~late & ~gone)[rows_]
             self._scatter(
-                ring, bk[rows_], e["groups"][rows_, :k], cells_, weights_, live, gone[rows_]
+                ring,
+                bk[rows_],
+                e["groups"][rows_, :k],
+                np.concatenate(parts_cell),
+                np.concatenate(parts_w),
+                (~late & ~gone)[rows_],
+                gone[rows_],
             )
-            if self.track_label_times and live.any():
-                entry = np.zeros(int(live.sum()), dtype=ledger_dtype(self.n_sets))
-                entry["label_bucket"] = (ts[match][sel][rows_][live] // spec.bucket).astype(
-                    np.int64
+            if self.track_label_times:
+                # alert rules read the confusion cells only (calibration is not a rule metric)
+                ok = ~late & ~gone
+                st.ledgers[m].record(
+                    ring,
+                    (ts[match][sel][ok] // spec.bucket).astype(np.int64),
+                    bk[ok],
+                    e["groups"][ok, :k],
+                    cell[ok],
+                    np.ones(int(ok.sum()), np.int64),
                 )
-                entry["bucket"] = bk[rows_][live]
-                entry["groups"][:, :k] = e["groups"][rows_, :k][live]
-                entry["groups"][:, k:] = -1
-                entry["cell"] = cells_[live]
-                entry["weight"] = weights_[live]
-                st.ledgers[m].append(entry)
 
     @staticmethod
     def _scatter(
@@ -388,40 +387,22 @@ class Engine:
         """
         g = len(self.registries[m])
         out = np.zeros((g, n_cells(self.models[m].score_bins)), dtype=np.int64)
-        k = len(self.models[m].attribute_sets)
         for st in self.partitions.values():
             ring = st.rings[m]
             ring.grow(g)
             out += ring.window(start, end)
-            if as_of is None or not st.ledgers[m] or ring.head is None:
-                continue
-            led = self._ledger(st, m)
-            lo, hi = max(start, ring.head - ring.n_buckets + 1), min(end, ring.head + 1)
-            after = led[
-                (led["label_bucket"] >= as_of) & (led["bucket"] >= lo) & (led["bucket"] < hi)
-            ]
-            if len(after):
-                groups = after["groups"][:, :k]
-                flat = groups.reshape(-1)
-                ok = flat >= 0
-                cells = np.repeat(after["cell"].astype(np.int64), k)[ok]
-                weights = np.repeat(after["weight"], k)[ok]
-                np.subtract.at(out, (flat[ok], cells), weights)
+            if as_of is not None:
+                led = st.ledgers[m]
+                if led.settled is not None and as_of - 1 < led.settled:
+                    raise ValueError(f"labels are settled past boundary {as_of}")
+                led.settle(ring, as_of - 1)
+                out -= led.window(ring, start, end)
         return out
 
-    @staticmethod
-    def _ledger(st: PartitionState, m: int) -> npt.NDArray[Any]:
-        parts = st.ledgers[m]
-        if len(parts) > 1:
-            parts[:] = [np.concatenate(parts)]
-        return parts[0]
-
     def settle_labels(self, m: int, boundary: int) -> None:
-        """Forget label increments no boundary after ``boundary`` needs to leave out."""
+        """Labels with time bucket <= ``boundary`` need no undoing at later boundaries."""
         for st in self.partitions.values():
-            if st.ledgers[m]:
-                led = self._ledger(st, m)
-                st.ledgers[m][:] = [led[led["label_bucket"] > boundary]]
+            st.ledgers[m].settle(st.rings[m], boundary)
 
     def label_frontier(self, m: int, p: int) -> int | None:
         """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""
@@ -503,9 +484,7 @@ class Engine:
         for m, r in enumerate(st.rings):
             arrays[f"counts{m}"] = r.counts
             arrays[f"expired{m}"] = r.expired
-            arrays[f"ledger{m}"] = (
-                self._ledger(st, m) if st.ledgers[m] else np.zeros(0, ledger_dtype(self.n_sets))
-            )
+            arrays[f"ledger{m}"] = st.ledgers[m].export()
         meta["label_watermark"] = (
             None if not np.isfinite(st.label_watermark) else st.label_watermark
         )
@@ -533,12 +512,8 @@ class Engine:
             ring.head = meta["heads"][m]
             ring.first = meta.get("firsts", meta["heads"])[m]
             ledger = arrays.get(f"ledger{m}")
-            if ledger is not None and len(ledger):
-                ledger = ledger.copy()
-                g = ledger["groups"]
-                ok = g >= 0
-                g[ok] = remap[g[ok]]
-                st.ledgers[m].append(ledger)
+            if ledger is not None:
+                st.ledgers[m].load(ring, ledger, remap)
         pending = arrays["pending"].copy()
         if len(pending):
             groups = pending["groups"].astype(np.int64)
