@@ -296,7 +296,6 @@ class Engine:
                     bk[ok],
                     e["groups"][ok, :k],
                     cell[ok],
-                    np.ones(int(ok.sum()), np.int64),
                 )
 
     @staticmethod

@@ -20,7 +20,7 @@ whatever the number of labels that ran ahead (a backlog read from the start of t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,28 +29,39 @@ from monitor.windows import I64, WindowRing
 
 
 def ledger_dtype(n_sets: int) -> np.dtype[Any]:
-    """One label increment: label-time bucket, counted bucket, groups (per set), cell, weight."""
+    """One label, as checkpointed: label-time bucket, counted bucket, groups (per set), cell."""
     return np.dtype(
         [
             ("label_bucket", np.int64),
             ("bucket", np.int64),
             ("groups", np.int32, (n_sets,)),
-            ("cell", np.int16),
-            ("weight", np.int64),
+            ("cell", np.int64),
         ]
     )
+
+
+class _Chunk(NamedTuple):
+    """Labels of one batch, as columns (cheaper to build and filter than records)."""
+
+    label_bucket: I64
+    bucket: I64
+    groups: npt.NDArray[Any]  # [n, k]
+    cell: I64
+
+    def take(self, sel: npt.NDArray[Any] | slice) -> _Chunk:
+        return _Chunk(self.label_bucket[sel], self.bucket[sel], self.groups[sel], self.cell[sel])
 
 
 class LabelLedger:
     def __init__(self, *, n_buckets: int, n_cells: int, n_sets: int, k: int) -> None:
         self.future = WindowRing(n_buckets=n_buckets, n_cells=n_cells)
-        self.chunks: list[npt.NDArray[Any]] = []
-        self.dtype = ledger_dtype(n_sets)
+        self.chunks: list[_Chunk] = []
+        self.n_sets = n_sets
         self.k = k  # attribute sets of this model (the first k group columns)
         self.settled: int | None = None  # label-time buckets <= this have left `future`
 
     def __len__(self) -> int:
-        return sum(len(c) for c in self.chunks)
+        return sum(len(c.bucket) for c in self.chunks)
 
     def _sync(self, ring: WindowRing) -> None:
         """Follow the window ring's head and groups, so that slots mean the same buckets."""
@@ -58,18 +69,18 @@ class LabelLedger:
         if ring.head is not None:
             self.future.advance(ring.head)
 
-    def _add(self, entries: npt.NDArray[Any], sign: int) -> None:
-        live = self.future.is_live(entries["bucket"])
-        e = entries[live]
-        if not len(e):
-            return
+    def _add(self, c: _Chunk, sign: int) -> None:
         k = self.k
-        self.future.add(
-            np.repeat(e["bucket"], k),
-            e["groups"][:, :k].reshape(-1),
-            np.repeat(e["cell"].astype(np.int64), k),
-            sign * np.repeat(e["weight"], k),
-        )
+        n = len(c.bucket)
+        if not n:
+            return
+        weights = np.full(n * k, sign, dtype=np.int64)
+        if k == 1:
+            self.future.add(c.bucket, c.groups[:, 0], c.cell, weights)
+        else:
+            self.future.add(
+                np.repeat(c.bucket, k), c.groups.reshape(-1), np.repeat(c.cell, k), weights
+            )
 
     def record(
         self,
@@ -78,25 +89,21 @@ class LabelLedger:
         buckets: I64,
         groups: npt.NDArray[Any],
         cells: I64,
-        weights: I64,
     ) -> None:
-        """Note increments just added to ``ring`` (all live there) with their label times."""
+        """Note labels just counted in ``ring`` (all live there) with their label times."""
         if not len(buckets):
             return
-        entries = np.zeros(len(buckets), dtype=self.dtype)
-        entries["label_bucket"] = label_buckets
-        entries["bucket"] = buckets
-        entries["groups"][:, : self.k] = groups
-        entries["groups"][:, self.k :] = -1
-        entries["cell"] = cells
-        entries["weight"] = weights
+        # sorted by label time: settling takes a prefix (a view), whatever the boundary
+        c = _Chunk(label_buckets, buckets, groups[:, : self.k], cells).take(
+            np.argsort(label_buckets, kind="stable")
+        )
         if self.settled is not None:  # labels from before a settled boundary need no undoing
-            entries = entries[entries["label_bucket"] > self.settled]
-            if not len(entries):
+            c = c.take(slice(int(np.searchsorted(c.label_bucket, self.settled, "right")), None))
+            if not len(c.bucket):
                 return
         self._sync(ring)
-        self._add(entries, +1)
-        self.chunks.append(entries)
+        self._add(c, +1)
+        self.chunks.append(c)
 
     def settle(self, ring: WindowRing, boundary: int) -> None:
         """Labels with time bucket <= ``boundary`` are known as of every later boundary."""
@@ -106,14 +113,12 @@ class LabelLedger:
         self._sync(ring)
         kept = []
         for c in self.chunks:
-            lb = c["label_bucket"]
-            if lb.min() > boundary:  # the usual case for a backlog: nothing to do
-                kept.append(c)
-                continue
-            done = lb <= boundary
-            self._add(c[done], -1)
-            if not done.all():
-                kept.append(c[~done])
+            i = int(np.searchsorted(c.label_bucket, boundary, "right"))
+            if i:
+                gone = c.take(slice(None, i))
+                self._add(gone.take(self.future.is_live(gone.bucket)), -1)
+            if i < len(c.bucket):
+                kept.append(c.take(slice(i, None)))
         self.chunks = kept
 
     def window(self, ring: WindowRing, start: int, end: int) -> I64:
@@ -123,16 +128,27 @@ class LabelLedger:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def export(self) -> npt.NDArray[Any]:
-        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, self.dtype)
+        out = np.zeros(len(self), dtype=ledger_dtype(self.n_sets))
+        if self.chunks:
+            out["label_bucket"] = np.concatenate([c.label_bucket for c in self.chunks])
+            out["bucket"] = np.concatenate([c.bucket for c in self.chunks])
+            out["groups"][:, : self.k] = np.concatenate([c.groups for c in self.chunks])
+            out["groups"][:, self.k :] = -1
+            out["cell"] = np.concatenate([c.cell for c in self.chunks])
+        return out
 
     def load(self, ring: WindowRing, entries: npt.NDArray[Any], remap: I64) -> None:
         """Restore exported entries (group indices remapped) and rebuild ``future``."""
         if not len(entries):
             return
-        entries = entries.copy()
-        g = entries["groups"]
-        ok = g >= 0
-        g[ok] = remap[g[ok]]
+        g = entries["groups"][:, : self.k].astype(np.int64)
+        g = remap[g]
+        c = _Chunk(
+            entries["label_bucket"].copy(),
+            entries["bucket"].copy(),
+            g.astype(np.int32),
+            entries["cell"].astype(np.int64),
+        ).take(np.argsort(entries["label_bucket"], kind="stable"))
         self._sync(ring)
-        self._add(entries, +1)
-        self.chunks = [entries]
+        self._add(c.take(self.future.is_live(c.bucket)), +1)
+        self.chunks = [c]
