@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -115,14 +115,12 @@ class GroupRegistry:
                 continue
             # Registry labels are non-blank strings, so a value found as it is *is* its own
             # label: only the rest (new groups, numbers, blanks) take the slower path.
-            known: Callable[[object], int | None] = self._index[j].get  # type: ignore[assignment]
-            found = list(map(known, column))
-            if None in found:
-                found = [
-                    c if c is not None else self.index(j, self._categorical_label(v))
-                    for c, v in zip(found, column, strict=True)
-                ]
-            out[:, j] = cast("list[int]", found)
+            known: Callable[[object, int], int] = self._index[j].get  # type: ignore[assignment]
+            found = np.fromiter(map(known, column, itertools.repeat(-1)), dtype=np.int32, count=n)
+            new = np.flatnonzero(found < 0)
+            for i in new.tolist():
+                found[i] = self.index(j, self._categorical_label(column[i]))
+            out[:, j] = found
         pos = {a.name: j for j, a in enumerate(self.spec.attributes)}
         base = len(self.spec.attributes)
         for k, combo in enumerate(self.spec.intersections):
@@ -131,7 +129,7 @@ class GroupRegistry:
             combined = np.zeros(n, dtype=np.int64)
             for a in combo:
                 combined = combined * radix + out[:, pos[a]]
-            uniq, inverse = np.unique(combined, return_inverse=True)
+            uniq, inverse = _distinct(combined)
             parts = out[:, [pos[a] for a in combo]]
             first = np.zeros(len(uniq), dtype=np.int64)
             first[inverse[::-1]] = np.arange(n - 1, -1, -1)  # first event of each combination
@@ -163,10 +161,23 @@ class GroupRegistry:
         which = np.searchsorted(np.asarray(attr.bins), values, side="right")
         which[np.isnan(values)] = len(names) - 1
         lut = np.zeros(len(names), dtype=np.int64)
-        for w in np.unique(which):
+        for w in np.flatnonzero(np.bincount(which, minlength=len(names))).tolist():
             lut[w] = self.index(j, names[w])
         out: npt.NDArray[np.int64] = lut[which]
         return out
+
+
+def _distinct(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """``np.unique(values, return_inverse=True)`` for small non-negative codes without a sort
+    (an intersection's combined group indices: a few hundred at most)."""
+    if len(values) == 0 or int(values.max()) >= 1 << 20:
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(int(values.max()) + 1, dtype=bool)
+    present[values] = True
+    uniq = np.flatnonzero(present)
+    lut = np.zeros(len(present), dtype=np.int64)
+    lut[uniq] = np.arange(len(uniq))
+    return uniq, lut[values]
 
 
 def _as_float(value: object) -> float:

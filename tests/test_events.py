@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from monitor.config import parse_config
@@ -289,3 +290,17 @@ def test_fast_and_careful_paths_agree_on_odd_values(odd: object) -> None:
         np.testing.assert_array_equal(getattr(fb, field), getattr(sb, field), err_msg=field)
     assert fast.registries[0].labels == slow.registries[0].labels
     assert fast.registries[0].overflow == slow.registries[0].overflow
+
+
+@pytest.mark.parametrize("high", [5, 300, 1 << 21])
+def test_distinct_codes_equal_numpy_unique(high: int) -> None:
+    """The sort-free distinct of intersection codes (and its fallback for large codes)."""
+    from monitor.groups import _distinct
+
+    rng = np.random.default_rng(high)
+    for n in (0, 1, 17, 5000):
+        codes = rng.integers(0, high, n).astype(np.int64)
+        uniq, inverse = _distinct(codes)
+        want_u, want_i = np.unique(codes, return_inverse=True)
+        np.testing.assert_array_equal(uniq, want_u)
+        np.testing.assert_array_equal(inverse.reshape(-1), want_i.reshape(-1))
