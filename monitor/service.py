@@ -99,6 +99,7 @@ class Monitor:
         self.http: HttpServer | None = None
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
         self.published_delays = self.engine.label_delays()
+        self.evaluation_behind: dict[str, float] = {}  # model -> seconds (published)
         self.status = StatusState(None, {}, [], [])  # published for the status page
         self.recent_transitions: deque[dict[str, Any]] = deque(maxlen=20)
         self.listeners: list[Callable[[Transition], None]] = []  # e.g. the demo's console
@@ -411,6 +412,7 @@ class Monitor:
         self.snapshot = self.engine.snapshot()
         self.published = self.engine.counters()
         self.published_delays = self.engine.label_delays()
+        self.evaluation_behind = self.alerts_behind()
         self.status = StatusState(
             self.snapshot,
             {k: list(v) for k, v in self.evaluator.series.items()},
@@ -423,6 +425,16 @@ class Monitor:
             if high is not None:
                 lag[(tp.topic, tp.partition)] = max(0, high - nxt)
         self.lag = lag
+
+    def alerts_behind(self) -> dict[str, float]:
+        """Per model, event time from the last boundary the rules judged to the newest closed
+        one: 0 normally; up to the model's lateness while boundaries wait for labels."""
+        out = {}
+        for m, spec in enumerate(self.engine.models):
+            head, last = self.engine.low_watermark(m), self.evaluator.last.get(m)
+            if head is not None and last is not None:
+                out[spec.name] = float(max(0, head - last) * spec.bucket)
+        return out
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _maybe_checkpoint(self) -> None:
@@ -542,6 +554,16 @@ class _OpsCollector:
         for sink in ("alertmanager", "webhook", "kafka"):
             fails.add_metric([sink], m.dispatcher.failures[sink])
         yield fails
+        behind = GaugeMetricFamily(
+            "fairness_alert_evaluation_behind_seconds",
+            "Event time from the last bucket boundary the alert rules judged to the newest "
+            "closed one: grows while boundaries wait for a partition's labels (at most the "
+            "model's lateness).",
+            labels=["model"],
+        )
+        for model, secs in sorted(m.evaluation_behind.items()):
+            behind.add_metric([model], secs)
+        yield behind
         age = GaugeMetricFamily(
             "fairness_checkpoint_age_seconds",
             "Seconds since the last checkpoint (NaN before the first).",

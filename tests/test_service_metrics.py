@@ -131,3 +131,36 @@ def test_signal_handler_takes_no_lock(tmp_path: Path) -> None:
     finally:
         held.release()
     assert m.stop_signalled
+
+
+def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: Path) -> None:
+    """Predictions reached minute 100, a partition's labels minute 70: the rules judged up to
+    minute 70 and the gauge says 30 minutes; once the labels are drained it is 0."""
+    cfg = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"g": {}}, "windows": ["1h"], "bucket": "1m", "lateness": "1h"}
+            },
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    run(
+        m.engine,
+        [pred(f"p{i}", T0 + 60 * i, "ab"[i % 2], i % 2) for i in range(101)],
+        [label("p0", T0 + 70 * 60, 1)],
+    )
+
+    def gauge() -> float:
+        m.evaluation_behind = m.alerts_behind()
+        text = generate_latest(m.registry).decode()
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        (sample,) = fam["fairness_alert_evaluation_behind_seconds"].samples
+        assert sample.labels == {"model": "m"}
+        return sample.value
+
+    m.evaluator.advance(lambda p: False)
+    assert gauge() == 30 * 60
+    m.evaluator.advance(lambda p: True)
+    assert gauge() == 0
+    m.store.close()
