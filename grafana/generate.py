@@ -516,6 +516,21 @@ def operations() -> dict[str, Any]:
             min_=0,
             grid=(16, 16, 8, 8),
         ),
+        timeseries(
+            "Alert evaluation behind",
+            "Event time from the last bucket boundary the alert rules judged to the newest "
+            "closed one, per model: above one bucket, boundaries wait for a partition's labels "
+            "(at most the model's lateness), so alerts come that much later.",
+            [
+                target(
+                    f"max by (instance, model) (fairness_alert_evaluation_behind_seconds{job})",
+                    "{{instance}} {{model}}",
+                )
+            ],
+            unit="s",
+            min_=0,
+            grid=(0, 24, 12, 8),
+        ),
     ]
     variables = [
         variable("job", "Job", "label_values(fairness_events_total, job)"),
