@@ -243,22 +243,24 @@ class Engine:
         entries = st.pending.rows(idx[match])
         st.pending.set_field(idx[match], "state", LABELLED)
         lab = label[match].astype(np.int64)
+        t_match = ts[match]
         for m in np.unique(entries["model"]):
             spec, ring = self.models[m], st.rings[m]
             sel = np.flatnonzero(entries["model"] == m)
             e = entries[sel]
             y = lab[sel]
+            t = t_match[sel]  # label times
             if spec.label_time == "prediction":
                 bk = e["bucket"]
                 late = ~ring.is_live(bk)
                 gone = np.zeros(len(bk), dtype=bool)
             else:
-                bk = (ts[match][sel] // spec.bucket).astype(np.int64)
+                bk = (t // spec.bucket).astype(np.int64)
                 late, gone = ring.admit(bk)
             st.count("late_labels", late.sum())
             st.count("labels", (~late).sum())
             # label delay: label time minus the start of its prediction's bucket
-            delay = np.maximum(ts[match][sel] - e["bucket"] * float(spec.bucket), 0.0)
+            delay = np.maximum(t - e["bucket"] * float(spec.bucket), 0.0)
             st.delay_counts += np.bincount(
                 np.searchsorted(DELAY_BOUNDS, delay, side="left"), minlength=len(DELAY_BOUNDS) + 1
             )
@@ -278,24 +280,26 @@ class Engine:
                 parts_w += [np.ones(len(scored), np.int64), y[scored], s]
             rows_ = np.concatenate(parts_row)
             k = len(spec.attribute_sets)
+            live = ~late & ~gone
             self._scatter(
                 ring,
                 bk[rows_],
                 e["groups"][rows_, :k],
                 np.concatenate(parts_cell),
                 np.concatenate(parts_w),
-                (~late & ~gone)[rows_],
+                live[rows_],
                 gone[rows_],
             )
-            if self.track_label_times:
-                # alert rules read the confusion cells only (calibration is not a rule metric)
-                ok = ~late & ~gone
+            # Labels counted in their own bucket (label_time: arrival) are never in a window
+            # ending before their time: only cohort counting needs the label-time ledger. Alert
+            # rules read the confusion cells only (calibration is not a rule metric).
+            if self.track_label_times and spec.label_time == "prediction":
                 st.ledgers[m].record(
                     ring,
-                    (ts[match][sel][ok] // spec.bucket).astype(np.int64),
-                    bk[ok],
-                    e["groups"][ok, :k],
-                    cell[ok],
+                    (t[live] // spec.bucket).astype(np.int64),
+                    bk[live],
+                    e["groups"][live, :k],
+                    cell[live],
                 )
 
     @staticmethod
@@ -397,11 +401,6 @@ class Engine:
                 led.settle(ring, as_of - 1)
                 out -= led.window(ring, start, end)
         return out
-
-    def settle_labels(self, m: int, boundary: int) -> None:
-        """Labels with time bucket <= ``boundary`` need no undoing at later boundaries."""
-        for st in self.partitions.values():
-            st.ledgers[m].settle(st.rings[m], boundary)
 
     def label_frontier(self, m: int, p: int) -> int | None:
         """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""

@@ -104,8 +104,6 @@ class AlertEvaluator:
             start = max(last + 1, head - spec.ring_buckets + 1)
             for k in range(start, wm + 1):
                 out += self._evaluate(m, spec, k)
-            if wm > last:
-                self.engine.settle_labels(m, wm)
             self.last[m] = max(last, wm)
         self.history += out
         return out

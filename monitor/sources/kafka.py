@@ -97,9 +97,9 @@ class RebalanceQueue(ConsumerRebalanceListener):  # type: ignore[misc]
     from the group's position first and every record of that first fetch is read again.
     """
 
-    def __init__(self, consumer: KafkaConsumer | None = None) -> None:
+    def __init__(self) -> None:
         self.events: queue.SimpleQueue[tuple[str, set[TopicPartition]]] = queue.SimpleQueue()
-        self.consumer = consumer
+        self.consumer: KafkaConsumer | None = None  # set once the consumer exists
 
     def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         self.events.put(("revoked", set(revoked)))
