@@ -5,6 +5,9 @@ events to a prediction and a label topic, then alternates, in one run:
 
 * **raw**: a kafka-python consumer in a fresh group polls both topics to the end, doing nothing
   with the records;
+* **raw with the monitor's reader**: the same, with the compiled record reader the monitor
+  installs in its consumer (``monitor/sources/record_reader.py``) — so that the monitor's own
+  cost (decode, engine, checkpoints) is visible apart from the reader's gain;
 * **monitor**: the service loop (``monitor.service.Monitor``) in a fresh group with a fresh
   checkpoint consumes the same topics end to end — decode, engine, dead letters, checkpoints,
   alert evaluation.
@@ -40,6 +43,7 @@ from kafka import KafkaConsumer
 from monitor.config import load_config
 from monitor.service import Monitor, tune_gc
 from monitor.settings import KafkaSpec
+from monitor.sources import record_reader
 from tests.broker import ApacheKafka
 from tests.kafka_helpers import MODEL, create_topics, end_offsets, produce
 from tests.test_replay import make_events
@@ -55,7 +59,9 @@ class Timing:
         return self.after_first / self.steady, total / self.whole
 
 
-def raw(bootstrap: str, topics: list[str], total: int, max_records: int) -> Timing:
+def raw(
+    bootstrap: str, topics: list[str], total: int, max_records: int, *, c_reader: bool = False
+) -> Timing:
     tune_gc()  # the monitor's garbage-collector settings, so that only the work differs
     t0 = time.perf_counter()
     c = KafkaConsumer(
@@ -68,6 +74,8 @@ def raw(bootstrap: str, topics: list[str], total: int, max_records: int) -> Timi
         fetch_max_bytes=64 * 2**20,
         max_partition_fetch_bytes=8 * 2**20,
     )
+    if c_reader:
+        assert record_reader.install(c)
     n = 0
     first: tuple[float, int] | None = None
     while n < total:
@@ -158,23 +166,35 @@ def main() -> None:
         total = len(preds) + len(labels)
         target = end_offsets(broker.bootstrap, [pred, lab])
         tmp = Path(tempfile.mkdtemp())
-        best_raw, best_mon = (0.0, 0.0), (0.0, 0.0)
-        paired = []
+        best_raw, best_mon, best_fast = (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)
+        paired, paired_fast = [], []
         for _ in range(args.rounds):
             mpr = args.max_poll_records
             r = raw(broker.bootstrap, [pred, lab], total, mpr).rate(total)
+            f = raw(broker.bootstrap, [pred, lab], total, mpr, c_reader=True).rate(total)
             m = monitored(broker.bootstrap, pred, lab, target, total, tmp, mpr).rate(total)
-            print(f"  round: raw {r[0]:,.0f} events/s, monitor {m[0]:,.0f} events/s")
+            print(
+                f"  round: raw {r[0]:,.0f}, raw with the monitor's reader {f[0]:,.0f}, "
+                f"monitor {m[0]:,.0f} events/s"
+            )
             best_raw = (max(best_raw[0], r[0]), max(best_raw[1], r[1]))
+            best_fast = (max(best_fast[0], f[0]), max(best_fast[1], f[1]))
             best_mon = (max(best_mon[0], m[0]), max(best_mon[1], m[1]))
             paired.append(m[0] / r[0])
+            paired_fast.append(m[0] / f[0])
         print(f"events: {total:,} ({len(preds):,} predictions, {len(labels):,} labels)")
         print(f"raw kafka-python poll: {best_raw[0]:,.0f} events/s")
+        print(f"raw poll, kafka-python + the monitor's record reader: {best_fast[0]:,.0f} events/s")
         print(f"fairness-monitor run:  {best_mon[0]:,.0f} events/s")
         print(f"throughput ratio monitor/raw: {best_mon[0] / best_raw[0]:.2f} (target >= 0.75)")
         # the two sides of one round ran back to back: their ratio cancels slow drifts of a
         # shared machine
         print(f"median of the rounds' own ratios: {statistics.median(paired):.2f}")
+        # what the monitor's own work costs, with the same record reader on both sides
+        print(
+            f"monitor / raw poll with the same reader: {best_mon[0] / best_fast[0]:.2f} "
+            f"(rounds' median {statistics.median(paired_fast):.2f})"
+        )
         print(
             f"whole run from construction: raw {best_raw[1]:,.0f}, monitor {best_mon[1]:,.0f}"
             f" events/s: ratio {best_mon[1] / best_raw[1]:.2f}"

@@ -42,9 +42,20 @@ def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
         admin.close()
 
 
-def produce(bootstrap: str, topic: str, events: list[Any], *, key: str = "prediction_id") -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    events: list[Any],
+    *,
+    key: str = "prediction_id",
+    compression: str | None = None,
+) -> None:
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024, acks=1
+        bootstrap_servers=bootstrap,
+        linger_ms=20,
+        batch_size=256 * 1024,
+        acks=1,
+        compression_type=compression,
     )
     futures = []
     for e in events:

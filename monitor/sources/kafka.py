@@ -17,6 +17,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from monitor.events import DeadLetter
 from monitor.settings import KafkaSpec
+from monitor.sources import record_reader
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
     Range assignment gives partition *p* of both topics to the same member when the topics
     have the same partition count, which is what the per-partition join needs.
     """
-    return KafkaConsumer(
+    consumer = KafkaConsumer(
         **client_config(spec),
         group_id=spec.group_id,
         enable_auto_commit=False,
@@ -60,6 +61,8 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
         fetch_max_bytes=64 * 2**20,
         max_partition_fetch_bytes=8 * 2**20,
     )
+    record_reader.install(consumer)
+    return consumer
 
 
 def check_copartitioned(consumer: KafkaConsumer, spec: KafkaSpec) -> int:
