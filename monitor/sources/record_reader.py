@@ -17,7 +17,9 @@ versions no longer take the fast path.
 Records come back as aiokafka record objects: ``offset``, ``timestamp`` (ms), ``key``,
 ``value``, ``headers`` — what the monitor reads — but not ``ConsumerRecord``'s other fields.
 Transactional reads (``isolation_level=read_committed``, which needs aborted-transaction
-bookkeeping) use kafka-python's own parser.
+bookkeeping) use kafka-python's own parser. Where aiokafka has no compiled wheel (or with
+``AIOKAFKA_NO_EXTENSIONS``) its pure-Python reader is used: as correct, about as slow as
+kafka-python's.
 """
 
 from __future__ import annotations
@@ -187,4 +189,5 @@ def install(consumer: Any) -> bool:
         )
         return False
     fetcher.PartitionRecords = CPartitionRecords  # type: ignore[union-attr]
+    log.debug("record batches are parsed by %s", DefaultRecordBatch.__module__)
     return True

@@ -9,6 +9,7 @@ builder (an independent writer of the format) and patched by hand where no build
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
@@ -180,6 +181,7 @@ def test_an_unknown_fetcher_shape_keeps_kafka_pythons_parser(
     class FakeConsumer:
         _fetcher = OtherFetcher()
 
+    caplog.set_level(logging.WARNING, logger=record_reader.__name__)  # whatever ran before
     c = FakeConsumer()
     assert record_reader.install(c) is False
     assert c._fetcher.PartitionRecords is OtherFetcher.PartitionRecords
