@@ -48,6 +48,9 @@ except (ImportError, AttributeError):
 _BASE: Any = Fetcher.PartitionRecords
 _LENGTH = struct.Struct(">i")
 _LOG_OVERHEAD = 12  # base offset int64 + batch length int32
+_MIN_RECORD = (
+    14  # the smallest batch after the length: a v0 message (crc, magic, attrs, key, value)
+)
 
 
 class CPartitionRecords(_BASE):  # type: ignore[misc]
@@ -132,18 +135,28 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
             if end_pos > len(buf):
                 break  # partial trailing batch
             self._pos = end_pos
+            tp = self.topic_partition
+            where = f"{tp.topic}-{tp.partition}, batch at byte {start} of the fetch"
+            if length < _MIN_RECORD:
+                raise Errors.CorruptRecordError(f"{where}: batch length {length} is too short")
             magic = buf[start + 16]
-            batch: Any = (
-                DefaultRecordBatch(buf[start:end_pos])
-                if magic >= 2
-                else LegacyRecordBatch(buf[start:end_pos], magic)
-            )
-            if self.check_crcs and not batch.validate_crc():
-                raise Errors.CorruptRecordError(
-                    f"Record batch for partition {self.topic_partition} at offset "
-                    f"{batch.base_offset} failed crc check"
+            try:
+                batch: Any = (
+                    DefaultRecordBatch(buf[start:end_pos])
+                    if magic >= 2
+                    else LegacyRecordBatch(buf[start:end_pos], magic)
                 )
-            recs = [] if magic >= 2 and batch.is_control_batch else list(batch)
+                if self.check_crcs and not batch.validate_crc():
+                    raise Errors.CorruptRecordError(
+                        f"Record batch for {where} (offset {batch.base_offset}) failed crc check"
+                    )
+                recs = [] if magic >= 2 and batch.is_control_batch else list(batch)
+            except Errors.KafkaError:
+                raise
+            except Exception as exc:  # aiokafka's own errors: unreadable records, a codec
+                raise Errors.CorruptRecordError(
+                    f"{where}: cannot read its records: {type(exc).__name__}: {exc}"
+                ) from exc
             if magic >= 2:
                 (self.leader_epoch,) = _LENGTH.unpack_from(buf, start + 12)
                 end = batch.next_offset

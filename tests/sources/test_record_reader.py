@@ -140,6 +140,20 @@ def test_a_corrupt_batch_is_an_error_not_data() -> None:
         consume(parts(Fetcher.PartitionRecords, bytes(data), 0), 100)
 
 
+def test_unreadable_batches_are_kafka_errors_with_their_place() -> None:
+    """A batch length too short to hold a message, and records that cannot be decompressed
+    (a valid CRC over garbage), both raise kafka-python's CorruptRecordError naming the
+    partition, not an IndexError or an aiokafka exception."""
+    short = struct.pack(">qi", 0, 5) + b"\x00" * 5
+    with pytest.raises(Errors.CorruptRecordError, match=r"predictions-0.*too short"):
+        consume(parts(CPartitionRecords, short, 0), 100)
+    b = bytearray(batch(0, 10, codec=1))  # gzip: the records section is the compressed stream
+    b[61:71] = b"\xff" * 10
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    with pytest.raises(Errors.CorruptRecordError, match=r"predictions-0.*cannot read its records"):
+        consume(parts(CPartitionRecords, bytes(b), 0), 100)
+
+
 def test_an_error_after_some_records_comes_with_the_next_take() -> None:
     """kafka-python's contract: records read before an error are returned; the error is
     raised by the next take."""
