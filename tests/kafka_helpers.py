@@ -143,6 +143,7 @@ class MonitorProcess:
         session_timeout_ms: int = 10_000,
     ) -> None:
         self.port = free_port()
+        self.pred, self.lab = pred, lab
         self.checkpoint = checkpoint or tmp / "checkpoint.sqlite"
         self.config = tmp / f"{name}.yaml"
         self.config.write_text(

@@ -60,6 +60,24 @@ def session_ms(name: str) -> int:
     return Tansu.SESSION_TIMEOUT_MS if name == "tansu" else 10_000
 
 
+def consume_to_the_end_like_replay(
+    m: MonitorProcess, kafka: Any, tmp_path: Path, preds: list[dict], labels: list[dict]
+) -> dict:
+    """Let a started monitor read both topics to their end, stop it with SIGTERM, and check
+    its checkpoint against the file replay of the same events; returns its status."""
+    m.wait_ready()
+    pred, lab = m.pred, m.lab
+    ends = settled_end_offsets(kafka.bootstrap, {pred: len(preds), lab: len(labels)})
+    wait_consumed(m.checkpoint, ends, procs=[m])
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    got = status(m.config, m.checkpoint)
+    assert got["counters"]["predictions"] == len(preds)
+    assert got["counters"]["labels"] == len(labels)
+    assert_same_models(got, replay_report(tmp_path, m.config, preds, labels))
+    return got
+
+
 @pytest.mark.parametrize("flavour", ["apache", "tansu"])
 def test_counts_equal_replay(request: pytest.FixtureRequest, flavour: str, tmp_path: Path) -> None:
     kafka = broker(request, flavour)
@@ -78,16 +96,7 @@ def test_counts_equal_replay(request: pytest.FixtureRequest, flavour: str, tmp_p
         group=f"g-{pred}",
         session_timeout_ms=session_ms(flavour),
     ).start()
-    m.wait_ready()
-    ends = settled_end_offsets(kafka.bootstrap, {pred: len(preds), lab: len(labels)})
-    wait_consumed(m.checkpoint, ends, procs=[m])
-    m.signal(signal.SIGTERM)
-    assert m.wait(15) == 0
-    got = status(m.config, m.checkpoint)
-    expected = replay_report(tmp_path, m.config, preds, labels)
-    assert got["counters"]["predictions"] == len(preds)
-    assert got["counters"]["labels"] == len(labels)
-    assert_same_models(got, expected)
+    consume_to_the_end_like_replay(m, kafka, tmp_path, preds, labels)
 
 
 def test_crash_at_random_moments_loses_and_doubles_nothing(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -158,16 +167,8 @@ def test_compressed_topics_count_like_replay(kafka, tmp_path: Path, codecs) -> N
         for codec, part in zip(codecs, (events[:half], events[half:]), strict=True):
             produce(kafka.bootstrap, topic, part, compression=codec)
     m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
-    m.wait_ready()
-    ends = settled_end_offsets(kafka.bootstrap, {pred: len(preds), lab: len(labels)})
-    wait_consumed(m.checkpoint, ends, procs=[m])
-    m.signal(signal.SIGTERM)
-    assert m.wait(15) == 0
-    got = status(m.config, m.checkpoint)
-    assert got["counters"]["predictions"] == len(preds)
-    assert got["counters"]["labels"] == len(labels)
+    got = consume_to_the_end_like_replay(m, kafka, tmp_path, preds, labels)
     assert got["counters"]["invalid"] == 0
-    assert_same_models(got, replay_report(tmp_path, m.config, preds, labels))
 
 
 @pytest.mark.parametrize("flavour", ["apache", "tansu"])
