@@ -177,7 +177,8 @@ class RawBatch:
 
 
 class ConsumerBatch:
-    """kafka-python records of one topic partition, seen as a :class:`RawBatch`.
+    """Polled records of one topic partition (anything with ``offset``, ``timestamp`` and
+    ``value``: the record reader's or kafka-python's), seen as a :class:`RawBatch`.
 
     Only the values are copied out eagerly; record times and offsets are read lazily, since
     they are needed only for events without a timestamp and for dead letters.
