@@ -141,6 +141,7 @@ class MonitorProcess:
         extra: str = "",
         dlq: str | None = None,
         session_timeout_ms: int = 10_000,
+        checkpoint_every: int = 50_000,
     ) -> None:
         self.port = free_port()
         self.pred, self.lab = pred, lab
@@ -160,7 +161,7 @@ kafka:
 checkpoint:
   path: {self.checkpoint}
   interval: 1s
-  every_events: 50000
+  every_events: {checkpoint_every}
 service:
   http_host: 127.0.0.1
   http_port: {self.port}
@@ -224,6 +225,22 @@ def checkpoint_offsets(path: Path) -> dict[tuple[str, int], int]:
         return out
     finally:
         store.close()
+
+
+def wait_progress(
+    path: Path, events: float, procs: list[MonitorProcess], timeout: float = 120
+) -> int:
+    """Until the checkpoint reflects at least ``events`` records (both topics); returns how
+    many. Polls often: the monitor reads ~100 k records per second here."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = sum(checkpoint_offsets(path).values())
+        if done >= events:
+            return done
+        for p in procs:
+            assert p.proc is not None and p.proc.poll() is None, p.log.read_text()[-3000:]
+        time.sleep(0.02)
+    raise AssertionError(f"the checkpoint never reached {events:.0f} records")
 
 
 def wait_consumed(

@@ -17,6 +17,7 @@ import pytest
 
 from ..kafka_helpers import (
     MonitorProcess,
+    checkpoint_offsets,
     create_topics,
     end_offsets,
     own_tracebacks,
@@ -25,6 +26,7 @@ from ..kafka_helpers import (
     settled_end_offsets,
     status,
     wait_consumed,
+    wait_progress,
 )
 from ..test_replay import make_events
 
@@ -106,16 +108,33 @@ def test_crash_at_random_moments_loses_and_doubles_nothing(kafka, tmp_path: Path
     produce(kafka.bootstrap, lab, labels)
     assert len(preds) + len(labels) >= 200_000
     target = end_offsets(kafka.bootstrap, [pred, lab])
+    total = sum(target.values())
     rng = random.Random(5)
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}")
-    kills = 0
+    m = MonitorProcess(
+        tmp_path,
+        kafka.bootstrap,
+        pred=pred,
+        lab=lab,
+        group=f"g-{pred}",
+        checkpoint_every=10_000,  # progress visible in steps of ~5% of the stream
+    )
+    # Kill moments follow the progress, not the clock (the monitor reads ~100 k records/s
+    # here: a timer would often kill it after the end or before it starts reading): each run
+    # is killed once its checkpoint has moved a random 3-8% of the stream past where it
+    # started, after a random extra delay. Restarts resume from the last checkpoint, so the
+    # records read since it are read and applied again: that must not double count.
+    progress = []  # (checkpointed when started, when killed)
     for _ in range(6):
+        before = sum(checkpoint_offsets(m.checkpoint).values())
         m.start()
-        time.sleep(rng.uniform(1.0, 4.0))
+        mark = min(before + rng.uniform(0.03, 0.08) * total, 0.9 * total)
+        wait_progress(m.checkpoint, mark, procs=[m])
+        time.sleep(rng.uniform(0.0, 0.1))
         m.signal(signal.SIGKILL)
         m.wait(10)
-        kills += 1
-    assert kills >= 5
+        progress.append((before, sum(checkpoint_offsets(m.checkpoint).values())))
+    mid_stream = [(a, b) for a, b in progress if a < b < total]
+    assert len(mid_stream) >= 5, (progress, total)  # killed while consuming, not after
     m.start()
     wait_consumed(m.checkpoint, target, timeout=240, procs=[m])
     m.signal(signal.SIGTERM)
@@ -135,13 +154,11 @@ def test_sigterm_exits_cleanly_with_a_checkpoint_and_resumes(kafka, tmp_path: Pa
     target = end_offsets(kafka.bootstrap, [pred, lab])
     m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
     m.wait_ready()
-    time.sleep(1.5)  # heavy consumption under way
+    wait_progress(m.checkpoint, 0.2 * sum(target.values()), procs=[m])  # heavy consumption
     t = time.monotonic()
     m.signal(signal.SIGTERM)
     assert m.wait(10) == 0
     assert time.monotonic() - t < 10
-    from ..kafka_helpers import checkpoint_offsets
-
     saved = checkpoint_offsets(m.checkpoint)
     assert sum(saved.values()) > 0
     assert sum(saved.values()) < sum(target.values()), "stopped before the end, as intended"
