@@ -48,9 +48,8 @@ except (ImportError, AttributeError):
 _BASE: Any = Fetcher.PartitionRecords
 _LENGTH = struct.Struct(">i")
 _LOG_OVERHEAD = 12  # base offset int64 + batch length int32
-_MIN_RECORD = (
-    14  # the smallest batch after the length: a v0 message (crc, magic, attrs, key, value)
-)
+# the smallest batch after its length field: a v0 message (crc, magic, attrs, key, value)
+_MIN_RECORD = 14
 
 
 class CPartitionRecords(_BASE):  # type: ignore[misc]
@@ -114,6 +113,11 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
                     del self._held[:room]
                     self.next_fetch_offset = out[-1].offset + 1
         except Exception as e:
+            # Nothing after a broken batch is read from this fetch, and the fetch offset stays
+            # at it: the next fetch starts there and fails again, as kafka-python's does. A
+            # broken batch is never skipped silently.
+            self._held = []
+            self._pos = len(self._buf)
             if not out:
                 raise
             self._next_inline_exception = e  # raised by the next take, as kafka-python does

@@ -159,10 +159,15 @@ def test_an_error_after_some_records_comes_with_the_next_take() -> None:
     raised by the next take."""
     bad = bytearray(batch(10, 10))
     bad[-3] ^= 0xFF
-    p = parts(CPartitionRecords, batch(0, 10) + bytes(bad), 0)
-    assert [r.offset for r in p.take(100)] == list(range(10))
-    with pytest.raises(Errors.CorruptRecordError):
-        p.take(100)
+    data = batch(0, 10) + bytes(bad) + batch(20, 10)
+    for cls in (Fetcher.PartitionRecords, CPartitionRecords):
+        p = parts(cls, data, 0)
+        assert [r.offset for r in p.take(100)] == list(range(10))
+        with pytest.raises(Errors.CorruptRecordError):
+            p.take(100)
+        # nothing after the broken batch, and the next fetch starts at it: never skipped
+        assert p.take(100) == []
+        assert p.next_fetch_offset == 10, cls
 
 
 def test_read_committed_uses_kafka_pythons_parser() -> None:
