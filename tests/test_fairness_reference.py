@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -22,8 +23,19 @@ from monitor.fairness import disparities, group_metrics
 from monitor.intervals import katz_log_ratio, mover_ratio, newcombe_diff, wilson
 from monitor.windows import FAV, FN, FP, TN, TP, N, n_cells
 
-logging.getLogger().setLevel(logging.ERROR)
 warnings.filterwarnings("ignore")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _quiet_root_logger() -> Iterator[None]:
+    """aif360 logs its missing optional dependencies on the root logger when imported; quiet
+    them here only (a module-level setLevel used to silence every later test's log capture)."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    yield
+    root.setLevel(level)
+
 
 N_DATASETS = 240
 
