@@ -97,14 +97,28 @@ class DriftTracker:
         self.detector = self._new_detector()  # a new regime starts after a detection
         return DriftSignal(self.metric, value, self.baseline, value - self.baseline, slope, hours)
 
+    def still_worsening(self) -> bool:
+        """Has the metric moved more than one baseline standard deviation for the worse over
+        the last 24 values (least-squares trend)? A FairnessDrift alert does not resolve while
+        it has: during a long slide the detector goes quiet between detections (it restarts
+        after each one), and "resolved" there would be wrong. A flat series passes this ~93%
+        of the time (the trend's error over 24 values is ~0.7 standard deviations), so a
+        settled metric still resolves soon after ``min_values`` quiet values."""
+        pts = list(self.history)[-24:]
+        if len(pts) < 3 or not math.isfinite(self.scale):
+            return False
+        slope, _ = self._trend(len(pts))
+        span_hours = (pts[-1][0] - pts[0][0]) / 3600.0
+        return self.sign * slope * span_hours > self.scale
+
     def _feed(self, value: float) -> None:
         if self.spec.detector == "adwin":
             self.detector.update(value)
         else:
             self.detector.update(self.sign * (value - self.baseline) / self.scale)
 
-    def _trend(self) -> tuple[float, float | None]:
-        pts = list(self.history)[-12:]
+    def _trend(self, n: int = 12) -> tuple[float, float | None]:
+        pts = list(self.history)[-n:]
         if len(pts) < 3:
             return 0.0, None
         t = np.array([p[0] for p in pts]) / 3600.0

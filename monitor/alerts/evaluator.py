@@ -333,7 +333,7 @@ class AlertEvaluator:
                     name="FairnessDrift",
                     labels=labels,
                     breached=False,
-                    recovered=quiet >= d.min_values,
+                    recovered=quiet >= d.min_values and not tracker.still_worsening(),
                     at=at,
                     for_=0,
                     value=math.nan if value is None else value,

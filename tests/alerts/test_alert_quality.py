@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.engine import Engine
 
@@ -141,3 +143,64 @@ def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-un
     assert ev2.last == ev.last and set(ev2.trackers) == set(ev.trackers)
     run_stream(engine2, 1, 0.5, lambda m: 0.2, per_min_a=20, per_min_b=20, seed=6)
     assert not [t for t in ev2.advance() if t.alert.state == "firing"]  # still firing: no re-page
+
+
+def drift_transitions(ev: AlertEvaluator) -> list[tuple[str, float]]:
+    """(state, hours since T0) of the DIR FairnessDrift alert's firing / resolved moments."""
+    return [
+        (t.alert.state, (t.alert.at - T0) / 3600)
+        for t in ev.history
+        if t.alert.name == "FairnessDrift"
+        and t.alert.labels["metric"] == "disparate_impact_ratio"
+        and t.alert.state in ("firing", "resolved")
+    ]
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_fairness_drift_stays_firing_through_a_long_slide(seed: int) -> None:
+    """A feedback loop: a fair day, then the ratio slides 1.0 -> 0.75 over two days. The
+    detector restarts after each detection and can go quiet mid-slide; the alert must not say
+    "resolved" while the metric is still getting worse (it used to, about 12 hours after
+    firing, at DIR ~0.86 with the slide half done)."""
+    cfg = alert_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    start, end = 24 * 60, 72 * 60
+
+    def rate_b(m: int) -> float:
+        return 0.5 * (1.0 - 0.25 * min(max(m - start, 0), end - start) / (end - start))
+
+    run_stream(
+        engine,
+        end,
+        0.5,
+        rate_b,
+        per_min_a=20,
+        per_min_b=20,
+        on_minute=lambda _: ev.advance(),
+        seed=seed,
+    )
+    seen = drift_transitions(ev)
+    assert seen and seen[0][0] == "firing" and seen[0][1] > 24, seen
+    assert [s for s, _ in seen] == ["firing"], seen  # no resolution during the slide
+
+
+def test_fairness_drift_resolves_once_a_step_change_settles() -> None:
+    """A one-off drop of the ratio to ~0.84 that then stays: one FairnessDrift alert, resolved
+    within about a day (the trend over the last 24 values no longer worsens)."""
+    cfg = alert_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    run_stream(
+        engine,
+        60 * 60,
+        0.5,
+        lambda m: 0.5 if m < 24 * 60 else 0.42,
+        per_min_a=20,
+        per_min_b=20,
+        on_minute=lambda _: ev.advance(),
+        seed=5,
+    )
+    seen = drift_transitions(ev)
+    assert [s for s, _ in seen] == ["firing", "resolved"], seen
+    assert 24 < seen[0][1] < 30 and seen[1][1] < 55, seen
