@@ -47,7 +47,8 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
     """A consumer with manual offsets and the range assignor.
 
     Range assignment gives partition *p* of both topics to the same member when the topics
-    have the same partition count, which is what the per-partition join needs.
+    have the same partition count, which is what the per-partition join needs. Fetched record
+    batches are parsed by ``record_reader`` (compiled), not by kafka-python's pure Python.
     """
     consumer = KafkaConsumer(
         **client_config(spec),
