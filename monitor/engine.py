@@ -395,11 +395,7 @@ class Engine:
             ring.grow(g)
             out += ring.window(start, end)
             if as_of is not None:
-                led = st.ledgers[m]
-                if led.settled is not None and as_of - 1 < led.settled:
-                    raise ValueError(f"labels are settled past boundary {as_of}")
-                led.settle(ring, as_of - 1)
-                out -= led.window(ring, start, end)
+                out -= st.ledgers[m].known_after(ring, as_of, start, end)
         return out
 
     def label_frontier(self, m: int, p: int) -> int | None:

@@ -13,7 +13,7 @@ One :class:`LabelLedger` per (partition, model), beside the window ring. It keep
 * the increments themselves, in arrival chunks, with their label-time bucket, so that they
   leave ``future`` once a boundary passes their time (:meth:`settle`).
 
-Evaluating boundary *k* settles through *k − 1* first; then
+Reading as of boundary *k* (:meth:`known_after`) settles through *k − 1* first; then
 ``counts_as_of(k) = ring.window(a, b) − future.window(a, b)``, at the cost of one window sum,
 whatever the number of labels that ran ahead (a backlog read from the start of the topics).
 """
@@ -121,9 +121,14 @@ class LabelLedger:
                 kept.append(c.take(slice(i, None)))
         self.chunks = kept
 
-    def window(self, ring: WindowRing, start: int, end: int) -> I64:
-        """Increments of labels after the settled boundary, over buckets ``start <= b < end``."""
-        self._sync(ring)
+    def known_after(self, ring: WindowRing, boundary: int, start: int, end: int) -> I64:
+        """Increments of labels whose time is at or after ``boundary``, over buckets
+        ``start <= b < end``: what a window read as of the boundary leaves out. Settles
+        through ``boundary - 1`` first; an earlier boundary than one already settled past
+        cannot be answered any more (boundaries are evaluated in order)."""
+        if self.settled is not None and boundary - 1 < self.settled:
+            raise ValueError(f"labels are settled past boundary {boundary}")
+        self.settle(ring, boundary - 1)
         return self.future.window(start, end)
 
     # -- checkpoints ---------------------------------------------------------------------------

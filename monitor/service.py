@@ -474,9 +474,9 @@ class Monitor:
 
 def tune_gc() -> None:
     """Long-lived objects (config, registries, the client) need no cyclic-GC scans, and every
-    poll allocates thousands of short-lived records (one object per Kafka record)
-    that reference counting frees: collect young objects far less often than the default 700
-    allocations. (The Kafka benchmark gives raw kafka-python the same settings.)"""
+    poll allocates thousands of short-lived objects (one per Kafka record) that reference
+    counting frees: collect young objects far less often than the default 700 allocations.
+    (The Kafka benchmark gives raw kafka-python the same settings.)"""
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
 

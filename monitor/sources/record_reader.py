@@ -139,10 +139,10 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
             if end_pos > len(buf):
                 break  # partial trailing batch
             self._pos = end_pos
-            tp = self.topic_partition
-            where = f"{tp.topic}-{tp.partition}, batch at byte {start} of the fetch"
             if length < _MIN_RECORD:
-                raise Errors.CorruptRecordError(f"{where}: batch length {length} is too short")
+                raise Errors.CorruptRecordError(
+                    f"{self._where(start)}: batch length {length} is too short"
+                )
             magic = buf[start + 16]
             try:
                 batch: Any = (
@@ -152,14 +152,15 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
                 )
                 if self.check_crcs and not batch.validate_crc():
                     raise Errors.CorruptRecordError(
-                        f"Record batch for {where} (offset {batch.base_offset}) failed crc check"
+                        f"Record batch for {self._where(start)} (offset {batch.base_offset}) "
+                        "failed crc check"
                     )
                 recs = [] if magic >= 2 and batch.is_control_batch else list(batch)
             except Errors.KafkaError:
                 raise
             except Exception as exc:  # aiokafka's own errors: unreadable records, a codec
                 raise Errors.CorruptRecordError(
-                    f"{where}: cannot read its records: {type(exc).__name__}: {exc}"
+                    f"{self._where(start)}: cannot read its records: {type(exc).__name__}: {exc}"
                 ) from exc
             if magic >= 2:
                 (self.leader_epoch,) = _LENGTH.unpack_from(buf, start + 12)
@@ -176,6 +177,11 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
             self._held, self._held_end = recs, end
             return True
         return False
+
+    def _where(self, start: int) -> str:
+        """Where a broken batch is, for its error (built only then: not per batch)."""
+        tp = self.topic_partition
+        return f"{tp.topic}-{tp.partition}, batch at byte {start} of the fetch"
 
 
 def install(consumer: Any) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from monitor.alerts.evaluator import AlertEvaluator
 from monitor.config import Config, parse_config
 from monitor.engine import Engine
 from monitor.events import LabelBatch, PredictionBatch
@@ -67,3 +68,31 @@ def run_stream(
         engine.apply(0, batch, LabelBatch())
         if on_minute is not None:
             on_minute(minute)
+
+
+def evaluate_stream(
+    minutes: int,
+    rate_b: Callable[[int], float],
+    *,
+    cfg: Config | None = None,
+    rate_a: float = 0.5,
+    per_min_a: float = 20.0,
+    per_min_b: float = 40 / 60,
+    seed: int = 0,
+) -> tuple[Engine, AlertEvaluator]:
+    """:func:`run_stream` with an alert evaluator judging each closed minute, as the service
+    does after every batch."""
+    cfg = cfg if cfg is not None else alert_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    run_stream(
+        engine,
+        minutes,
+        rate_a,
+        rate_b,
+        per_min_a=per_min_a,
+        per_min_b=per_min_b,
+        seed=seed,
+        on_minute=lambda _: ev.advance(),
+    )
+    return engine, ev

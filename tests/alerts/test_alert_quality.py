@@ -7,7 +7,7 @@ import pytest
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.engine import Engine
 
-from .streams import T0, alert_config, run_stream
+from .streams import T0, alert_config, evaluate_stream, run_stream
 
 
 def fired(ev: AlertEvaluator, name: str) -> list[float]:
@@ -15,10 +15,7 @@ def fired(ev: AlertEvaluator, name: str) -> list[float]:
 
 
 def test_fair_stream_with_a_small_group_never_pages() -> None:
-    cfg = alert_config()
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
-    run_stream(engine, 2100, 0.5, lambda m: 0.5, on_minute=lambda _: ev.advance(), seed=1)
+    engine, ev = evaluate_stream(2100, lambda m: 0.5, seed=1)
     first = engine.first_bucket(0)
     assert first is not None
     assert ev.last[0] - first >= 2000  # one evaluation per closed one-minute bucket
@@ -42,18 +39,9 @@ def test_drop_to_0_6x_fires_within_for_plus_one_bucket_and_resolves_with_hystere
             }
         ]
     )
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
     drop, back = 300, 600  # minutes
-    run_stream(
-        engine,
-        900,
-        0.5,
-        lambda m: 0.3 if drop <= m < back else 0.5,
-        per_min_a=20,
-        per_min_b=20,
-        on_minute=lambda _: ev.advance(),
-        seed=2,
+    _, ev = evaluate_stream(
+        900, lambda m: 0.3 if drop <= m < back else 0.5, cfg=cfg, per_min_b=20, seed=2
     )
     fire = fired(ev, "FourFifthsRule")
     assert len(fire) == 1, ev.history
@@ -68,25 +56,12 @@ def test_drop_to_0_6x_fires_within_for_plus_one_bucket_and_resolves_with_hystere
 
 
 def test_slow_drift_fires_fairness_drift_before_the_bound() -> None:
-    cfg = alert_config()
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
-    minutes = 48 * 60
     start = 24 * 60  # a fair day, then a day of slow decline of the ratio 1.0 -> 0.85
 
     def rate_b(m: int) -> float:
         return 0.5 if m < start else 0.5 * (1.0 - 0.15 * (m - start) / (24 * 60))
 
-    run_stream(
-        engine,
-        minutes,
-        0.5,
-        rate_b,
-        per_min_a=20,
-        per_min_b=20,
-        on_minute=lambda _: ev.advance(),
-        seed=3,
-    )
+    _, ev = evaluate_stream(48 * 60, rate_b, per_min_b=20, seed=3)
     drift = [
         t
         for t in ev.history
@@ -117,18 +92,7 @@ def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-un
             }
         ]
     )
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
-    run_stream(
-        engine,
-        120,
-        0.5,
-        lambda m: 0.2,
-        per_min_a=20,
-        per_min_b=20,
-        on_minute=lambda _: ev.advance(),
-        seed=5,
-    )
+    engine, ev = evaluate_stream(120, lambda m: 0.2, cfg=cfg, per_min_b=20, seed=5)
     assert fired(ev, "FourFifthsRule")
     store = CheckpointStore(tmp_path / "cp.sqlite")
     store.save([(0, {}, encode(*engine.export_partition(0)))])
@@ -162,24 +126,12 @@ def test_fairness_drift_stays_firing_through_a_long_slide(seed: int) -> None:
     detector restarts after each detection and can go quiet mid-slide; the alert must not say
     "resolved" while the metric is still getting worse (it used to, about 12 hours after
     firing, at DIR ~0.86 with the slide half done)."""
-    cfg = alert_config()
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
     start, end = 24 * 60, 72 * 60
 
     def rate_b(m: int) -> float:
         return 0.5 * (1.0 - 0.25 * min(max(m - start, 0), end - start) / (end - start))
 
-    run_stream(
-        engine,
-        end,
-        0.5,
-        rate_b,
-        per_min_a=20,
-        per_min_b=20,
-        on_minute=lambda _: ev.advance(),
-        seed=seed,
-    )
+    _, ev = evaluate_stream(end, rate_b, per_min_b=20, seed=seed)
     seen = drift_transitions(ev)
     assert seen and seen[0][0] == "firing" and seen[0][1] > 24, seen
     assert [s for s, _ in seen] == ["firing"], seen  # no resolution during the slide
@@ -188,19 +140,7 @@ def test_fairness_drift_stays_firing_through_a_long_slide(seed: int) -> None:
 def test_fairness_drift_resolves_once_a_step_change_settles() -> None:
     """A one-off drop of the ratio to ~0.84 that then stays: one FairnessDrift alert, resolved
     within about a day (the trend over the last 24 values no longer worsens)."""
-    cfg = alert_config()
-    engine = Engine(cfg)
-    ev = AlertEvaluator(cfg, engine)
-    run_stream(
-        engine,
-        60 * 60,
-        0.5,
-        lambda m: 0.5 if m < 24 * 60 else 0.42,
-        per_min_a=20,
-        per_min_b=20,
-        on_minute=lambda _: ev.advance(),
-        seed=5,
-    )
+    _, ev = evaluate_stream(60 * 60, lambda m: 0.5 if m < 24 * 60 else 0.42, per_min_b=20, seed=5)
     seen = drift_transitions(ev)
     assert [s for s, _ in seen] == ["firing", "resolved"], seen
     assert 24 < seen[0][1] < 30 and seen[1][1] < 55, seen
