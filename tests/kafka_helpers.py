@@ -136,7 +136,7 @@ class MonitorProcess:
         name: str = "m",
         pred: str,
         lab: str,
-        group: str,
+        group: str | None = None,  # default: a group of its own, g-<prediction topic>
         checkpoint: Path | None = None,
         extra: str = "",
         dlq: str | None = None,
@@ -152,7 +152,7 @@ class MonitorProcess:
             + f"""
 kafka:
   bootstrap_servers: {bootstrap}
-  group_id: {group}
+  group_id: {group or f"g-{pred}"}
   predictions_topic: {pred}
   labels_topic: {lab}
   max_poll_records: 2000

@@ -95,7 +95,6 @@ def test_counts_equal_replay(request: pytest.FixtureRequest, flavour: str, tmp_p
         kafka.bootstrap,
         pred=pred,
         lab=lab,
-        group=f"g-{pred}",
         session_timeout_ms=session_ms(flavour),
     ).start()
     consume_to_the_end_like_replay(m, kafka, tmp_path, preds, labels)
@@ -115,7 +114,6 @@ def test_crash_at_random_moments_loses_and_doubles_nothing(kafka, tmp_path: Path
         kafka.bootstrap,
         pred=pred,
         lab=lab,
-        group=f"g-{pred}",
         checkpoint_every=10_000,  # progress visible in steps of ~5% of the stream
     )
     # Kill moments follow the progress, not the clock (the monitor reads ~100 k records/s
@@ -152,7 +150,7 @@ def test_sigterm_exits_cleanly_with_a_checkpoint_and_resumes(kafka, tmp_path: Pa
     produce(kafka.bootstrap, pred, preds)
     produce(kafka.bootstrap, lab, labels)
     target = end_offsets(kafka.bootstrap, [pred, lab])
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     m.wait_ready()
     wait_progress(m.checkpoint, 0.2 * sum(target.values()), procs=[m])  # heavy consumption
     t = time.monotonic()
@@ -183,7 +181,7 @@ def test_compressed_topics_count_like_replay(kafka, tmp_path: Path, codecs) -> N
         half = len(events) // 2
         for codec, part in zip(codecs, (events[:half], events[half:]), strict=True):
             produce(kafka.bootstrap, topic, part, compression=codec)
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     got = consume_to_the_end_like_replay(m, kafka, tmp_path, preds, labels)
     assert got["counters"]["invalid"] == 0
 
@@ -238,7 +236,7 @@ def test_second_instance_joins_and_leaves_without_loss(
 
 def test_mismatched_partition_counts_refuse_to_start(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pred, lab = topics(kafka, partitions=3, labels_partitions=2)
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     assert m.wait(60) == 2
     text = m.log.read_text()
     assert f"prediction topic '{pred}' has 3 partitions" in text
@@ -274,9 +272,7 @@ def test_poison_records_go_to_the_dead_letter_topic(kafka, tmp_path: Path) -> No
             bad += 1
     produce(kafka.bootstrap, pred, mixed)
     produce(kafka.bootstrap, lab, labels)
-    m = MonitorProcess(
-        tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}", dlq=dlq
-    ).start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, dlq=dlq).start()
     m.wait_ready()
     wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
     m.signal(signal.SIGTERM)
@@ -310,7 +306,7 @@ def test_poison_records_go_to_the_dead_letter_topic(kafka, tmp_path: Path) -> No
 def test_all_garbage_trips_the_invalid_ratio_limit(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pred, lab = topics(kafka, partitions=1)
     produce(kafka.bootstrap, pred, [b'{"id": %d, "when": "now"}' % i for i in range(3000)])
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     assert m.wait(60) == 3
     text = m.log.read_text()
     assert "were invalid" in text and "max_invalid_ratio" in text and "missing_id" in text
@@ -324,7 +320,7 @@ def test_broker_outage_not_ready_then_recovers_exactly(kafka, tmp_path: Path) ->
     preds, labels = make_events(16, n=40_000)
     produce(kafka.bootstrap, pred, preds[:20_000])
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) < 20_000])
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, group=f"g-{pred}").start()
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     m.wait_ready()
     time.sleep(2)
     kafka.stop()
