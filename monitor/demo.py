@@ -226,7 +226,7 @@ class Console:
 
     def __init__(self, monitor: Any, out: Callable[[str], None] = print) -> None:
         self.monitor = monitor
-        self.out = lambda text: out(printable(text))  # alert texts carry group names
+        self.out: Callable[[str], None] = lambda text: out(printable(text))  # group names
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="console", daemon=True)
 
