@@ -114,3 +114,29 @@ def test_replay_equals_streaming(tmp_path: Path) -> None:
         a = replayed["models"]["credit"]["windows"][w]
         b = streamed["models"]["credit"]["windows"][w]
         assert a == b, w
+
+
+def test_replay_survives_hostile_lines(tmp_path: Path) -> None:
+    """Lines that once crashed ``replay`` (JSON null among bad lines, 1,000-deep nesting, a
+    400-digit timestamp) are dead-lettered with their reasons; the good lines count."""
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    preds, _ = make_events(3, n=200)
+    good = [json.dumps(e) for e in preds]
+    hostile = {
+        "not_object": "null",
+        "not_json": "{oops",
+        "too_deep": "[" * 1000 + "]" * 1000,
+        "bad_timestamp": good[0].replace(str(preds[0]["timestamp"]), "1" + "0" * 400),
+        "bad_score": good[1].replace(str(preds[1]["score"]), "9" * 400),
+    }
+    (tmp_path / "p.jsonl").write_text("\n".join(good[:100] + list(hostile.values()) + good[100:]))
+    buf = io.StringIO()
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl")]
+    dead_file = tmp_path / "dead.jsonl"
+    with contextlib.redirect_stdout(buf):
+        assert main([*args, "--format", "json", "--dead-letters", str(dead_file)]) == 0
+    report = json.loads(buf.getvalue())
+    assert report["counters"]["predictions"] == 200
+    assert report["invalid"] == dict.fromkeys(hostile, 1)
+    dead = [json.loads(line) for line in dead_file.read_text().splitlines()]
+    assert sorted(d["reason"] for d in dead) == sorted(hostile)

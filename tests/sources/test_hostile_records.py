@@ -186,6 +186,7 @@ def test_hostile_records_are_dead_lettered_and_the_rest_counted(kafka, tmp_path:
         if line.startswith('fairness_group_values_shortened_total{attribute="sex"')
     ]
     assert shortened and float(shortened[0].split()[-1]) >= 49  # the 50-group cap folds the rest
+    assert 'fairness_dead_letters_total{outcome="truncated"} 1.0' in metrics
     print(f"\n/metrics {len(metrics.encode()) / 2**20:.2f} MiB, peak RSS {rss / 2**20:.0f} MiB")
     assert len(metrics.encode()) < METRICS_BOUND
     assert rss < RSS_BOUND
