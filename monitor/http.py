@@ -303,7 +303,8 @@ class HttpServer:
             while True:
                 head = self._take_head(conn)
                 if head is not None or len(conn.buf) > MAX_HEAD:
-                    self._dispatch(conn, head)
+                    too_large = head is None or len(head) > MAX_HEAD
+                    self._dispatch(conn, None if too_large else head)
                     return
                 data = conn.sock.recv(65536)
                 if not data:
