@@ -278,3 +278,10 @@ def test_authenticator_caches_successes_only(monkeypatch: pytest.MonkeyPatch) ->
     # the toolkit's $2y$ hashes (htpasswd) verify too
     y = "$2y$" + HASH[4:]
     assert Authenticator({"u": y.encode()}).check(basic("u", PASSWORD))
+
+
+def test_the_shipped_compose_example_parses_and_its_hash_is_of_the_documented_password() -> None:
+    example = Path(__file__).resolve().parents[1] / "deploy/compose/web-config.example.yml"
+    c = load_web_config(str(example))
+    assert c.tls is None and set(c.users) == {"prometheus"}
+    assert Authenticator(c.users).check(basic("prometheus", "change-me"))
