@@ -356,7 +356,7 @@ def _run(args: argparse.Namespace) -> int:
     from monitor.checkpoint import CheckpointError
     from monitor.logs import setup_logging
     from monitor.service import EXIT_CONFIG, run_service
-    from monitor.sources.kafka import CopartitionError
+    from monitor.sources.kafka import TopicError
 
     cfg = load_config(args.config)
     setup_logging(cfg.service.log_format, cfg.service.log_level)
@@ -368,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    except CopartitionError as exc:
+    except TopicError as exc:
         print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except CheckpointError as exc:

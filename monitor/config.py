@@ -28,9 +28,11 @@ from monitor.durations import format_duration
 from monitor.settings import (
     CheckpointSpec,
     KafkaSpec,
+    LimitsSpec,
     ServiceSpec,
     parse_checkpoint,
     parse_kafka,
+    parse_limits,
     parse_service,
 )
 
@@ -120,7 +122,8 @@ class Config:
     default_model: str | None = None
     confidence: float = 0.95
     min_timestamp: float = 946684800.0  # 2000-01-01T00:00:00Z
-    max_future: int = 86400
+    max_future: int = 300  # see events.py: ahead of the record's Kafka time or the wall clock
+    limits: LimitsSpec = LimitsSpec()
     kafka: KafkaSpec = KafkaSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     service: ServiceSpec = ServiceSpec()
@@ -315,7 +318,8 @@ def parse_config(data: object) -> Config:
         default_model=default_model,
         confidence=confidence,
         min_timestamp=min_ts,
-        max_future=root.duration("max_future", 86400),
+        max_future=root.duration("max_future", Config.max_future),
+        limits=parse_limits(root.node("limits")),
         kafka=parse_kafka(root.node("kafka")),
         checkpoint=parse_checkpoint(root.node("checkpoint")),
         service=parse_service(root.node("service")),

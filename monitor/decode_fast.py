@@ -51,6 +51,9 @@ class FastPath:
             for a in m.attributes
         )
         self.enabled = all(len(p) == 1 for p in paths) and attrs_ok
+        # typed decoders of the layout (also used to salvage records: see `salvage`)
+        self.pred_decoder: msgspec.json.Decoder[Any] | None = None
+        self.label_decoder: msgspec.json.Decoder[Any] | None = None
         if not self.enabled:
             return
         # Attributes decode into a struct too (no dict per event; msgspec rejects nested
@@ -110,24 +113,46 @@ class FastPath:
         self.pred_decoder = msgspec.json.Decoder(list[pred_struct])  # type: ignore[valid-type]
         self.label_decoder = msgspec.json.Decoder(list[label_struct])  # type: ignore[valid-type]
 
+    def salvage(self, decoder: msgspec.json.Decoder[Any], value: bytes) -> dict[str, Any] | None:
+        """The record as the typed decoder reads it, or ``None`` if it cannot.
+
+        The typed decoder skips fields it does not need without judging them (a 5,000-digit
+        integer, ``1e400``), where the generic decoder rejects the whole record. The careful
+        path asks here before calling a record "not JSON", so a record is counted or not
+        whatever batch it arrives in (live and replay batch differently).
+        """
+        try:
+            (one,) = decoder.decode(b"[" + value + b"]")
+        except (msgspec.DecodeError, RecursionError, ValueError):
+            return None
+        out: dict[str, Any] = msgspec.to_builtins(one)
+        return out
+
     # -- shared columns ------------------------------------------------------------------------
-    def _decode(self, rb: RawBatch | _Records, decoder: msgspec.json.Decoder[Any]) -> list[Any]:
+    def _decode(
+        self, rb: RawBatch | _Records, decoder: msgspec.json.Decoder[Any] | None
+    ) -> list[Any]:
         values = rb.values
-        try:  # a value that is not bytes (a tombstone's None) fails the join
+        if decoder is None:
+            raise _GiveUp
+        try:  # a value that is not bytes (a tombstone's None) fails here
+            if max(map(len, values), default=0) > self.d.limits.max_record_bytes:
+                raise _GiveUp
             out: list[Any] = decoder.decode(b"[" + b",".join(values) + b"]")  # type: ignore[arg-type]
-        except (msgspec.DecodeError, TypeError):
+        except (msgspec.DecodeError, TypeError, RecursionError):
             raise _GiveUp from None
         if len(out) != len(values):
             raise _GiveUp
         return out
 
-    @staticmethod
-    def _ids(events: list[Any]) -> list[str]:
+    def _ids(self, events: list[Any]) -> list[str]:
         ids = [e.pid for e in events]
         if "" in ids:
             raise _GiveUp
         if set(map(type, ids)) != {str}:
             ids = [x if type(x) is str else str(x) for x in ids]
+        if max(map(len, ids), default=0) > self.d.limits.max_id_length:
+            raise _GiveUp
         return ids
 
     def _times(self, events: list[Any], rb: RawBatch | _Records) -> np.ndarray[Any, Any]:
@@ -152,7 +177,16 @@ class FastPath:
         t = np.array(raw, dtype=np.float64)
         t = np.where(np.abs(t) > 1e11, t / 1000.0, t)
         cfg = self.d.config
-        if len(t) and (t.min() < cfg.min_timestamp or t.max() > self.d.clock() + cfg.max_future):
+        if not len(t):
+            return t
+        if t.min() < cfg.min_timestamp or t.max() > self.d.clock() + cfg.max_future:
+            raise _GiveUp
+        # ahead of the record's own Kafka time (events.Decoder._time says why)
+        record_ms = np.fromiter(
+            (-1 if s is None else s for s in rb.timestamps_ms), dtype=np.float64, count=len(t)
+        )
+        ahead = t > record_ms / 1000.0 + cfg.max_future
+        if (ahead & (record_ms >= 0)).any():
             raise _GiveUp
         return t
 
@@ -243,4 +277,6 @@ def try_fast(fn: Any, rb: RawBatch | _Records) -> Any:
     try:
         return fn(rb)
     except _GiveUp:
+        return None
+    except Exception:  # whatever the bytes: the careful path dead-letters what it must
         return None

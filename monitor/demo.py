@@ -33,7 +33,7 @@ import yaml
 
 from monitor.alerts.lifecycle import Transition
 from monitor.config import Config, parse_config
-from monitor.report import build_report
+from monitor.report import build_report, printable
 from monitor.simulate import SCENARIOS
 
 log = logging.getLogger("monitor.demo")
@@ -226,7 +226,7 @@ class Console:
 
     def __init__(self, monitor: Any, out: Callable[[str], None] = print) -> None:
         self.monitor = monitor
-        self.out = out
+        self.out: Callable[[str], None] = lambda text: out(printable(text))  # group names
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="console", daemon=True)
 

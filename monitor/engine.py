@@ -129,7 +129,9 @@ class Engine:
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.models: list[ModelSpec] = list(config.models.values())
-        self.registries = [GroupRegistry(m) for m in self.models]
+        self.registries = [
+            GroupRegistry(m, max_label_length=config.limits.max_value_length) for m in self.models
+        ]
         self.decoder = Decoder(config, self.registries, clock=clock)
         self.n_sets = max(len(m.attribute_sets) for m in self.models)
         self.partitions: dict[int, PartitionState] = {}

@@ -10,6 +10,7 @@ with a machine-readable :class:`Reason` and the original bytes, so nothing is lo
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,18 +35,24 @@ I32 = npt.NDArray[np.int32]
 U16 = npt.NDArray[np.uint16]
 
 _json = msgspec.json.Decoder()
+log = logging.getLogger(__name__)
 
 
 class Reason(StrEnum):
     """Why a record was dead-lettered (stable strings: they appear in DLQ headers/metrics)."""
 
+    TOMBSTONE = "tombstone"
+    RECORD_TOO_LARGE = "record_too_large"
     NOT_JSON = "not_json"
+    TOO_DEEP = "too_deep"
     NOT_OBJECT = "not_object"
     MISSING_ID = "missing_id"
     BAD_ID = "bad_id"
+    ID_TOO_LONG = "id_too_long"
     MISSING_TIMESTAMP = "missing_timestamp"
     BAD_TIMESTAMP = "bad_timestamp"
     TIMESTAMP_OUT_OF_RANGE = "timestamp_out_of_range"
+    TIMESTAMP_IN_FUTURE = "timestamp_in_future"
     MISSING_MODEL = "missing_model"
     UNKNOWN_MODEL = "unknown_model"
     MISSING_PREDICTION = "missing_prediction"
@@ -54,6 +61,7 @@ class Reason(StrEnum):
     MISSING_LABEL = "missing_label"
     BAD_LABEL = "bad_label"
     BAD_ATTRIBUTE = "bad_attribute"
+    UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 
 class Invalid(Exception):
@@ -61,6 +69,20 @@ class Invalid(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+_unforeseen_seen: set[str] = set()
+
+
+def unforeseen(exc: Exception) -> Invalid:
+    """A record that broke a check in an unforeseen way (a bug of ours, or bytes nobody
+    thought of): dead-letter it as ``undecodable``, never stop the consumer. The first of each
+    kind is logged with its traceback, the rest at DEBUG (an attacker must not flood the log)."""
+    kind = type(exc).__name__
+    level = logging.DEBUG if kind in _unforeseen_seen else logging.WARNING
+    _unforeseen_seen.add(kind)
+    log.log(level, "record dead-lettered after an unexpected %s: %s", kind, exc, exc_info=True)
+    return Invalid(Reason.UNDECODABLE, f"{kind}: {str(exc)[:160]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +154,10 @@ def parse_timestamp(value: object) -> float:
     if isinstance(value, bool):
         raise Invalid(Reason.BAD_TIMESTAMP, f"{value!r} is not a timestamp")
     if isinstance(value, int | float):
-        t = float(value)
+        try:
+            t = float(value)
+        except OverflowError:
+            raise Invalid(Reason.BAD_TIMESTAMP, f"{str(value)[:40]}… is not a time") from None
         if not math.isfinite(t):
             raise Invalid(Reason.BAD_TIMESTAMP, f"{value!r} is not a finite timestamp")
         return t / 1000.0 if abs(t) > 1e11 else t
@@ -248,17 +273,33 @@ def _getter(path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
 _NUMBER = (int, float)
 
 
-def _text_id(raw: Any) -> str:
+def _text_id(raw: Any, limit: int) -> str:
     t = type(raw)
     if t is str:
-        if raw:
-            return str(raw)
-        raise Invalid(Reason.MISSING_ID, "empty prediction id")
-    if t is int:
+        if not raw:
+            raise Invalid(Reason.MISSING_ID, "empty prediction id")
+        if len(raw) > limit:
+            raise Invalid(
+                Reason.ID_TOO_LONG,
+                f"prediction id of {len(raw)} characters > limits.max_id_length {limit}",
+            )
         return str(raw)
+    if t is int:
+        text = str(raw)
+        if len(text) > limit:
+            raise Invalid(Reason.ID_TOO_LONG, f"prediction id of {len(text)} digits")
+        return text
     if raw is None:
         raise Invalid(Reason.MISSING_ID, "no prediction id")
     raise Invalid(Reason.BAD_ID, f"prediction id must be a string or integer, got {t.__name__}")
+
+
+def _finite(x: int | float) -> bool:
+    """``math.isfinite`` that also answers for integers too large for a float."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _binary_map(extra: Mapping[str, int]) -> dict[Any, int]:
@@ -283,6 +324,7 @@ class Decoder:
         self.model_index = {m.name: i for i, m in enumerate(self.models)}
         self.registries = registries
         self.clock = clock
+        self.limits = config.limits
         self.max_sets = max(len(m.attribute_sets) for m in self.models)
         f = config.fields
         self.get_id = _getter(f.prediction_id)
@@ -304,16 +346,22 @@ class Decoder:
         self.fast = FastPath(self)
 
     # -- shared steps ----------------------------------------------------------------------------
-    @staticmethod
-    def _parse_all(values: Sequence[Any]) -> tuple[list[Any], list[Invalid | None]]:
+    def _parse_all(
+        self, values: Sequence[Any], typed: msgspec.json.Decoder[Any] | None
+    ) -> tuple[list[Any], list[Invalid | None]]:
         """JSON-decode every value: one decoder call for the whole batch when it is all valid.
 
         Joining with commas cannot shift records: a value that splits into two elements would
         need another that contributes none, which is not valid JSON, so a length check suffices.
+        Hostile values fail per record: a tombstone (``None``), a record over
+        ``limits.max_record_bytes`` (not parsed at all), nesting deeper than the parser's
+        recursion limit (``RecursionError``, not a ``DecodeError``), anything that is not an
+        object.
         """
         n = len(values)
         errors: list[Invalid | None] = [None] * n
-        if n and all(type(v) is bytes for v in values):
+        limit = self.limits.max_record_bytes
+        if n and all(type(v) is bytes for v in values) and max(map(len, values)) <= limit:
             try:
                 events = _json.decode(b"[" + b",".join(values) + b"]")
                 if type(events) is list and len(events) == n:
@@ -324,16 +372,32 @@ class Decoder:
                                 f"event is a JSON {type(e).__name__}, not an object",
                             )
                     return events, errors
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 pass
         events = []
         for i, v in enumerate(values):
-            if isinstance(v, bytes | bytearray | memoryview):
-                try:
-                    v = _json.decode(v)
-                except msgspec.DecodeError as exc:
-                    errors[i] = Invalid(Reason.NOT_JSON, str(exc)[:200])
+            if v is None:
+                errors[i] = Invalid(Reason.TOMBSTONE, "tombstone: the record has no value")
+            elif isinstance(v, bytes | bytearray | memoryview):
+                if len(v) > limit:
+                    errors[i] = Invalid(
+                        Reason.RECORD_TOO_LARGE,
+                        f"{len(v)} bytes > limits.max_record_bytes {limit}",
+                    )
                     v = None
+                else:
+                    try:
+                        v = _json.decode(v)
+                    except msgspec.DecodeError as exc:
+                        v = self.fast.salvage(typed, bytes(v)) if typed is not None else None
+                        if v is None:
+                            errors[i] = Invalid(Reason.NOT_JSON, str(exc)[:200])
+                    except RecursionError:
+                        errors[i] = Invalid(Reason.TOO_DEEP, "JSON nested too deeply")
+                        v = None
+                    else:
+                        if v is None:
+                            errors[i] = Invalid(Reason.NOT_OBJECT, "event is JSON null")
             if v is not None and not isinstance(v, dict):
                 if isinstance(v, Mapping):
                     v = dict(v)
@@ -345,16 +409,33 @@ class Decoder:
         return events, errors
 
     def _time(self, raw: Any, record_ms: int | None, lo: float, hi: float) -> float:
+        """Event time, checked: not before ``min_timestamp``, and at most ``max_future`` ahead
+        of the wall clock (``hi``) *and* of the record's own Kafka time. One producer with a
+        skewed clock must not move the event-time clock: a window ends at the newest bucket
+        seen, so one event stamped a day ahead would empty every window and make the real
+        events that follow "late". Kafka stamps each record when it is produced (brokers
+        reject CreateTime far ahead of theirs), so an event time far past its record's time
+        is a wrong clock, not a fast stream."""
+        has_record_time = record_ms is not None and record_ms >= 0
         if raw is None:
-            if record_ms is None:
+            if not has_record_time:
                 raise Invalid(Reason.MISSING_TIMESTAMP, "no timestamp field and no record time")
-            t = record_ms / 1000.0
+            t = record_ms / 1000.0  # type: ignore[operator]
         elif type(raw) in _NUMBER and raw == raw and abs(raw) < 1e11:
             t = float(raw)  # epoch seconds: the fast path
         else:
             t = parse_timestamp(raw)
-        if t < lo or t > hi:
+        if t < lo:
             raise Invalid(Reason.TIMESTAMP_OUT_OF_RANGE, f"timestamp {t:.0f} is out of range")
+        if has_record_time:
+            hi = min(hi, record_ms / 1000.0 + self.config.max_future)  # type: ignore[operator]
+        if t > hi:
+            raise Invalid(
+                Reason.TIMESTAMP_IN_FUTURE,
+                f"timestamp {t:.0f} is {t - hi + self.config.max_future:.0f} s ahead of "
+                f"{'its record time' if has_record_time else 'the clock'} "
+                f"(max_future {self.config.max_future} s)",
+            )
         return t
 
     def _model(self, raw: Any) -> int:
@@ -376,7 +457,8 @@ class Decoder:
         rb = RawBatch.of(records)
         if self.fast.enabled and (quick := try_fast(self.fast.predictions, rb)) is not None:
             return quick, []
-        events, errors = self._parse_all(rb.values)
+        typed = self.fast.pred_decoder
+        events, errors = self._parse_all(rb.values, typed)
         lo, hi = self.config.min_timestamp, self.clock() + self.config.max_future
         models, threshold = self.models, [m.threshold for m in self.models]
         ids: list[str] = []
@@ -390,16 +472,17 @@ class Decoder:
         get_id, get_ts, get_model = self.get_id, self.get_ts, self.get_model
         get_pred, get_score = self.get_pred, self.get_score
         stamps = rb.timestamps_ms
+        id_limit = self.limits.max_id_length
         for i, e in enumerate(events):
             if errors[i] is not None:
                 continue
             try:
-                pid = _text_id(get_id(e))
+                pid = _text_id(get_id(e), id_limit)
                 t = self._time(get_ts(e), stamps[i], lo, hi)
                 m = self._model(get_model(e))
                 score = get_score(e)
                 if score is not None:
-                    if type(score) not in _NUMBER or not math.isfinite(score):
+                    if type(score) not in _NUMBER or not _finite(score):
                         raise Invalid(
                             Reason.BAD_SCORE, f"score {str(score)[:40]!r} is not a finite number"
                         )
@@ -431,14 +514,21 @@ class Decoder:
                             Reason.BAD_ATTRIBUTE,
                             f"attribute {attr.name} is a {type(v).__name__}, not a value",
                         )
-                    if attr.bins is not None and v is not None and type(v) not in _NUMBER:
+                    if (
+                        attr.bins is not None
+                        and v is not None
+                        and (type(v) not in _NUMBER or not _finite(v))
+                    ):
                         raise Invalid(
                             Reason.BAD_ATTRIBUTE,
-                            f"attribute {attr.name} must be a number, got {str(v)[:40]!r}",
+                            f"attribute {attr.name} must be a finite number, got {str(v)[:40]!r}",
                         )
                     values.append(v)
             except Invalid as bad:
                 errors[i] = bad
+                continue
+            except Exception as exc:
+                errors[i] = unforeseen(exc)
                 continue
             rows_of_model[m].append(len(ids))
             for column, v in zip(attr_values[m], values, strict=True):
@@ -479,7 +569,8 @@ class Decoder:
         rb = RawBatch.of(records)
         if self.fast.enabled and (quick := try_fast(self.fast.labels, rb)) is not None:
             return quick, []
-        events, errors = self._parse_all(rb.values)
+        typed = self.fast.label_decoder
+        events, errors = self._parse_all(rb.values, typed)
         lo, hi = self.config.min_timestamp, self.clock() + self.config.max_future
         ids: list[str] = []
         times: list[float] = []
@@ -492,11 +583,12 @@ class Decoder:
         )
         label_map = self.label_map
         stamps = rb.timestamps_ms
+        id_limit = self.limits.max_id_length
         for i, e in enumerate(events):
             if errors[i] is not None:
                 continue
             try:
-                pid = _text_id(get_id(e))
+                pid = _text_id(get_id(e), id_limit)
                 t = self._time(get_ts(e), stamps[i], lo, hi)
                 raw = get_label(e)
                 if raw is None:
@@ -512,6 +604,9 @@ class Decoder:
                     self._model(raw_model)
             except Invalid as bad:
                 errors[i] = bad
+                continue
+            except Exception as exc:
+                errors[i] = unforeseen(exc)
                 continue
             ids.append(pid)
             times.append(t)

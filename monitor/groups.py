@@ -8,10 +8,16 @@ the end, so existing indices never move (state stays valid as groups appear).
 Cardinality is bounded: once an attribute set holds ``max_groups`` groups, new values fall
 into ``__other__`` and are counted in :attr:`GroupRegistry.overflow`. A missing value is the
 group ``__missing__`` — missingness is itself a fairness signal.
+
+Length is bounded too: a value longer than ``limits.max_value_length`` characters becomes the
+group ``<first characters>~<hash>`` (:func:`shorten`), counted in
+:attr:`GroupRegistry.shortened`. The event still counts; one hostile 5 MB value cannot become a
+5 MB label on every ``/metrics`` series, status response and checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -37,6 +43,16 @@ def bin_labels(edges: Sequence[float]) -> list[str]:
     return labels
 
 
+def shorten(label: str, limit: int) -> str:
+    """``label`` if it has at most ``limit`` characters, else a stable short stand-in: its
+    first characters, ``~``, and 16 hex digits of its BLAKE2b hash (stable across processes,
+    so checkpoints and dashboards keep one group per distinct long value)."""
+    if len(label) <= limit:
+        return label
+    digest = hashlib.blake2b(label.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{label[: max(limit - 17, 0)]}~{digest}"
+
+
 def value_label(value: object) -> str | None:
     """Canonical text of a categorical value; ``None`` when missing."""
     if value is None:
@@ -57,8 +73,9 @@ def value_label(value: object) -> str | None:
 class GroupRegistry:
     """Maps (attribute set, group label) to a dense index, with per-set cardinality caps."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, *, max_label_length: int = 128) -> None:
         self.spec = spec
+        self.max_label_length = max_label_length
         self.sets: tuple[tuple[str, ...], ...] = spec.attribute_sets
         self.set_names: list[str] = [SEP.join(s) for s in self.sets]
         self.labels: list[str] = []
@@ -68,6 +85,7 @@ class GroupRegistry:
             spec.max_intersection_groups for _ in spec.intersections
         ]
         self.overflow = [0] * len(self.sets)
+        self.shortened = [0] * len(self.sets)  # values replaced by their shortened stand-in
         self._bins: dict[str, list[str]] = {
             a.name: bin_labels(a.bins) for a in spec.attributes if a.bins is not None
         }
@@ -119,7 +137,11 @@ class GroupRegistry:
             found = np.fromiter(map(known, column, itertools.repeat(-1)), dtype=np.int32, count=n)
             new = np.flatnonzero(found < 0)
             for i in new.tolist():
-                found[i] = self.index(j, self._categorical_label(column[i]))
+                label = self._categorical_label(column[i])
+                if len(label) > self.max_label_length:
+                    self.shortened[j] += 1
+                    label = shorten(label, self.max_label_length)
+                found[i] = self.index(j, label)
             out[:, j] = found
         pos = {a.name: j for j, a in enumerate(self.spec.attributes)}
         base = len(self.spec.attributes)
@@ -155,7 +177,7 @@ class GroupRegistry:
         """Bin numbers with one ``searchsorted``; only the distinct bins touch the registry."""
         try:
             values = np.array(column, dtype=np.float64)  # None becomes NaN
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             values = np.array([_as_float(v) for v in column], dtype=np.float64)
         names = [*self._bins[attr.name], MISSING_GROUP]
         which = np.searchsorted(np.asarray(attr.bins), values, side="right")
@@ -183,11 +205,7 @@ def _distinct(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt
 def _as_float(value: object) -> float:
     if isinstance(value, bool) or value is None:
         return math.nan
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return math.nan
-    return math.nan
+    try:
+        return float(value) if isinstance(value, int | float | str) else math.nan
+    except (ValueError, OverflowError):
+        return math.nan

@@ -7,6 +7,7 @@ exporter and the HTML audit report, so every surface shows the same numbers.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -163,6 +164,16 @@ def build_report(
     }
 
 
+# C0/C1 controls, DEL, and the bidirectional overrides and isolates ("Trojan Source",
+# CVE-2021-42574): group names come from the data and must not drive the operator's terminal
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or bidi-override character shown as an escape (``\\x1b``)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 def _fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "–"
@@ -232,4 +243,4 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(
             "dead-lettered: " + ", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items()))
         )
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

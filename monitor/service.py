@@ -43,6 +43,7 @@ from monitor.sources.kafka import (
     DeadLetterSink,
     RebalanceQueue,
     check_copartitioned,
+    check_dead_letter_topic,
     make_consumer,
 )
 from monitor.status import StatusEndpoint, StatusState, page_html
@@ -215,6 +216,7 @@ class Monitor:
         started = time.perf_counter()
         self.consumer = make_consumer(self.k)
         if self.k.dead_letter_topic:
+            check_dead_letter_topic(self.consumer, self.k)
             self.dlq = DeadLetterSink(self.k, self.k.dead_letter_topic)
         n = check_copartitioned(self.consumer, self.k)
         log.info(
@@ -597,6 +599,7 @@ class _OpsCollector:
         for model, secs in sorted(m.evaluation_behind.items()):
             behind.add_metric([model], secs)
         yield behind
+        yield from _bounds_metrics(m)
         age = GaugeMetricFamily(
             "fairness_checkpoint_age_seconds",
             "Seconds since the last checkpoint (NaN before the first).",
@@ -608,6 +611,37 @@ class _OpsCollector:
             else time.time() - m.last_checkpoint_wall,
         )
         yield age
+
+
+def _bounds_metrics(m: Monitor) -> Any:
+    """What the size limits did: attribute values shortened or folded into ``__other__``,
+    dead letters truncated or refused by the broker."""
+    shortened = CounterMetricFamily(
+        "fairness_group_values_shortened",
+        "Attribute values longer than limits.max_value_length, counted under a shortened name.",
+        labels=["model", "attribute"],
+    )
+    overflow = CounterMetricFamily(
+        "fairness_group_overflow",
+        "Events whose value was a new group past max_groups, counted as __other__.",
+        labels=["model", "attribute"],
+    )
+    for spec, reg in zip(m.engine.models, m.engine.registries, strict=True):
+        for name, short, over in zip(reg.set_names, reg.shortened, reg.overflow, strict=True):
+            shortened.add_metric([spec.name, name], short)
+            overflow.add_metric([spec.name, name], over)
+    yield shortened
+    yield overflow
+    if m.dlq is not None:
+        dead = CounterMetricFamily(
+            "fairness_dead_letters",
+            "Records written to the dead-letter topic: sent, truncated to fit, refused.",
+            labels=["outcome"],
+        )
+        for outcome, n in (("sent", m.dlq.sent), ("truncated", m.dlq.truncated)):
+            dead.add_metric([outcome], n)
+        dead.add_metric(["failed"], m.dlq.failed)
+        yield dead
 
 
 def run_service(config: Config) -> int:

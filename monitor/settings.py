@@ -70,6 +70,22 @@ class ServiceSpec:
     shutdown_timeout: int = 10
 
 
+@dataclass(frozen=True)
+class LimitsSpec:
+    """Size limits on what one record may bring in (why: one hostile or broken record must not
+    bloat memory, ``/metrics`` or the checkpoint; docs/deploy.md states the resulting bounds).
+
+    A record over ``max_record_bytes`` or with an id over ``max_id_length`` characters is
+    dead-lettered (``record_too_large``, ``id_too_long``); an attribute value over
+    ``max_value_length`` characters is kept, counted, under a stable shortened name (its first
+    characters, ``~`` and a hash of the whole value), so the event still counts.
+    """
+
+    max_record_bytes: int = 1 << 20
+    max_id_length: int = 256
+    max_value_length: int = 128
+
+
 def _secret(node: _Node, key: str) -> str | None:
     """``key``, ``key_env`` (environment variable name) or ``key_file`` (path)."""
     value = node.get(key)
@@ -174,6 +190,17 @@ def _listen(node: _Node, key: str) -> tuple[str, int] | None:
         return parse_listen(raw)
     except ValueError as exc:
         raise ConfigError(node.sub(key), str(exc)) from None
+
+
+def parse_limits(node: _Node) -> LimitsSpec:
+    d = LimitsSpec()
+    spec = LimitsSpec(
+        max_record_bytes=node.integer("max_record_bytes", d.max_record_bytes, minimum=64),
+        max_id_length=node.integer("max_id_length", d.max_id_length, minimum=1),
+        max_value_length=node.integer("max_value_length", d.max_value_length, minimum=16),
+    )
+    node.finish()
+    return spec
 
 
 def parse_service(node: _Node) -> ServiceSpec:

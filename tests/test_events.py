@@ -60,7 +60,8 @@ def test_mixed_prediction_batch() -> None:
         Reason.BAD_ID: rec(good({"nested": 1})),  # type: ignore[arg-type]
         Reason.MISSING_TIMESTAMP: rec({k: v for k, v in good("t").items() if k != "timestamp"}),
         Reason.BAD_TIMESTAMP: rec(good("bt", timestamp="yesterday-ish")),
-        Reason.TIMESTAMP_OUT_OF_RANGE: rec(good("fut", timestamp=NOW + 10 * 86400)),
+        Reason.TIMESTAMP_OUT_OF_RANGE: rec(good("old", timestamp=915148800)),  # 1999
+        Reason.TIMESTAMP_IN_FUTURE: rec(good("fut", timestamp=NOW + 10 * 86400)),
         Reason.UNKNOWN_MODEL: rec(good("um", model_id="nope")),
         Reason.MISSING_MODEL: rec({k: v for k, v in good("mm").items() if k != "model_id"}),
         Reason.MISSING_PREDICTION: rec(
@@ -219,7 +220,7 @@ def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
         if i % 7 == 0:
             del ev["model_id"]
             ev["model_id"] = "credit"
-        records.append(rec(ev, ts_ms=int(T0 * 1000)))
+        records.append(rec(ev, ts_ms=int((T0 + 3600) * 1000)))  # produced after the event
     labels = [
         rec(
             {

@@ -22,8 +22,18 @@ from monitor.sources import record_reader
 log = logging.getLogger(__name__)
 
 
-class CopartitionError(RuntimeError):
+class TopicError(RuntimeError):
+    """A configured topic cannot be used as configured (the service refuses to start)."""
+
+
+class CopartitionError(TopicError):
     """The prediction and label topics cannot be joined partition by partition."""
+
+
+# Kafka's default record size limit (broker message.max.bytes, producer max.request.size)
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
+# room kept for a dead letter's headers and the record batch around it
+DEAD_LETTER_OVERHEAD = 8192
 
 
 def client_config(spec: KafkaSpec) -> dict[str, Any]:
@@ -126,30 +136,127 @@ class RebalanceQueue(ConsumerRebalanceListener):  # type: ignore[misc]
                 return out
 
 
-class DeadLetterSink:
-    """Produces invalid records, unchanged, to the dead-letter topic with why and whence."""
+def topic_max_message_bytes(spec: KafkaSpec, topic: str) -> int:
+    """The topic's ``max.message.bytes`` (its own setting or the broker's default), or Kafka's
+    default when the broker will not say (no DescribeConfigs permission, an old broker)."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-    def __init__(self, spec: KafkaSpec, topic: str) -> None:
+    try:
+        admin = KafkaAdminClient(**client_config(spec), request_timeout_ms=10_000)
+    except Exception as exc:  # the consumer already reached the cluster: keep the default
+        log.warning("cannot read %s's max.message.bytes (%s); assuming Kafka's default", topic, exc)
+        return DEFAULT_MAX_MESSAGE_BYTES
+    try:
+        res = ConfigResource(ConfigResourceType.TOPIC, topic, configs=None)
+        found = admin.describe_configs([res], config_filter="all")
+        value = _config_value(found, topic, "max.message.bytes")
+        return int(value) if value is not None else DEFAULT_MAX_MESSAGE_BYTES
+    except Exception as exc:
+        log.warning("cannot read %s's max.message.bytes (%s); assuming Kafka's default", topic, exc)
+        return DEFAULT_MAX_MESSAGE_BYTES
+    finally:
+        admin.close()
+
+
+def _config_value(found: Any, topic: str, key: str) -> str | None:
+    """One value out of ``describe_configs``' nested answer (its shape varies by version)."""
+    if isinstance(found, dict):
+        for by_name in found.values():
+            entry = by_name.get(topic, {}).get(key) if isinstance(by_name, dict) else None
+            if isinstance(entry, dict):
+                return str(entry.get("value"))
+            if entry is not None:
+                return str(entry)
+    for response in found if isinstance(found, list) else []:
+        for resource in getattr(response, "resources", []):
+            for cfg in resource[4]:
+                if cfg[0] == key:
+                    return str(cfg[1])
+    return None
+
+
+def check_dead_letter_topic(consumer: KafkaConsumer, spec: KafkaSpec) -> None:
+    """Refuse to start when the dead-letter topic does not exist: otherwise the first invalid
+    record blocks the loop for a minute and then stops it (``Failed to update metadata``)."""
+    topic = spec.dead_letter_topic
+    if topic and not consumer.partitions_for_topic(topic):
+        raise TopicError(
+            f"kafka.dead_letter_topic {topic!r} does not exist on "
+            f"{','.join(spec.bootstrap_servers)}: create it (same retention as the input "
+            "topics is a good start) or remove the setting"
+        )
+
+
+class DeadLetterSink:
+    """Produces invalid records to the dead-letter topic with why and whence (headers).
+
+    A value is sent unchanged unless it would not fit in one Kafka record on that topic: then
+    its first bytes go, with ``fm.truncated: true`` and ``fm.original.size``, so an oversize
+    poison record cannot stop the service (``MessageSizeTooLargeError``). A tombstone is sent
+    as an empty value. Sends are asynchronous; :meth:`flush` (before every checkpoint) waits
+    for them and counts the ones the broker refused in :attr:`failed`.
+    """
+
+    def __init__(
+        self, spec: KafkaSpec, topic: str, *, max_message_bytes: int | None = None
+    ) -> None:
         self.topic = topic
-        self.producer = KafkaProducer(**client_config(spec), acks="all", linger_ms=20, retries=10)
+        limit = max_message_bytes or topic_max_message_bytes(spec, topic)
+        self.max_value_bytes = max(
+            1024, min(limit, DEFAULT_MAX_MESSAGE_BYTES) - DEAD_LETTER_OVERHEAD
+        )
+        self.producer = KafkaProducer(
+            **client_config(spec),
+            acks="all",
+            linger_ms=20,
+            retries=10,
+            max_request_size=max(limit, DEFAULT_MAX_MESSAGE_BYTES),
+        )
         self.sent = 0
+        self.truncated = 0
+        self.failed = 0
+        self._futures: list[Any] = []
 
     def send(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
             rec = d.record
-            value = rec.value if isinstance(rec.value, bytes) else repr(rec.value).encode()
+            if rec.value is None:
+                value = b""
+            elif isinstance(rec.value, bytes):
+                value = rec.value
+            else:
+                value = repr(rec.value).encode("utf-8", "backslashreplace")
             headers = [
                 ("fm.reason", d.reason.value.encode()),
-                ("fm.detail", d.detail.encode()[:500]),
+                ("fm.detail", d.detail.encode("utf-8", "backslashreplace")[:500]),
                 ("fm.source.topic", rec.topic.encode()),
                 ("fm.source.partition", str(rec.partition).encode()),
                 ("fm.source.offset", str(rec.offset).encode()),
             ]
-            self.producer.send(self.topic, value=value, headers=headers)
+            if len(value) > self.max_value_bytes:
+                headers += [
+                    ("fm.truncated", b"true"),
+                    ("fm.original.size", str(len(value)).encode()),
+                ]
+                value = value[: self.max_value_bytes]
+                self.truncated += 1
+            try:
+                self._futures.append(self.producer.send(self.topic, value=value, headers=headers))
+            except Exception as exc:  # refused before sending: count, never stop the service
+                self._refused(exc)
             self.sent += 1
+
+    def _refused(self, exc: BaseException) -> None:
+        self.failed += 1
+        level = logging.ERROR if self.failed == 1 else logging.DEBUG
+        log.log(level, "dead letter not written to %s: %s", self.topic, exc)
 
     def flush(self, timeout: float = 30.0) -> None:
         self.producer.flush(timeout=timeout)
+        for f in self._futures:
+            if f.is_done and f.failed():
+                self._refused(f.exception)
+        self._futures.clear()
 
     def close(self) -> None:
         self.producer.close(timeout=5)
