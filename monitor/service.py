@@ -38,7 +38,7 @@ from monitor.config import Config
 from monitor.engine import DELAY_BOUNDS, Engine, Snapshot
 from monitor.events import ConsumerBatch, DeadLetter, RawBatch
 from monitor.exporter import FairnessExposition
-from monitor.http import HttpServer
+from monitor.http import HttpLimits, HttpServer
 from monitor.sources.kafka import (
     DeadLetterSink,
     RebalanceQueue,
@@ -98,6 +98,7 @@ class Monitor:
         self.registry.register(_OpsCollector(self))
         self.exposition = FairnessExposition(lambda: self.snapshot, confidence=config.confidence)
         self.http: HttpServer | None = None
+        self.probes: HttpServer | None = None  # service.probe_listen
         self.published: dict[str, int] = self.engine.counters()  # read by the HTTP thread
         self.published_delays = self.engine.label_delays()
         self.evaluation_behind: dict[str, float] = {}  # model -> seconds (published)
@@ -134,9 +135,17 @@ class Monitor:
 
     def start_http(self) -> None:
         s = self.config.service
+        limits = HttpLimits(
+            workers=s.http_workers,
+            timeout=s.http_timeout,
+            idle_timeout=s.http_idle_timeout,
+            max_connections=s.http_max_connections,
+        )
         self.http = HttpServer(
             s.http_host,
             s.http_port,
+            web_config=s.web_config,
+            limits=limits,
             live=self.live,
             ready=self.ready,
             registry=self.registry,
@@ -151,10 +160,34 @@ class Monitor:
             },
         )
         self.http.start()
+        web = s.web_config
         log.info(
-            "http endpoints on port %d (/ status page, /metrics, /healthz, /readyz)",
+            "http endpoints on %s port %d (/ status page, /metrics, /healthz, /readyz); %s",
+            self.http.scheme,
             self.http.port,
+            "authentication required"
+            if web is not None and web.authenticates()
+            else "no authentication: anyone who can reach the port reads them "
+            "(see service.web_config_file)",
         )
+        if s.probe_host is not None and s.probe_port is not None:
+            self.probes = HttpServer(
+                s.probe_host,
+                s.probe_port,
+                live=self.live,
+                ready=self.ready,
+                registry=self.registry,
+                limits=HttpLimits(workers=1, timeout=s.http_timeout, max_connections=16),
+                probes_only=True,
+                name="http-probes",
+            )
+            self.probes.start()
+            log.info("probe endpoints on http port %d (/healthz, /readyz)", self.probes.port)
+
+    def stop_http(self) -> None:
+        for server in (self.http, self.probes):
+            if server is not None:
+                server.stop()
 
     # -- probes ------------------------------------------------------------------------------
     def live(self) -> tuple[bool, str]:
@@ -620,5 +653,4 @@ def run_service(config: Config) -> int:
     try:
         return monitor.run()
     finally:
-        if monitor.http:
-            monitor.http.stop()
+        monitor.stop_http()

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from monitor.confignode import ConfigError, _Node
+from monitor.http import parse_listen
+from monitor.webconfig import WebConfig, load_web_config
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -47,8 +49,19 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class ServiceSpec:
+    # where the HTTP endpoints listen: ``listen: host:port`` or ``http_host`` + ``http_port``.
+    # All interfaces by default (a pod's or container's port must be reachable); anyone who
+    # can reach it reads /metrics and the status page: set web_config_file (TLS + auth).
     http_host: str = "0.0.0.0"
     http_port: int = 9108
+    web_config_file: str | None = None
+    web_config: WebConfig | None = field(default=None, compare=False, repr=False)
+    http_workers: int = 8
+    http_timeout: int = 10  # seconds: TLS handshake + request head; response write
+    http_idle_timeout: int = 60  # seconds a kept-alive connection may wait for a request
+    http_max_connections: int = 256
+    probe_host: str | None = None  # service.probe_listen: plain /healthz + /readyz only
+    probe_port: int | None = None
     max_invalid_ratio: float = 0.5
     invalid_ratio_min_events: int = 1000
     log_format: Literal["text", "json"] = "text"
@@ -167,6 +180,18 @@ def parse_checkpoint(node: _Node) -> CheckpointSpec:
     return spec
 
 
+def _listen(node: _Node, key: str) -> tuple[str, int] | None:
+    raw = node.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigError(node.sub(key), f"{raw!r} is not host:port")
+    try:
+        return parse_listen(raw)
+    except ValueError as exc:
+        raise ConfigError(node.sub(key), str(exc)) from None
+
+
 def parse_limits(node: _Node) -> LimitsSpec:
     d = LimitsSpec()
     spec = LimitsSpec(
@@ -180,12 +205,33 @@ def parse_limits(node: _Node) -> LimitsSpec:
 
 def parse_service(node: _Node) -> ServiceSpec:
     d = ServiceSpec()
+    listen = _listen(node, "listen")
+    if listen is not None and (node.has("http_host") or node.has("http_port")):
+        raise ConfigError(node.sub("listen"), "give listen or http_host/http_port, not both")
+    host, port = listen or (
+        _text(node, "http_host", d.http_host) or d.http_host,
+        node.integer("http_port", d.http_port, minimum=0),
+    )
+    if port > 65535:
+        raise ConfigError(node.sub("http_port"), f"{port} is not a port number")
+    web_file = _text(node, "web_config_file", None)
+    probe = _listen(node, "probe_listen")
     ratio = node.number("max_invalid_ratio", d.max_invalid_ratio)
     if ratio is None or not 0 < ratio <= 1:
         raise ConfigError(node.sub("max_invalid_ratio"), f"{ratio} must be in (0, 1]")
     spec = ServiceSpec(
-        http_host=_text(node, "http_host", d.http_host) or d.http_host,
-        http_port=node.integer("http_port", d.http_port, minimum=0),
+        http_host=host,
+        http_port=port,
+        web_config_file=web_file,
+        web_config=load_web_config(web_file) if web_file else None,
+        http_workers=node.integer("http_workers", d.http_workers, minimum=1),
+        http_timeout=node.duration("http_timeout", d.http_timeout, positive=True),
+        http_idle_timeout=node.duration("http_idle_timeout", d.http_idle_timeout, positive=True),
+        http_max_connections=node.integer(
+            "http_max_connections", d.http_max_connections, minimum=1
+        ),
+        probe_host=probe[0] if probe else None,
+        probe_port=probe[1] if probe else None,
         max_invalid_ratio=ratio,
         invalid_ratio_min_events=node.integer(
             "invalid_ratio_min_events", d.invalid_ratio_min_events, minimum=1

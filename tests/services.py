@@ -86,11 +86,19 @@ receivers:
 
 
 def prometheus(
-    tmp: Path, targets: list[str], rules: Path, alertmanager_url: str | None = None
+    tmp: Path,
+    targets: list[str],
+    rules: Path | None,
+    alertmanager_url: str | None = None,
+    scrape_configs: str | None = None,
 ) -> Service:
+    """``scrape_configs``: YAML replacing the default single job over ``targets``."""
     exe = shutil.which("prometheus")
     assert exe, "prometheus is not installed"
     cfg = tmp / "prometheus.yml"
+    default = f"""  - job_name: fairness-monitor
+    static_configs: [{{targets: {json.dumps(targets)}}}]"""
+    rule_list = f"[{rules}]" if rules else "[]"
     alerting = ""
     if alertmanager_url:
         am = alertmanager_url.removeprefix("http://")
@@ -102,10 +110,9 @@ alerting:
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
-rule_files: [{rules}]{alerting}
+rule_files: {rule_list}{alerting}
 scrape_configs:
-  - job_name: fairness-monitor
-    static_configs: [{{targets: {json.dumps(targets)}}}]
+{scrape_configs or default}
 """)
     port = free_port()
     data = Path(tempfile.mkdtemp(dir=tmp))

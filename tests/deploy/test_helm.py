@@ -58,6 +58,14 @@ FULL = (
     "serviceMonitor.enabled=true",
     "prometheusRule.enabled=true",
     "kafka.credentials.existingSecret=kafka-creds",
+    "webConfig.existingSecret=fm-web",
+    "serviceMonitor.scheme=https",
+    "serviceMonitor.tlsConfig.ca.secret.name=fm-web",
+    "serviceMonitor.tlsConfig.ca.secret.key=ca.crt",
+    "serviceMonitor.basicAuth.username.name=fm-scrape",
+    "serviceMonitor.basicAuth.username.key=username",
+    "serviceMonitor.basicAuth.password.name=fm-scrape",
+    "serviceMonitor.basicAuth.password.key=password",
 )
 
 
@@ -131,6 +139,44 @@ def test_configmap_is_a_valid_monitor_config_with_the_chart_env(tmp_path: Path) 
     assert list(cfg.models) == ["lending"]
 
 
+def test_web_config_secret_probe_port_and_authenticated_service_monitor(tmp_path: Path) -> None:
+    plain = by_kind(render())
+    (c,) = plain["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"]["port"] == "http"  # no web config: unchanged
+    assert not any("WEB_CONFIG" in e["name"] for e in c["env"])
+
+    docs = by_kind(render(*FULL))
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):  # the plain probe-only port
+        assert c[probe]["httpGet"]["port"] == "probes"
+    assert {"name": "probes", "containerPort": 9109, "protocol": "TCP"} in c["ports"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (
+        env["FAIRNESS_MONITOR__SERVICE__WEB_CONFIG_FILE"]
+        == "/etc/fairness-monitor/web/web-config.yml"
+    )
+    assert env["FAIRNESS_MONITOR__SERVICE__PROBE_LISTEN"] == "0.0.0.0:9109"
+    web = next(v for v in pod["volumes"] if v["name"] == "web")["secret"]
+    assert web["secretName"] == "fm-web"
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "web")
+    assert mount == {"name": "web", "mountPath": "/etc/fairness-monitor/web", "readOnly": True}
+    sm = docs["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert sm["scheme"] == "https"
+    assert sm["tlsConfig"]["ca"]["secret"] == {"name": "fm-web", "key": "ca.crt"}
+    assert sm["basicAuth"]["password"] == {"name": "fm-scrape", "key": "password"}
+    # the chart's environment is a valid monitor configuration (web config path swapped for a
+    # local file, since /etc/fairness-monitor/web exists only in the pod)
+    config = tmp_path / "config.yaml"
+    config.write_text(docs["ConfigMap"]["data"]["config.yaml"])
+    (tmp_path / "web.yml").write_text("basic_auth_users: {}\n")
+    env = {k: v for k, v in env.items() if v is not None}
+    env["FAIRNESS_MONITOR__SERVICE__WEB_CONFIG_FILE"] = str(tmp_path / "web.yml")
+    cfg = load_config(config, env)
+    assert (cfg.service.http_port, cfg.service.probe_port) == (9108, 9109)
+    assert cfg.service.web_config is not None
+
+
 def test_prometheus_rule_is_the_shipped_rules_file() -> None:
     shipped = yaml.safe_load((ROOT / "deploy/prometheus/fairness-rules.yml").read_text())
     copy = (CHART / "files/fairness-rules.yml").read_text()
@@ -150,6 +196,8 @@ def test_prometheus_rule_is_the_shipped_rules_file() -> None:
         ("persistence.accessMode=ReadManyTimes", "accessMode"),
         ("securityContext.allowPrivilegeEscalation=true", "allowPrivilegeEscalation"),
         ("config.kafka.sasl_password=hunter2", "sasl_password"),
+        ("webConfig.probePort=0", "probePort"),
+        ("serviceMonitor.scheme=ftp", "scheme"),
         ("replicas=2", "additional properties 'replicas' not allowed"),
     ],
 )
@@ -183,10 +231,17 @@ def test_notes_render(tmp_path: Path) -> None:
     (chart / "templates/notes.yaml").write_text(
         '{{- define "notes" }}' + notes + '{{ end }}\ntext: {{ include "notes" . | toJson }}\n'
     )
-    rendered = helm(
-        "template", "rel", str(chart), "--kube-version", KUBE,
-        "--show-only", "templates/notes.yaml",
-    ).stdout  # fmt: skip
-    out = yaml.safe_load(rendered)["text"]
+
+    def notes_text(*sets: str) -> str:
+        args = ["template", "rel", str(chart), "--kube-version", KUBE]
+        for s in sets:
+            args += ["--set", s]
+        rendered = helm(*args, "--show-only", "templates/notes.yaml").stdout
+        return str(yaml.safe_load(rendered)["text"])
+
+    out = notes_text()
     assert "port-forward svc/rel-fairness-monitor 9108" in out
     assert "persistence is disabled" in out
+    assert "http://127.0.0.1:9108/" in out and "no TLS and no authentication" in out
+    secured = notes_text("webConfig.existingSecret=fm-web")
+    assert "https://127.0.0.1:9108/" in secured and "no authentication" not in secured
