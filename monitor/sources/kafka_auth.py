@@ -120,7 +120,9 @@ class _Session:
             if context is not None:
                 try:
                     self.sock = context.wrap_socket(raw, server_hostname=host.rstrip("."))
-                except ssl.SSLError as exc:
+                except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError) as exc:
+                    raise _Inconclusive(f"closed during the TLS handshake: {exc}") from None
+                except ssl.SSLError as exc:  # a certificate or a TLS alert: a verdict
                     raise self._tls_failed(exc) from None
             else:
                 self.sock = raw
@@ -160,7 +162,8 @@ class _Session:
 
     def _request(self, api_key: int, version: int, body: bytes, *, sasl: bool = False) -> bytes:
         """Send one request (header v1) and return its response body. A connection closed
-        without an answer during SASL is the broker's rejection; otherwise inconclusive."""
+        without an answer to credentials (``sasl``) is the broker's rejection; otherwise (a
+        restarting broker, a proxy) it is inconclusive."""
         assert self.sock is not None
         self.correlation += 1
         client = self.spec.client_id.encode()
@@ -171,7 +174,13 @@ class _Session:
             self.sock.sendall(struct.pack(">i", len(frame)) + frame)
             size = struct.unpack(">i", self._read(4))[0]
             response = self._read(size)
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError, ConnectionError, EOFError) as exc:
+        except (
+            ssl.SSLZeroReturnError,
+            ssl.SSLEOFError,
+            ssl.SSLSyscallError,
+            ConnectionError,
+            EOFError,
+        ) as exc:
             if sasl:
                 raise self._sasl_failed(
                     "the broker closed the connection (wrong credentials, or SASL is not "
@@ -197,7 +206,7 @@ class _Session:
 
     def _sasl(self) -> None:
         mechanism = self.spec.sasl_mechanism or ""
-        body = self._request(SASL_HANDSHAKE, 1, _string(mechanism), sasl=True)
+        body = self._request(SASL_HANDSHAKE, 1, _string(mechanism))
         error = struct.unpack(">h", body[:2])[0]
         if error == UNSUPPORTED_SASL_MECHANISM:
             offered = _strings(body[2:])
