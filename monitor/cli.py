@@ -357,11 +357,15 @@ def _run(args: argparse.Namespace) -> int:
     from monitor.logs import setup_logging
     from monitor.service import EXIT_CONFIG, run_service
     from monitor.sources.kafka import TopicError
+    from monitor.sources.kafka_auth import KafkaAuthError
 
     cfg = load_config(args.config)
     setup_logging(cfg.service.log_format, cfg.service.log_level)
     try:
         return run_service(cfg)
+    except KafkaAuthError as exc:
+        print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except KafkaError as exc:
         print(
             f"fairness-monitor: cannot use Kafka at {','.join(cfg.kafka.bootstrap_servers)}: {exc}",

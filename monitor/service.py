@@ -46,6 +46,7 @@ from monitor.sources.kafka import (
     check_dead_letter_topic,
     make_consumer,
 )
+from monitor.sources.kafka_auth import check_authentication
 from monitor.status import StatusEndpoint, StatusState, page_html
 
 log = logging.getLogger("monitor.service")
@@ -645,7 +646,11 @@ def _bounds_metrics(m: Monitor) -> Any:
 
 
 def run_service(config: Config) -> int:
-    """Entry point for ``fairness-monitor run``: signals, HTTP, loop, exit code."""
+    """Entry point for ``fairness-monitor run``: signals, HTTP, loop, exit code.
+
+    A broker that rejects the credentials or certificates raises ``KafkaAuthError`` here, at
+    once, before any client retries a bootstrap that cannot succeed."""
+    check_authentication(config.kafka)
     monitor = Monitor(config)
     signal.signal(signal.SIGTERM, monitor.on_signal)
     signal.signal(signal.SIGINT, monitor.on_signal)

