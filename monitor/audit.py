@@ -327,7 +327,9 @@ def render_html(
             + _e(", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items())))
             + "</p>"
         )
-    data = json.dumps(report, allow_nan=False).replace("</", "<\\/")
+    # "<" only occurs inside JSON strings: as \u003c no group name can end the script element
+    # or open an HTML comment in it ("</script>", "<!--")
+    data = json.dumps(report, allow_nan=False).replace("<", "\\u003c")
     parts.append(f'<script type="application/json" id="report-data">{data}</script>')
     parts.append("</main></body></html>")
     return "\n".join(parts)

@@ -79,3 +79,26 @@ def test_group_names_are_escaped_in_terminal_output() -> None:
     assert not any(c in text for c in "\x1b\x00\u202e")
     assert "fake line" not in [line.strip() for line in text.splitlines()]
     assert printable("é ü 中文 ok") == "é ü 中文 ok"
+
+
+def test_group_names_cannot_break_out_of_the_audit_report() -> None:
+    """The audit HTML embeds the report as JSON in a script element: a group named like
+    markup must neither end that element nor open a comment, and must read back intact."""
+    import html
+    import re
+
+    from monitor.audit import render_html
+
+    config = cfg()
+    engine = Engine(config, clock=lambda: NOW)
+    hostile = '</script><script>alert(1)</script><!--<img src=x onerror="x">'
+    batch, _ = engine.decoder.decode_predictions([ev("1", hostile), ev("2", "plain")])
+    engine.apply(0, batch, engine.decoder.decode_labels([])[0])
+    report = build_report(engine.snapshot(), confidence=0.95)
+    page = render_html(report, {}, config=config, title="t", source="s", generated=NOW)
+    assert page.count("<script") == 1 and "<!--" not in page and "<img" not in page
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    assert data is not None
+    groups = json.loads(data.group(1))["models"]["m"]["windows"]["1h"]["attributes"]["g"]["groups"]
+    assert hostile in groups
+    assert html.escape(hostile) in page  # the table shows it as text
