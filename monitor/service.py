@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import Transition
-from monitor.alerts.sinks import Dispatcher, alert_json
+from monitor.alerts.sinks import SINKS, Dispatcher, alert_json
 from monitor.checkpoint import (
     CheckpointCorrupt,
     CheckpointError,
@@ -219,7 +219,7 @@ class Monitor:
             [self.k.predictions_topic, self.k.labels_topic], listener=self.listener
         )
         self.store.load_alerts(self.evaluator)
-        self.dispatcher.start()
+        self.dispatcher.start(self.evaluator.book.firing())  # Alertmanager: re-posted at once
         tune_gc()
         self.seconds["start"] = time.perf_counter() - started
         try:
@@ -613,9 +613,19 @@ class _OpsCollector:
             "Failed alert delivery attempts, by sink.",
             labels=["sink"],
         )
-        for sink in ("alertmanager", "webhook", "kafka"):
+        for sink in SINKS:
             fails.add_metric([sink], m.dispatcher.failures[sink])
         yield fails
+        lost = CounterMetricFamily(
+            "fairness_alert_pages_undelivered",
+            "Alert notifications never delivered, by sink and reason: dropped (queue or outbox "
+            "full) or given_up (rejected by the receiver).",
+            labels=["sink", "reason"],
+        )
+        for sink in SINKS:
+            for reason in ("dropped", "given_up"):
+                lost.add_metric([sink, reason], m.dispatcher.undelivered(sink, reason))
+        yield lost
         behind = GaugeMetricFamily(
             "fairness_alert_evaluation_behind_seconds",
             "Event time from the last bucket boundary the alert rules judged to the newest "
