@@ -364,3 +364,18 @@ def test_alertmanager_restarted_empty_sees_the_alerts_again_within_one_interval(
         assert interval < left <= 4 * interval + 1
     d.close()
     am.stop()
+
+
+def test_resend_interval_is_validated_with_its_key_path() -> None:
+    import pytest
+
+    from monitor.config import parse_config
+    from monitor.confignode import ConfigError
+
+    base = {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}
+    for bad in ("0s", "soon", -5):
+        with pytest.raises(ConfigError) as e:
+            parse_config({**base, "alerts": {"sinks": {"resend_interval": bad}}})
+        assert e.value.path == "alerts.sinks.resend_interval", e.value
+    ok = parse_config({**base, "alerts": {"sinks": {"resend_interval": "2s"}}})
+    assert ok.alerts.sinks.resend_interval == 2
