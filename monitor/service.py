@@ -496,7 +496,10 @@ class Monitor:
             self.checkpoint_failing, self.checkpoint_failed_in_row = None, 0
             if self.consumption_paused:
                 self.consumption_paused = False
-                self.consumer.resume(*self.consumer.assignment())
+                # restored ones only: a partition assigned meanwhile waits for its restore
+                self.consumer.resume(
+                    *(tp for tp in self.consumer.assignment() if tp.partition in self.owned)
+                )
         self.last_checkpoint = self.clock()
         self.last_checkpoint_wall = time.time()
         self.events_since_checkpoint = 0

@@ -173,8 +173,9 @@ class Outbox:
     def failed(self, sent: list[Alert], now: float, *, rejected: bool = False) -> None:
         """A transient failure backs off (capped at half an interval); a rejection gives the
         owed notifications up (an Alertmanager's active set is posted again next interval)."""
-        if rejected:
+        if rejected:  # the receiver answered: no backoff, the owed ones are given up
             self.undelivered["given_up"] += self._settle(sent)
+            self.failed_in_row, self.next_try = 0, -math.inf
             if self.resend_all:
                 self.next_resend = now + self.interval if self.firing else math.inf
             return

@@ -224,6 +224,12 @@ def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     assert box.undelivered["dropped"] == 2
     box.failed(box.due(0.0)[:1], 0.0, rejected=True)  # a 400: retrying cannot help
     assert box.undelivered["given_up"] == 1 and len(box.owed) == 2
+    am = Outbox(resend_all=True, interval=60)
+    am.add(alert("a"), 0.0)
+    am.failed(am.due(0.0), 0.0)  # down once, then a rejection: no busy re-posting
+    am.failed(am.due(am.wake(0.0)), am.wake(0.0), rejected=True)
+    t = am.wake(1.0)
+    assert am.undelivered["given_up"] == 1 and t >= 60 and am.due(t - 1) == []
     assert permanent(urllib.error.HTTPError("u", 400, "bad", None, None))  # type: ignore[arg-type]
     assert not permanent(urllib.error.HTTPError("u", 503, "down", None, None))  # type: ignore[arg-type]
     assert not permanent(urllib.error.HTTPError("u", 429, "slow", None, None))  # type: ignore[arg-type]
