@@ -281,7 +281,7 @@ def test_read_only_is_a_clean_error_without_the_on_corrupt_hint(
         assert "on_corrupt" not in err and "Traceback" not in err and not asides(path)
 
 
-def feed(m: Monitor, start: int, n: int) -> list[tuple[list[Rec], list[Rec]]]:
+def feed(m: Monitor, start: int, n: int) -> None:
     """Hand the monitor ``n`` predictions (and labels for half) from offset ``start`` on."""
     preds = [
         Rec(
@@ -295,7 +295,7 @@ def feed(m: Monitor, start: int, n: int) -> list[tuple[list[Rec], list[Rec]]]:
                     "prediction": i % 3 % 2,
                 }
             ).encode(),
-            0,
+            int((T0 + start + i) * 1000),  # the producer's record time
         )
         for i in range(n)
     ]
@@ -309,12 +309,11 @@ def feed(m: Monitor, start: int, n: int) -> list[tuple[list[Rec], list[Rec]]]:
                     "label": j % 2,
                 }
             ).encode(),
-            0,
+            int((T0 + start + 2 * j + 1) * 1000),
         )
         for j in range(n // 2)
     ]
     m._process({TopicPartition(PRED, 0): preds, TopicPartition(LAB, 0): labels})
-    return [(preds, labels)]
 
 
 def stored(path: Path, cfg: Any) -> tuple[dict[str, int], dict[str, int]]:
