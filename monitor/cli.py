@@ -353,7 +353,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from kafka.errors import KafkaError
 
-    from monitor.checkpoint import CheckpointError
+    from monitor.checkpoint import CheckpointCorrupt, CheckpointError
     from monitor.logs import setup_logging
     from monitor.service import EXIT_CONFIG, run_service
     from monitor.sources.kafka import TopicError
@@ -376,11 +376,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except CheckpointError as exc:
-        print(
-            f"fairness-monitor: refusing to start: {exc} (set checkpoint.on_corrupt: fresh "
-            "to move it aside and start over)",
-            file=sys.stderr,
+        # the on_corrupt hint only where it would help: a corrupt file under "refuse"
+        hint = (
+            " (set checkpoint.on_corrupt: fresh to move it aside and start over)"
+            if isinstance(exc, CheckpointCorrupt) and cfg.checkpoint.on_corrupt == "refuse"
+            else ""
         )
+        print(f"fairness-monitor: refusing to start: {exc}{hint}", file=sys.stderr)
         return EXIT_CONFIG
 
 

@@ -9,14 +9,19 @@ Exactly-once counting without transactions: each partition's state is checkpoint
 with the offsets it reflects (``checkpoint.py``); on assignment the loop restores the state and
 seeks to those offsets, and it skips any record below the offset it expects next. A crash, a
 SIGKILL, a rebalance or a broker outage therefore neither loses nor double-counts an event.
+
+A checkpoint that cannot be written (disk full) does not stop the service: the state in memory
+and the offsets it reflects stay consistent, so consumption goes on and offsets are not
+committed; ``/readyz`` says why it is not ready and every ``checkpoint.interval`` the write is
+tried again. After ``CHECKPOINT_FAILURES_BEFORE_PAUSE`` failed attempts in a row consumption
+pauses (the group membership and alert delivery go on), so at most about that many intervals
+(plus one ``every_events``) of records would be read again after a crash.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
-import shutil
 import signal
 import threading
 import time
@@ -32,8 +37,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import Transition
-from monitor.alerts.sinks import Dispatcher, alert_json
-from monitor.checkpoint import CheckpointError, CheckpointStore, encode
+from monitor.alerts.sinks import SINKS, Dispatcher, alert_json
+from monitor.checkpoint import (
+    CheckpointCorrupt,
+    CheckpointError,
+    CheckpointStore,
+    encode,
+    move_aside,
+    open_store,
+)
 from monitor.config import Config
 from monitor.engine import DELAY_BOUNDS, Engine, Snapshot
 from monitor.events import ConsumerBatch, DeadLetter, RawBatch
@@ -55,6 +67,7 @@ EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_INVALID_RATIO = 3
 HISTORY_KEEP = 1000  # alert transitions kept in memory by a long-running monitor
+CHECKPOINT_FAILURES_BEFORE_PAUSE = 3  # failed checkpoint writes in a row, then stop consuming
 
 
 class InvalidRatioExceeded(RuntimeError):
@@ -80,6 +93,11 @@ class Monitor:
         self.last_checkpoint = clock()
         self.last_checkpoint_wall: float | None = None
         self.events_since_checkpoint = 0
+        self.checkpoint_failures = 0  # failed writes, total (exported)
+        self.checkpoint_failing: str | None = None  # why the last write failed; None when ok
+        self.checkpoint_failed_in_row = 0
+        self.last_checkpoint_attempt = clock()
+        self.consumption_paused = False
         self.outcomes: Counter[tuple[str, str]] = Counter()
         self.seconds: dict[str, float] = dict.fromkeys(
             ("start", "poll", "process", "checkpoint", "alerts"), 0.0
@@ -120,19 +138,22 @@ class Monitor:
         return lambda value: producer.send(topic, value=value).get(timeout=10) and None
 
     def _open_store(self) -> CheckpointStore:
-        path = self.config.checkpoint.path
+        return open_store(self.config.checkpoint.path, self.config.checkpoint.on_corrupt)
+
+    def _load_checkpoint(self, partition: int) -> Any:
+        """A partition's checkpoint; damage found only now (quick_check passed) follows
+        ``on_corrupt`` too: with ``fresh`` the file is moved aside, and this partition (and any
+        restored later) starts without one; those restored already are in memory."""
         try:
-            return CheckpointStore(path)
-        except CheckpointError as exc:
-            if self.config.checkpoint.on_corrupt == "refuse":
+            return self.store.load(partition)
+        except CheckpointCorrupt as exc:
+            if self.config.checkpoint.on_corrupt != "fresh":
                 raise
-            aside = f"{path}.corrupt-{int(time.time())}"
-            log.error("%s; moving it to %s and starting fresh", exc, aside)
-            shutil.move(path, aside)
-            for suffix in ("-wal", "-shm"):
-                if os.path.exists(path + suffix):
-                    os.remove(path + suffix)
-            return CheckpointStore(path)
+            self.store.close()
+            aside = move_aside(self.config.checkpoint.path)
+            log.error("%s; moved it to %s, partition %d starts fresh", exc, aside, partition)
+            self.store = self._open_store()
+            return None
 
     def start_http(self) -> None:
         s = self.config.service
@@ -201,6 +222,9 @@ class Monitor:
             return False, "starting"
         if self.pending_assignment:
             return False, "waiting for partition assignment / restoring state"
+        if self.checkpoint_failing is not None:
+            paused = ", consumption paused" if self.consumption_paused else ""
+            return False, f"checkpoint failing ({self.checkpoint_failing}){paused}"
         if not self.connected():
             return False, "not connected to the Kafka group coordinator"
         return True, f"ready: partitions {sorted(self.owned)}"
@@ -231,7 +255,7 @@ class Monitor:
             [self.k.predictions_topic, self.k.labels_topic], listener=self.listener
         )
         self.store.load_alerts(self.evaluator)
-        self.dispatcher.start()
+        self.dispatcher.start(self.evaluator.book.firing())  # Alertmanager: re-posted at once
         tune_gc()
         self.seconds["start"] = time.perf_counter() - started
         try:
@@ -240,6 +264,8 @@ class Monitor:
                 batch = self.consumer.poll(timeout_ms=200)
                 t1 = time.perf_counter()
                 self._rebalance()
+                if self.consumption_paused:
+                    self.consumer.pause(*self.consumer.assignment())  # also newly assigned
                 if batch:
                     self._process(batch)
                 t2 = time.perf_counter()
@@ -311,7 +337,7 @@ class Monitor:
     def _restore(self, tps: set[TopicPartition]) -> None:
         topics = (self.k.predictions_topic, self.k.labels_topic)
         for p in sorted({tp.partition for tp in tps} - self.owned):
-            cp = self.store.load(p)
+            cp = self._load_checkpoint(p)
             if cp is not None:
                 try:
                     self.engine.import_partition(p, cp.meta, cp.arrays)
@@ -475,7 +501,10 @@ class Monitor:
     # -- checkpoints ---------------------------------------------------------------------------
     def _maybe_checkpoint(self) -> None:
         c = self.config.checkpoint
-        if self.events_since_checkpoint >= c.every_events or (
+        if self.checkpoint_failing is not None:  # retry once per interval, events or not
+            if self.clock() - self.last_checkpoint_attempt >= c.interval:
+                self.checkpoint()
+        elif self.events_since_checkpoint >= c.every_events or (
             self.events_since_checkpoint and self.clock() - self.last_checkpoint >= c.interval
         ):
             self.checkpoint()
@@ -492,8 +521,21 @@ class Monitor:
             offsets = {tp.topic: o for tp, o in self.next_offsets.items() if tp.partition == p}
             meta, arrays = self.engine.export_partition(p)
             items.append((p, offsets, encode(meta, arrays)))
-        self.store.save(items)
-        self.store.save_alerts(self.evaluator)
+        self.last_checkpoint_attempt = self.clock()
+        try:
+            self.store.save(items, alerts=self.store.alerts_state(self.evaluator))
+        except CheckpointError as exc:
+            self._checkpoint_failed(exc)
+            return
+        if self.checkpoint_failing is not None and partitions is None:
+            log.warning("checkpoint %s written again", self.config.checkpoint.path)
+            self.checkpoint_failing, self.checkpoint_failed_in_row = None, 0
+            if self.consumption_paused:
+                self.consumption_paused = False
+                # restored ones only: a partition assigned meanwhile waits for its restore
+                self.consumer.resume(
+                    *(tp for tp in self.consumer.assignment() if tp.partition in self.owned)
+                )
         self.last_checkpoint = self.clock()
         self.last_checkpoint_wall = time.time()
         self.events_since_checkpoint = 0
@@ -506,6 +548,29 @@ class Monitor:
             self.consumer.commit(offsets=commit)
         except Exception as exc:  # lag monitoring only: the checkpoint is the source of truth
             log.warning("offset commit failed (checkpoint is saved): %s", exc)
+
+    def _checkpoint_failed(self, exc: CheckpointError) -> None:
+        """The state and offsets stay in memory, consistent; no offset is committed past the
+        last good checkpoint. Consumption pauses after a few failures in a row."""
+        self.checkpoint_failures += 1
+        self.checkpoint_failed_in_row += 1
+        self.checkpoint_failing = str(exc)
+        log.error(
+            "checkpoint failed (%d in a row; %d records since the last good one): %s",
+            self.checkpoint_failed_in_row,
+            self.events_since_checkpoint,
+            exc,
+        )
+        if (
+            self.checkpoint_failed_in_row >= CHECKPOINT_FAILURES_BEFORE_PAUSE
+            and not self.consumption_paused
+        ):
+            self.consumption_paused = True
+            self.consumer.pause(*self.consumer.assignment())
+            log.error(
+                "consumption paused until a checkpoint can be written (retried every %ds)",
+                self.config.checkpoint.interval,
+            )
 
 
 def tune_gc() -> None:
@@ -587,9 +652,19 @@ class _OpsCollector:
             "Failed alert delivery attempts, by sink.",
             labels=["sink"],
         )
-        for sink in ("alertmanager", "webhook", "kafka"):
+        for sink in SINKS:
             fails.add_metric([sink], m.dispatcher.failures[sink])
         yield fails
+        lost = CounterMetricFamily(
+            "fairness_alert_pages_undelivered",
+            "Alert notifications never delivered, by sink and reason: dropped (queue or outbox "
+            "full) or given_up (rejected by the receiver).",
+            labels=["sink", "reason"],
+        )
+        for sink in SINKS:
+            for reason in ("dropped", "given_up"):
+                lost.add_metric([sink, reason], m.dispatcher.undelivered(sink, reason))
+        yield lost
         behind = GaugeMetricFamily(
             "fairness_alert_evaluation_behind_seconds",
             "Event time from the last bucket boundary the alert rules judged to the newest "
@@ -612,6 +687,20 @@ class _OpsCollector:
             else time.time() - m.last_checkpoint_wall,
         )
         yield age
+        cpf = CounterMetricFamily(
+            "fairness_checkpoint_failures",
+            "Checkpoint writes that failed (disk full, read-only, I/O); offsets are not "
+            "committed past the last good checkpoint.",
+        )
+        cpf.add_metric([], m.checkpoint_failures)
+        yield cpf
+        failing = GaugeMetricFamily(
+            "fairness_checkpoint_failing",
+            "Failed checkpoint writes in a row (0: the last one succeeded); consumption pauses "
+            f"at {CHECKPOINT_FAILURES_BEFORE_PAUSE}.",
+        )
+        failing.add_metric([], m.checkpoint_failed_in_row)
+        yield failing
 
 
 def _bounds_metrics(m: Monitor) -> Any:

@@ -51,7 +51,8 @@ class Service:
             self.proc.kill()
 
 
-def alertmanager(tmp: Path, webhook_url: str) -> Service:
+def alertmanager(tmp: Path, webhook_url: str, port: int | None = None) -> Service:
+    """A fresh Alertmanager (empty storage); ``port``: the one a stopped instance had."""
     exe = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
     assert exe, "prometheus-alertmanager is not installed"
     cfg = tmp / "alertmanager.yml"
@@ -68,7 +69,7 @@ receivers:
       - url: {webhook_url}
         send_resolved: true
 """)
-    port = free_port()
+    port = port or free_port()
     data = Path(tempfile.mkdtemp(dir=tmp))
     return Service(
         "alertmanager",

@@ -119,9 +119,9 @@ class SinkSpec:
     webhook_url: str | None = None
     kafka_topic: str | None = None
     log: bool = True
-    resend_interval: int = 60
+    resend_interval: int = 60  # Alertmanager re-post period; failed pages retried within it
     timeout: float = 5.0
-    max_retries: int = 5
+    max_retries: int = 5  # failed attempts in a row before a second error line (retries go on)
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import threading
 import time
+import urllib.error
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from monitor.alerts.lifecycle import Alert, Transition
 from monitor.alerts.rules import SinkSpec
-from monitor.alerts.sinks import Dispatcher
+from monitor.alerts.sinks import Dispatcher, Outbox, permanent
 
 from ..broker import free_port
+from ..conftest import require
+from ..services import alertmanager
 
 
 class Receiver:
@@ -133,3 +140,248 @@ def test_firing_alerts_are_resent_to_alertmanager() -> None:
     wait_for(lambda: len(am.bodies) >= 3, timeout=6)  # first send + two re-sends
     d.close()
     am.close()
+
+
+# -- pages that arrive: what each sink owes, on an injected clock -------------------------------
+def alert(name: str, state: str = "firing", at: float = 1.0e9) -> Alert:
+    labels = {"alertname": "FourFifthsRule", "model": name, "severity": "page"}
+    return Alert("FourFifthsRule", labels, state, 1.0e9, at, 0.6)  # type: ignore[arg-type]
+
+
+def deliver_after_return(box: Outbox, returns_at: float) -> tuple[float, int]:
+    """Drive the outbox as the delivery thread does, against a receiver down until
+    ``returns_at``; returns when everything owed was delivered and the attempts made."""
+    now, attempts = 0.0, 0
+    while box.owed:
+        if box.due(now):
+            attempts += 1
+            if now < returns_at:
+                box.failed(list(box.owed.values()), now)
+            else:
+                box.delivered(list(box.owed.values()), now)
+                return now, attempts
+        now = box.wake(now)
+        assert now < math.inf
+    raise AssertionError("nothing owed")
+
+
+def test_a_failed_page_is_retried_and_arrives_within_one_interval_of_the_return() -> None:
+    worst = 0.0
+    for returns_at in [0.1 * k for k in range(1, 5000, 7)]:  # receiver back after 0.1..500 s
+        box = Outbox(resend_all=False, interval=60, backoff=0.2)
+        box.add(alert("a"), 0.0)
+        delivered_at, attempts = deliver_after_return(box, returns_at)
+        worst = max(worst, delivered_at - returns_at)
+        assert delivered_at - returns_at <= 60 / 2, (returns_at, delivered_at)
+        assert attempts <= 12 + returns_at / 30  # backoff, then every half interval
+    print(f"webhook: worst delay after the receiver's return {worst:.1f}s (interval 60s)")
+    # delivered: a generic webhook is not sent it again
+    assert box.due(1e6) == [] and box.wake(1e6) == math.inf
+
+
+def test_a_resolved_alert_replaces_its_undelivered_firing_page() -> None:
+    box = Outbox(resend_all=False, interval=10)
+    box.add(alert("a"), 0.0)
+    box.add(alert("b"), 0.0)
+    box.failed(box.due(0.0), 0.0)
+    box.add(alert("a", "resolved", at=2.0e9), 1.0)
+    assert [(a.labels["model"], a.state) for a in box.due(10.0)] == [
+        ("b", "firing"),
+        ("a", "resolved"),
+    ]
+    box.add(alert("c", "pending"), 1.0)  # pending alerts are not paged
+    assert len(box.owed) == 2
+
+
+def test_alertmanager_gets_every_active_alert_again_each_interval() -> None:
+    box = Outbox(resend_all=True, interval=60)
+    box.seed([alert("a"), alert("b")], 0.0)  # firing when the monitor restarted: at once
+    assert {a.labels["model"] for a in box.due(0.0)} == {"a", "b"}
+    box.delivered(box.due(0.0), 0.0)
+    assert box.due(59.0) == [] and box.wake(1.0) == 60.0
+    box.add(alert("c"), 10.0)  # a new alert goes out at once, with the others
+    assert {a.labels["model"] for a in box.due(10.0)} == {"a", "b", "c"}
+    box.delivered(box.due(10.0), 10.0)
+    box.add(alert("a", "resolved"), 20.0)
+    assert [(a.labels["model"], a.state) for a in box.due(20.0)] == [
+        ("b", "firing"),
+        ("c", "firing"),
+        ("a", "resolved"),
+    ]
+    box.failed(box.due(20.0), 20.0)  # down: the resolved one is owed until it is taken
+    box.failed(box.due(box.wake(20.0)), box.wake(20.0))
+    t = box.wake(20.0)
+    assert t <= 20.0 + 30 and any(a.state == "resolved" for a in box.due(t))
+    box.delivered(box.due(t), t)
+    assert not box.owed and box.wake(t) == t + 60  # then the active set every interval
+
+
+def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
+    box = Outbox(resend_all=False, interval=60, max_owed=3)
+    for name in "abcde":
+        box.add(alert(name), 0.0)
+    assert [a.labels["model"] for a in box.owed.values()] == ["c", "d", "e"]
+    assert box.undelivered["dropped"] == 2
+    box.failed(box.due(0.0)[:1], 0.0, rejected=True)  # a 400: retrying cannot help
+    assert box.undelivered["given_up"] == 1 and len(box.owed) == 2
+    am = Outbox(resend_all=True, interval=60)
+    am.add(alert("a"), 0.0)
+    am.failed(am.due(0.0), 0.0)  # down once, then a rejection: no busy re-posting
+    am.failed(am.due(am.wake(0.0)), am.wake(0.0), rejected=True)
+    t = am.wake(1.0)
+    assert am.undelivered["given_up"] == 1 and t >= 60 and am.due(t - 1) == []
+    assert permanent(urllib.error.HTTPError("u", 400, "bad", None, None))  # type: ignore[arg-type]
+    assert not permanent(urllib.error.HTTPError("u", 503, "down", None, None))  # type: ignore[arg-type]
+    assert not permanent(urllib.error.HTTPError("u", 429, "slow", None, None))  # type: ignore[arg-type]
+
+
+def test_a_full_queue_is_counted_per_sink_and_exported(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from monitor.config import parse_config
+    from monitor.service import Monitor
+
+    hook = Receiver()
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "alerts": {"sinks": {"webhook_url": hook.url, "log": False}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    m.dispatcher = Dispatcher(cfg.alerts.sinks, queue_size=2)  # not started: nothing drains
+    t = time.perf_counter()
+    for name in "abcde":
+        m.dispatcher.submit(Transition(alert(name), "pending"))
+    assert time.perf_counter() - t < 0.05  # a full queue does not block the consumer
+    text = generate_latest(m.registry).decode()
+    line = 'fairness_alert_pages_undelivered_total{reason="dropped",sink="webhook"} 3.0'
+    print(line)
+    assert line in text
+    assert (
+        'fairness_alert_pages_undelivered_total{reason="dropped",sink="alertmanager"} 0.0' in text
+    )
+    m.dispatcher.start()  # the two queued are delivered; the dropped are not
+    wait_for(lambda: len(hook.bodies) == 2)
+    assert [b["labels"]["model"] for b in hook.bodies] == ["a", "b"]  # type: ignore[index]
+    m.dispatcher.close()
+    m.store.close()
+    hook.close()
+
+
+# -- pages that arrive: real receivers down, then up ---------------------------------------------
+class Flaky:
+    """A real webhook receiver on a fixed loopback port that can be down (nothing listens)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.got: list[tuple[str, str]] = []  # (model, state) in arrival order
+        self.server: ThreadingHTTPServer | None = None
+
+    def up(self) -> None:
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.got.append((body["labels"]["model"], body["state"]))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+        self.server = None
+
+
+def wait_until(cond, deadline: float) -> float:  # type: ignore[no-untyped-def]
+    """Poll ``cond`` until the monotonic ``deadline``; returns when it held, else fails."""
+    while not cond():
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def test_webhook_down_then_up_gets_every_page_within_one_interval() -> None:
+    interval = 2
+    hook = Flaky()
+    hook.up()
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, resend_interval=interval))
+    d.start()
+    d.submit(Transition(alert("x"), "pending"))
+    wait_for(lambda: ("x", "firing") in hook.got)
+    hook.down()
+    d.submit(Transition(alert("a"), "pending"))
+    d.submit(Transition(alert("b"), "pending"))
+    d.submit(Transition(alert("x", "resolved"), "firing"))  # resolved while nobody listens
+    wait_for(lambda: d.failures["webhook"] >= 4, timeout=20)  # attempts failed meanwhile
+    back = time.monotonic()
+    hook.up()
+    want = {("a", "firing"), ("b", "firing"), ("x", "resolved")}
+    done = wait_until(lambda: want <= set(hook.got), back + interval)
+    print(
+        f"webhook back: all {len(want)} pages in {done - back:.2f}s (interval {interval}s), "
+        f"{d.failures['webhook']} failed attempts before"
+    )
+    assert hook.got.count(("a", "firing")) == 1 and d.undelivered("webhook", "dropped") == 0
+    d.close()
+    hook.down()
+
+
+def test_alertmanager_restarted_empty_sees_the_alerts_again_within_one_interval(
+    tmp_path: Path,
+) -> None:
+    require(shutil.which("prometheus-alertmanager") is not None, "prometheus-alertmanager")
+    interval = 2
+    am = alertmanager(tmp_path, "http://127.0.0.1:9/")
+    d = Dispatcher(SinkSpec(alertmanager_url=am.url, log=False, resend_interval=interval))
+    d.start()
+    d.submit(Transition(alert("a"), "pending"))
+    d.submit(Transition(alert("b"), "pending"))
+
+    def active() -> set[str]:
+        try:
+            return {x["labels"]["model"] for x in am.get("/api/v2/alerts?active=true")}
+        except OSError:
+            return set()
+
+    wait_for(lambda: active() == {"a", "b"})
+    am.stop()
+    am = alertmanager(tmp_path, "http://127.0.0.1:9/", port=am.port)  # empty storage
+    back = time.monotonic()
+    done = wait_until(lambda: active() == {"a", "b"}, back + interval)
+    ends = [x["endsAt"] for x in am.get("/api/v2/alerts")]
+    print(
+        f"alertmanager restarted empty: both alerts active again in {done - back:.2f}s "
+        f"(interval {interval}s); endsAt {ends[0]}"
+    )
+    now = time.time()
+    for e in ends:  # a dead monitor's alerts resolve by themselves, a few intervals later
+        left = datetime.fromisoformat(e.replace("Z", "+00:00")).timestamp() - now
+        assert interval < left <= 4 * interval + 1
+    d.close()
+    am.stop()
+
+
+def test_resend_interval_is_validated_with_its_key_path() -> None:
+    import pytest
+
+    from monitor.config import parse_config
+    from monitor.confignode import ConfigError
+
+    base = {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}
+    for bad in ("0s", "soon", -5):
+        with pytest.raises(ConfigError) as e:
+            parse_config({**base, "alerts": {"sinks": {"resend_interval": bad}}})
+        assert e.value.path == "alerts.sinks.resend_interval", e.value
+    ok = parse_config({**base, "alerts": {"sinks": {"resend_interval": "2s"}}})
+    assert ok.alerts.sinks.resend_interval == 2
