@@ -23,7 +23,7 @@ from monitor.events import DeadLetter, RawRecord
 from monitor.replay import replay, stderr_progress
 from monitor.report import build_report, format_table
 from monitor.simulate import SCENARIOS
-from monitor.sources.file import load_csv_mapping, read_csv, read_jsonl
+from monitor.sources.file import UnreadableInput, load_csv_mapping, read_csv, read_jsonl
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, UnreadableInput) as exc:
         print(f"fairness-monitor: {exc}", file=sys.stderr)
         return 2
     return 1

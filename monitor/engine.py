@@ -503,8 +503,13 @@ class Engine:
             ring = st.rings[m]
             ring.grow(len(reg))
             counts, expired = arrays[f"counts{m}"], arrays[f"expired{m}"]
-            ring.counts[:, remap] = counts
-            ring.expired[remap] = expired
+            if len(np.unique(remap)) == len(remap):
+                ring.counts[:, remap] = counts
+                ring.expired[remap] = expired
+            else:  # groups of the checkpoint that fold into one here (__other__) add up
+                for old, new in enumerate(remap.tolist()):
+                    ring.counts[:, new] += counts[:, old]
+                    ring.expired[new] += expired[old]
             ring.head = meta["heads"][m]
             ring.first = meta.get("firsts", meta["heads"])[m]
             ledger = arrays.get(f"ledger{m}")

@@ -349,11 +349,8 @@ class Decoder:
     def _parse_all(
         self, values: Sequence[Any], typed: msgspec.json.Decoder[Any] | None
     ) -> tuple[list[Any], list[Invalid | None]]:
-        """JSON-decode every value: one decoder call for the whole batch when it is all valid.
-
-        Joining with commas cannot shift records: a value that splits into two elements would
-        need another that contributes none, which is not valid JSON, so a length check suffices.
-        Hostile values fail per record: a tombstone (``None``), a record over
+        """JSON-decode every value, record by record (never joined: records that are not JSON
+        on their own can join into valid JSON). Hostile values fail per record: a tombstone (``None``), a record over
         ``limits.max_record_bytes`` (not parsed at all), nesting deeper than the parser's
         recursion limit (``RecursionError``, not a ``DecodeError``), anything that is not an
         object.
@@ -363,15 +360,16 @@ class Decoder:
         limit = self.limits.max_record_bytes
         if n and all(type(v) is bytes for v in values) and max(map(len, values)) <= limit:
             try:
-                events = _json.decode(b"[" + b",".join(values) + b"]")
-                if type(events) is list and len(events) == n:
-                    for i, e in enumerate(events):
-                        if type(e) is not dict:
-                            errors[i] = Invalid(
-                                Reason.NOT_OBJECT,
-                                f"event is a JSON {type(e).__name__}, not an object",
-                            )
-                    return events, errors
+                events = list(map(_json.decode, values))
+                for i, e in enumerate(events):
+                    if type(e) is not dict:
+                        errors[i] = Invalid(
+                            Reason.NOT_OBJECT,
+                            "event is JSON null"
+                            if e is None
+                            else f"event is a JSON {type(e).__name__}, not an object",
+                        )
+                return events, errors
             except (msgspec.DecodeError, RecursionError):
                 pass
         events = []
@@ -416,7 +414,7 @@ class Decoder:
         events that follow "late". Kafka stamps each record when it is produced (brokers
         reject CreateTime far ahead of theirs), so an event time far past its record's time
         is a wrong clock, not a fast stream."""
-        has_record_time = record_ms is not None and record_ms >= 0
+        has_record_time = record_ms is not None and record_ms > 0  # Kafka's "none" is -1
         if raw is None:
             if not has_record_time:
                 raise Invalid(Reason.MISSING_TIMESTAMP, "no timestamp field and no record time")

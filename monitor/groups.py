@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,12 @@ def shorten(label: str, limit: int) -> str:
         return label
     digest = hashlib.blake2b(label.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return f"{label[: max(limit - 17, 0)]}~{digest}"
+
+
+def intersection_label(parts: Iterable[str]) -> str:
+    """``A&F`` for the parts ``A`` and ``F``; a part's own ``&`` (and ``\\``) is escaped with
+    ``\\``, so that ``("a&b", "c")`` and ``("a", "b&c")`` stay two groups."""
+    return SEP.join(p.replace("\\", "\\\\").replace(SEP, "\\" + SEP) for p in parts)
 
 
 def value_label(value: object) -> str | None:
@@ -156,7 +162,10 @@ class GroupRegistry:
             first = np.zeros(len(uniq), dtype=np.int64)
             first[inverse[::-1]] = np.arange(n - 1, -1, -1)  # first event of each combination
             mapped = np.array(
-                [self.index(base + k, SEP.join(self.labels[g] for g in parts[i])) for i in first],
+                [
+                    self.index(base + k, intersection_label(self.labels[g] for g in parts[i]))
+                    for i in first
+                ],
                 dtype=np.int32,
             )
             out[:, base + k] = mapped[inverse] if n else mapped[:0]

@@ -215,6 +215,17 @@ service:
         except OSError as e:
             return 0, str(e)
 
+    def wait_log(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        """Until a line of the monitor's log matches ``pattern`` (a regular expression)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.log.read_text(errors="replace"))
+            if found:
+                return found
+            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
+            time.sleep(0.05)
+        raise AssertionError(f"no log line matching {pattern!r}: {self.log.read_text()[-3000:]}")
+
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

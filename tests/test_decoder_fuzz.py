@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -198,3 +199,61 @@ def test_a_valid_batch_stays_on_the_fast_path_and_equal() -> None:
     recs = [RawRecord(json.dumps(valid_prediction(i)).encode(), RECORD_MS) for i in range(200)]
     quick = try_fast(engine.decoder.fast.predictions, RawBatch.of(recs))
     assert quick is not None and len(quick) == 200
+
+
+# -- cases an adversarial review found (each failed before its fix) ----------------------------
+
+
+def both_paths(values: list[bytes | None], stamp: int | None = RECORD_MS) -> tuple[Any, Any]:
+    """Decode with both paths (asserting they agree); the careful path's batch and dead letters."""
+    check_batch(values, [stamp] * len(values))
+    slow = Engine(parse_config(CONFIG), clock=lambda: NOW)
+    slow.decoder.fast.enabled = False
+    recs = [RawRecord(v, timestamp_ms=stamp) for v in values]  # type: ignore[arg-type]
+    return slow.decoder.decode_predictions(recs)
+
+
+def test_records_that_are_not_json_alone_never_join_into_json() -> None:
+    inner = json.dumps(valid_prediction(1))[1:-1]
+    r0 = ("{" + inner + ',"pad":"').encode()  # opens a string ...
+    r1 = b'"}'  # ... that this one closes
+    r2 = (
+        "{" + json.dumps(valid_prediction(2))[1:-1] + "}," + json.dumps(valid_prediction(3))
+    ).encode()
+    batch, dead = both_paths([r0, r1, r2])
+    assert len(batch) == 0 and [d.reason for d in dead] == [Reason.NOT_JSON] * 3
+
+
+def test_text_timestamps_are_not_divided_twice() -> None:
+    """Microseconds written as text: parsed once as milliseconds -> far in the future."""
+    ev = valid_prediction(1)
+    ev["timestamp"] = str(int(T0 * 1_000_000))
+    batch, dead = both_paths([json.dumps(ev).encode(), json.dumps(valid_prediction(2)).encode()])
+    assert len(batch) == 1 and [d.reason for d in dead] == [Reason.TIMESTAMP_IN_FUTURE]
+
+
+@pytest.mark.parametrize("stamp", [-1, 0, None])
+def test_a_record_time_of_zero_or_none_is_no_time(stamp: int | None) -> None:
+    ev = valid_prediction(1)
+    del ev["timestamp"]
+    batch, dead = both_paths(
+        [json.dumps(ev).encode(), json.dumps(valid_prediction(2)).encode()], stamp
+    )
+    assert len(batch) == 1 and [d.reason for d in dead] == [Reason.MISSING_TIMESTAMP]
+
+
+def test_a_binned_integer_too_large_for_a_float_is_rejected_by_both_paths() -> None:
+    raw = json.dumps(valid_prediction(1)).encode().replace(b'"age": 21', b'"age": 1' + b"0" * 309)
+    batch, dead = both_paths([raw, json.dumps(valid_prediction(2)).encode()])
+    assert len(batch) == 1 and [d.reason for d in dead] == [Reason.BAD_ATTRIBUTE]
+
+
+def test_a_batch_the_fast_path_gives_up_on_changes_no_group_counter() -> None:
+    long = {**valid_prediction(1), "attributes": {"sex": "v" * 100, "age": 30}}  # credit
+    bad = {**valid_prediction(5), "prediction": 7}  # "other": sends the batch to the careful path
+    engine = Engine(parse_config(CONFIG), clock=lambda: NOW)
+    batch, dead = engine.decoder.decode_predictions(
+        [RawRecord(json.dumps(e).encode(), RECORD_MS) for e in (long, bad)]
+    )
+    assert len(batch) == 1 and [d.reason for d in dead] == [Reason.BAD_PREDICTION]
+    assert engine.registries[0].shortened[0] == 1  # counted once, not once per path

@@ -46,3 +46,25 @@ def test_empty_partition_exports() -> None:
     b = Engine(config())
     b.import_partition(3, meta2, arrays2)
     assert np.all(b.partitions[3].rings[0].counts == 0)
+
+
+def test_groups_that_fold_into_one_on_import_add_up() -> None:
+    """A replica whose registry already holds ``max_groups`` groups takes over a partition with
+    other groups: they all land in ``__other__``, and their counts add up (they overwrote each
+    other before: 3 of 4 predictions were lost)."""
+
+    def engine() -> Engine:
+        return Engine(config(windows=["1h"], min_samples=1, attributes={"g": {"max_groups": 2}}))
+
+    def totals(e: Engine) -> dict[str, int]:
+        ms = e.snapshot().models["m"]
+        idx, labels = ms.groups[0]
+        return {lab: int(ms.windows["1h"].counts[i, 0]) for i, lab in zip(idx, labels, strict=True)}
+
+    b = engine()
+    run(b, [pred(f"b{i}", T0 + i, g, 1) for i, g in enumerate("zzzw")], partition=1)
+    a = engine()
+    run(a, [pred(f"a{i}", T0 + i, g, 1) for i, g in enumerate("xy")], partition=0)
+    meta, arrays = decode(encode(*b.export_partition(1)))
+    a.import_partition(1, meta, arrays)
+    assert totals(a) == {"x": 1, "y": 1, "__other__": 4}

@@ -102,3 +102,43 @@ def test_group_names_cannot_break_out_of_the_audit_report() -> None:
     groups = json.loads(data.group(1))["models"]["m"]["windows"]["1h"]["attributes"]["g"]["groups"]
     assert hostile in groups
     assert html.escape(hostile) in page  # the table shows it as text
+
+
+def test_intersection_parts_with_the_separator_stay_apart() -> None:
+    from monitor.groups import intersection_label
+
+    config = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"a": {}, "b": {}}, "intersections": [["a", "b"]]},
+            }
+        }
+    )
+    engine = Engine(config, clock=lambda: NOW)
+
+    def ev2(pid: str, a: str, b: str) -> RawRecord:
+        e = {"prediction_id": pid, "timestamp": T0, "attributes": {"a": a, "b": b}}
+        return RawRecord(json.dumps({**e, "prediction": 1}).encode())
+
+    batch, _ = engine.decoder.decode_predictions([ev2("1", "x&y", "z"), ev2("2", "x", "y&z")])
+    assert batch.groups[0, 2] != batch.groups[1, 2]
+    assert intersection_label(["x&y", "z"]) == "x\\&y&z"
+    assert intersection_label(["a\\", "&"]) == "a\\\\&\\&"
+    assert intersection_label(["A", "F"]) == "A&F"  # the common case reads as before
+
+
+def test_a_csv_that_is_not_utf8_is_a_clean_error_and_long_cells_are_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from monitor.cli import main
+
+    (tmp_path / "c.yaml").write_text("models: {m: {attributes: {g: {}}, threshold: 0.5}}\n")
+    (tmp_path / "map.yaml").write_text(
+        "model: m\nid: id\ntimestamp: ts\nscore: s\nattributes: {g: g}\n"
+    )
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "--csv-mapping", str(tmp_path / "map.yaml")]
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_bytes(
+        b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5," + b"x" * 200_000 + b"\n"
+    )
+    assert main([*args, "--csv", str(csv_file), "--format", "json"]) == 0  # 128 KiB+ cell
+    csv_file.write_bytes(b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5,\xff\n")
+    assert main([*args, "--csv", str(csv_file)]) == 2

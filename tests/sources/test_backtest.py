@@ -102,17 +102,21 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
         group="g-bt",
         extra=ALERTS.replace("URL", hook.url),
     )
+    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, labels)["alerts"])
     m.start()
     try:
         m.wait_ready()
         wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
-        time.sleep(2)  # let the sink thread deliver
+        # until the sink thread has delivered as many notifications as the backtest has
+        # transitions (a missing one fails the comparison below after the deadline)
+        deadline = time.monotonic() + 30
+        while len(hook.bodies) < len(backtest) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         m.signal(signal.SIGTERM)
         assert m.wait(20) == 0
         hook.close()
     live = sorted(key(a) for a in hook.bodies)
-    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, labels)["alerts"])
     assert live, "the live monitor raised no alert"
     names = {k[0] for k in live}
     assert {"FourFifthsRule", "TruePositiveRateGap", "FairnessDrift"} <= names

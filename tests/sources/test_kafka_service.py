@@ -233,10 +233,12 @@ def test_second_instance_joins_and_leaves_without_loss(
     )
     a.start().wait_ready()
     b.start()
-    time.sleep(3)
+    b.wait_log(r"partition \d+ restored", timeout=90)  # b owns partitions now
+    first_half = 30_000 + sum(int(e["prediction_id"][3:]) < 30_000 for e in labels)
     produce(kafka.bootstrap, pred, preds[30_000:])
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 30_000])
-    time.sleep(3)
+    # consumption of the second half has begun while both own partitions
+    wait_progress(a.checkpoint, first_half + 1, procs=[a, b])
     b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
     assert b.wait(15) == 0
     ends = settled_end_offsets(
