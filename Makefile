@@ -40,7 +40,7 @@ lint: $(STAMP)
 	$(BIN)/mypy monitor
 
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.engine_vs_river
