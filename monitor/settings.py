@@ -104,7 +104,14 @@ def _secret(node: _Node, key: str) -> str | None:
             raise ConfigError(
                 node.sub(f"{key}_file"), f"cannot read {path}: {exc.strerror}"
             ) from None
-    return None if value is None else str(value)
+    if value is not None and not isinstance(value, str):
+        # YAML (and FAIRNESS_MONITOR__… overrides, read as YAML) turns 0123 into 83 and yes
+        # into True: a secret that is not text would silently be another secret
+        raise ConfigError(
+            node.sub(key),
+            f"must be text, got a {type(value).__name__} (quote it, or use {key}_env / {key}_file)",
+        )
+    return value
 
 
 def _text(node: _Node, key: str, default: str | None) -> str | None:

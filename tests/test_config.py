@@ -102,3 +102,18 @@ def test_shipped_examples_are_valid() -> None:
     root = Path(__file__).resolve().parents[1]
     for p in root.glob("examples/**/config.yaml"):
         assert main(["check-config", str(p)]) == 0
+
+
+def test_a_secret_that_yaml_reads_as_a_number_is_refused_not_changed() -> None:
+    """``FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD=0123`` is read as YAML: 83 (octal). Refused,
+    naming the key, instead of authenticating with "83"."""
+    from monitor.config import apply_env_overrides
+
+    base = {"models": {"m": {"attributes": {"g": {}}}}}
+    for raw in ("0123", "yes", "1.5"):
+        data = apply_env_overrides(dict(base), {"FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD": raw})
+        with pytest.raises(ConfigError, match=r"kafka\.sasl_password: must be text") as err:
+            parse_config(data)
+        assert raw not in str(err.value)
+    quoted = apply_env_overrides(dict(base), {"FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD": '"0123"'})
+    assert parse_config(quoted).kafka.sasl_password == "0123"

@@ -115,8 +115,28 @@ def test_deployment_probes_security_and_secrets() -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["cpu"]
     env = {e["name"]: e for e in c["env"]}
-    ref = env["FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    ref = env["KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
     assert ref == {"name": "kafka-creds", "key": "password"}
+    # the monitor reads the secret's text as it is, not as YAML (0123 stays 0123)
+    assert env["FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD_ENV"]["value"] == "KAFKA_SASL_PASSWORD"
+    cfg_env = {
+        "FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD_ENV": "KAFKA_SASL_PASSWORD",
+        "FAIRNESS_MONITOR__KAFKA__SASL_USERNAME_ENV": "KAFKA_SASL_USERNAME",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KAFKA_SASL_PASSWORD", "0123")
+        mp.setenv("KAFKA_SASL_USERNAME", "007")
+        from monitor.config import apply_env_overrides, parse_config
+
+        data = apply_env_overrides(
+            {
+                "models": {"m": {"attributes": {"g": {}}}},
+                "kafka": {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"},
+            },
+            cfg_env,
+        )
+        kafka = parse_config(data).kafka
+    assert (kafka.sasl_username, kafka.sasl_password) == ("007", "0123")
     claim = next(v for v in pod["volumes"] if v["name"] == "state")["persistentVolumeClaim"]
     assert claim["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
     assert docs["Deployment"]["spec"]["strategy"]["type"] == "Recreate"
@@ -172,7 +192,10 @@ def test_web_config_secret_probe_port_and_authenticated_service_monitor(tmp_path
     (tmp_path / "web.yml").write_text("basic_auth_users: {}\n")
     env = {k: v for k, v in env.items() if v is not None}
     env["FAIRNESS_MONITOR__SERVICE__WEB_CONFIG_FILE"] = str(tmp_path / "web.yml")
-    cfg = load_config(config, env)
+    with pytest.MonkeyPatch.context() as mp:  # what the kubelet sets from the secret
+        mp.setenv("KAFKA_SASL_USERNAME", "monitor")
+        mp.setenv("KAFKA_SASL_PASSWORD", "s3cret")
+        cfg = load_config(config, env)
     assert (cfg.service.http_port, cfg.service.probe_port) == (9108, 9109)
     assert cfg.service.web_config is not None
 
