@@ -321,7 +321,7 @@ class Monitor:
             if kind in ("revoked", "lost"):
                 keep = self.owned - parts
                 if kind == "revoked" and parts & self.owned:
-                    self.checkpoint(parts & self.owned)
+                    self.checkpoint(parts & self.owned, commit=False)
                 for p in parts & self.owned:
                     self.engine.drop_partition(p)
                 for tp in list(self.next_offsets):
@@ -509,7 +509,7 @@ class Monitor:
         ):
             self.checkpoint()
 
-    def checkpoint(self, partitions: set[int] | None = None) -> None:
+    def checkpoint(self, partitions: set[int] | None = None, *, commit: bool = True) -> None:
         """Write the owned partitions' state + offsets atomically, then commit the offsets."""
         parts = sorted(self.owned if partitions is None else partitions & self.owned)
         if not parts:
@@ -539,14 +539,29 @@ class Monitor:
         self.last_checkpoint = self.clock()
         self.last_checkpoint_wall = time.time()
         self.events_since_checkpoint = 0
-        commit = {
+        if commit and not self._rebalancing():
+            self._commit(parts)
+
+    def _rebalancing(self) -> bool:
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        try:
+            return bool(coordinator is not None and coordinator.rebalance_in_progress())
+        except Exception:  # private API of kafka-python
+            return False
+
+    def _commit(self, parts: list[int]) -> None:
+        """Commit the checkpointed offsets, for lag monitoring only (the checkpoint is the
+        source of truth). Not while the group rebalances (the revoke path, or a rebalance the
+        coordinator reports): such a commit fails anyway, and in a CI run a consumer that
+        tried one during its first rebalance never rejoined (kafka-python 3.0.12)."""
+        offsets = {
             tp: OffsetAndMetadata(o, "", -1)
             for tp, o in self.next_offsets.items()
             if tp.partition in parts
         }
         try:
-            self.consumer.commit(offsets=commit)
-        except Exception as exc:  # lag monitoring only: the checkpoint is the source of truth
+            self.consumer.commit(offsets=offsets)
+        except Exception as exc:
             log.warning("offset commit failed (checkpoint is saved): %s", exc)
 
     def _checkpoint_failed(self, exc: CheckpointError) -> None:
