@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from monitor.config import Config, parse_config
@@ -10,6 +12,19 @@ from monitor.engine import Engine
 from monitor.events import RawRecord
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll ``cond`` until it returns something true (returned), failing after ``timeout``
+    seconds with ``what`` and the last value: tests wait for a condition, not for the clock."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}: {last!r}")
 
 
 def config(**model: Any) -> Config:

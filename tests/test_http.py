@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,24 +34,13 @@ from monitor.service import Monitor
 from monitor.webconfig import WebConfig, load_web_config
 
 from .conftest import require
-from .helpers import T0, config, label, pred, run
+from .helpers import T0, config, label, pred, run, wait_for
 from .pki import CA, Pair
 from .services import prometheus
 
 PASSWORD = "s3cret-scrape-password"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
 HEADER = ("X-Content-Type-Options", "nosniff")
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}: {last!r}")
 
 
 def os_threads() -> int:

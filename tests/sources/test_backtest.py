@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import random
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from ..alerts.test_sinks import Receiver
+from ..helpers import wait_for
 from ..kafka_helpers import (
     MonitorProcess,
     create_topics,
@@ -108,10 +108,7 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
         m.wait_ready()
         wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
         # until the sink thread has delivered as many notifications as the backtest has
-        # transitions (a missing one fails the comparison below after the deadline)
-        deadline = time.monotonic() + 30
-        while len(hook.bodies) < len(backtest) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(hook.bodies) >= len(backtest), 30, "the live deliveries")
     finally:
         m.signal(signal.SIGTERM)
         assert m.wait(20) == 0

@@ -98,6 +98,30 @@ def peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+def run_to_the_end(
+    kafka: Any,
+    tmp_path: Path,
+    predictions: tuple[str, list[tuple[bytes, bytes | None]]],
+    labels: tuple[str, list[dict[str, Any]]],
+    dlq: str,
+) -> tuple[MonitorProcess, str, int]:
+    """Produce, run the monitor until it has consumed both topics, scrape ``/metrics``, stop
+    it (exit 0): the process, its metrics text and its peak RSS."""
+    (pred, stream), (lab, events) = predictions, labels
+    send(kafka.bootstrap, pred, stream)
+    send(kafka.bootstrap, lab, [encoded(e) for e in events])
+    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, dlq=dlq).start()
+    m.wait_ready()
+    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
+    code, metrics = m.get("/metrics")
+    assert code == 200
+    assert m.proc is not None
+    rss = peak_rss(m.proc.pid)
+    m.signal(signal.SIGTERM)
+    assert m.wait(15) == 0
+    return m, metrics, rss
+
+
 def test_hostile_records_are_dead_lettered_and_the_rest_counted(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # one partition: which 49 long values get a group of their own before the 50-group cap
     # folds the rest into __other__ depends on arrival order, which replay keeps
@@ -153,17 +177,7 @@ def test_hostile_records_are_dead_lettered_and_the_rest_counted(kafka, tmp_path:
             "timestamp_in_future",
         ]
     )
-    send(kafka.bootstrap, pred, stream)
-    send(kafka.bootstrap, lab, [encoded(e) for e in labels])
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, dlq=dlq).start()
-    m.wait_ready()
-    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
-    code, metrics = m.get("/metrics")
-    assert code == 200
-    assert m.proc is not None
-    rss = peak_rss(m.proc.pid)
-    m.signal(signal.SIGTERM)
-    assert m.wait(15) == 0
+    m, metrics, rss = run_to_the_end(kafka, tmp_path, (pred, stream), (lab, labels), dlq)
     log = m.log.read_text()
     assert not own_tracebacks(log), log[-3000:]
 
@@ -206,15 +220,7 @@ def test_one_event_a_day_ahead_moves_no_window(kafka, tmp_path: Path) -> None:  
     outlier = {**preds[0], "prediction_id": "skewed", "timestamp": now + 23 * 3600}
     stream = [encoded(e) for e in preds[:10]] + [encoded(outlier)]
     stream += [encoded(e) for e in preds[10:]]
-    send(kafka.bootstrap, pred, stream)
-    send(kafka.bootstrap, lab, [encoded(e) for e in labels])
-    m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab, dlq=dlq).start()
-    m.wait_ready()
-    wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
-    code, metrics = m.get("/metrics")
-    assert code == 200
-    m.signal(signal.SIGTERM)
-    assert m.wait(15) == 0
+    m, metrics, _ = run_to_the_end(kafka, tmp_path, (pred, stream), (lab, labels), dlq)
     got = dead_letters(kafka.bootstrap, dlq, 1)
     assert [dict(r.headers)["fm.reason"] for r in got] == [b"timestamp_in_future"]
     assert json.loads(got[0].value)["prediction_id"] == "skewed"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from ..alerts.test_sinks import Receiver
 from ..conftest import ROOT, require
+from ..helpers import wait_for
 from ..kafka_helpers import MonitorProcess, create_topics, end_offsets, produce, wait_consumed
 from ..services import alertmanager, prometheus
 
@@ -41,17 +41,6 @@ def biased_events(n: int, seed: int) -> tuple[list[dict], list[dict]]:
             {"prediction_id": f"e{i}", "timestamp": t + 60, "label": int(rng.random() < 0.5)}
         )
     return preds, labels
-
-
-def wait_until(cond, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}: {last}")
 
 
 def test_prometheus_rules_and_alertmanager_delivery(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -97,7 +86,7 @@ def test_prometheus_rules_and_alertmanager_delivery(kafka, tmp_path: Path) -> No
                 return float(ours[0]["value"][1]), float(rec[0]["value"][1])
             return None
 
-        ours, recorded = wait_until(both, 60, "both DIR series in Prometheus")
+        ours, recorded = wait_for(both, 60, "both DIR series in Prometheus")
         assert ours == pytest.approx(recorded, rel=1e-9)
         assert 0.5 < recorded < 0.7  # 0.3 / 0.5 by construction
 
@@ -109,7 +98,7 @@ def test_prometheus_rules_and_alertmanager_delivery(kafka, tmp_path: Path) -> No
                 if a["labels"]["alertname"] == "FairnessFourFifthsRule" and a["state"] == "firing"
             ]
 
-        wait_until(prom_firing, 60, "Prometheus alert firing")
+        wait_for(prom_firing, 60, "Prometheus alert firing")
 
         def delivered(name: str) -> list:
             return [
@@ -119,14 +108,14 @@ def test_prometheus_rules_and_alertmanager_delivery(kafka, tmp_path: Path) -> No
                 if a["labels"].get("alertname") == name and a["status"] == "firing"
             ]
 
-        got = wait_until(
+        got = wait_for(
             lambda: delivered("FairnessFourFifthsRule"),
             60,
             "Alertmanager webhook delivery of the Prometheus alert",
         )
         assert "sex" in {a["labels"]["attribute"] for a in got}
         # the monitor's own alert (event-time rule, significant DIR < 0.8) via its own sink
-        own = wait_until(
+        own = wait_for(
             lambda: delivered("FourFifthsRule"),
             60,
             "Alertmanager webhook delivery of the monitor's alert",
