@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from monitor.config import Config, parse_config
-from monitor.events import LabelBatch, PredictionBatch
+from monitor.config.spec import Config, parse_config
+from monitor.ingest.events import LabelBatch, PredictionBatch
 
 T0 = 1_767_225_600.0
 GROUPS = (4, 3, 12)  # sex, age band, race&sex (intersection)

@@ -16,7 +16,7 @@ import datetime as dt
 import numpy as np
 
 from bench.common import bench_config, best_of, register_groups, workload
-from monitor.engine import Engine
+from monitor.state.engine import Engine
 
 BATCH = 20_000  # events per poll batch (the Kafka service polls up to this many)
 

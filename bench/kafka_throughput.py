@@ -6,9 +6,9 @@ events to a prediction and a label topic, then alternates, in one run:
 * **raw**: a kafka-python consumer in a fresh group polls both topics to the end, doing nothing
   with the records;
 * **raw with the monitor's reader**: the same, with the compiled record reader the monitor
-  installs in its consumer (``monitor/sources/record_reader.py``) — so that the monitor's own
+  installs in its consumer (``monitor/ingest/record_reader.py``) — so that the monitor's own
   cost (decode, engine, checkpoints) is visible apart from the reader's gain;
-* **monitor**: the service loop (``monitor.service.Monitor``) in a fresh group with a fresh
+* **monitor**: the service loop (``monitor.app.service.Monitor``) in a fresh group with a fresh
   checkpoint consumes the same topics end to end — decode, engine, dead letters, checkpoints,
   alert evaluation.
 
@@ -40,10 +40,10 @@ from typing import Any
 
 from kafka import KafkaConsumer
 
-from monitor.config import load_config
-from monitor.service import Monitor, tune_gc
-from monitor.settings import KafkaSpec
-from monitor.sources import record_reader
+from monitor.app.service import Monitor, tune_gc
+from monitor.config.settings import KafkaSpec
+from monitor.config.spec import load_config
+from monitor.ingest import record_reader
 from tests.broker import ApacheKafka
 from tests.kafka_helpers import MODEL, create_topics, end_offsets, produce
 from tests.test_replay import make_events

@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 
 from bench.common import bench_config, best_of, register_groups, workload
-from monitor.engine import Engine
-from monitor.report import build_report
+from monitor.outputs.report import build_report
+from monitor.state.engine import Engine
 
 warnings.filterwarnings("ignore")
 

@@ -16,8 +16,8 @@ import tracemalloc
 import numpy as np
 
 from bench.common import bench_config, register_groups, workload
-from monitor.engine import Engine
-from monitor.events import LabelBatch
+from monitor.ingest.events import LabelBatch
+from monitor.state.engine import Engine
 
 
 def measure(fn):  # type: ignore[no-untyped-def]

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.config import parse_config
-from monitor.engine import Engine
-from monitor.events import RawBatch
-from monitor.exporter import render
+from monitor.config.spec import parse_config
+from monitor.ingest.events import RawBatch
+from monitor.outputs.exporter import render
+from monitor.state.engine import Engine
 
 T0 = 1_767_225_600.0
 

@@ -17,13 +17,13 @@ from typing import Any
 from monitor import __version__
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.sinks import alert_json
-from monitor.config import Config, ConfigError, load_config
-from monitor.engine import Engine
-from monitor.events import DeadLetter, RawRecord
-from monitor.replay import replay, stderr_progress
-from monitor.report import build_report, format_table
-from monitor.simulate import SCENARIOS
-from monitor.sources.file import UnreadableInput, load_csv_mapping, read_csv, read_jsonl
+from monitor.app.replay import replay, stderr_progress
+from monitor.app.simulate import SCENARIOS
+from monitor.config.spec import Config, ConfigError, load_config
+from monitor.ingest.events import DeadLetter, RawRecord
+from monitor.ingest.file import UnreadableInput, load_csv_mapping, read_csv, read_jsonl
+from monitor.outputs.report import build_report, format_table
+from monitor.state.engine import Engine
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -202,7 +202,7 @@ def _print_report(report: dict[str, object], fmt: str) -> None:
 
 def _restored(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], Any]:
     """The engine state (and offsets, and the store) held in a run's checkpoint."""
-    from monitor.checkpoint import CheckpointStore
+    from monitor.state.checkpoint import CheckpointStore
 
     engine = Engine(cfg)
     store = CheckpointStore(path)
@@ -216,7 +216,7 @@ def _restored(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], Any]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from monitor.checkpoint import CheckpointError
+    from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
     try:
@@ -232,8 +232,8 @@ def _status(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     """``report``: the HTML audit report, from a replay or from a checkpoint."""
-    from monitor.audit import write_html
-    from monitor.checkpoint import CheckpointError
+    from monitor.outputs.audit import write_html
+    from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
     if args.checkpoint:
@@ -260,7 +260,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from monitor.demo import demo_config_text, run_demo
+    from monitor.app.demo import demo_config_text, run_demo
 
     if args.print_config:
         print(demo_config_text(args.bootstrap or "localhost:9092", host=args.host, port=args.port))
@@ -282,7 +282,7 @@ def _simulate(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from monitor.simulate import LendingSimulation, run_simulation, scenario
+    from monitor.app.simulate import LendingSimulation, run_simulation, scenario
 
     start = args.start if args.start is not None else time.time() // 60 * 60
     sim = LendingSimulation(
@@ -353,11 +353,11 @@ def _simulate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from kafka.errors import KafkaError
 
-    from monitor.checkpoint import CheckpointCorrupt, CheckpointError
-    from monitor.logs import setup_logging
-    from monitor.service import EXIT_CONFIG, run_service
-    from monitor.sources.kafka import TopicError
-    from monitor.sources.kafka_auth import KafkaAuthError
+    from monitor.app.logs import setup_logging
+    from monitor.app.service import EXIT_CONFIG, run_service
+    from monitor.ingest.kafka import TopicError
+    from monitor.ingest.kafka_auth import KafkaAuthError
+    from monitor.state.checkpoint import CheckpointCorrupt, CheckpointError
 
     cfg = load_config(args.config)
     setup_logging(cfg.service.log_format, cfg.service.log_level)

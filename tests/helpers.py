@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from monitor.config import Config, parse_config
-from monitor.engine import Engine
-from monitor.events import RawRecord
+from monitor.config.spec import Config, parse_config
+from monitor.ingest.events import RawRecord
+from monitor.state.engine import Engine
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from .broker import free_port
+from tests.broker import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -237,7 +237,7 @@ service:
 
 
 def checkpoint_offsets(path: Path) -> dict[tuple[str, int], int]:
-    from monitor.checkpoint import CheckpointStore
+    from monitor.state.checkpoint import CheckpointStore
 
     if not path.exists():
         return {}

@@ -7,7 +7,7 @@ def test_broker_cluster_ids_never_look_like_an_option(monkeypatch) -> None:  # t
     """Kafka's storage tool read a cluster id starting with "-" as an option (1 run in 64)."""
     import uuid
 
-    from . import broker
+    from tests import broker
 
     dash = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64 "-AAAA…"
     plain = uuid.UUID(bytes=bytes(16))

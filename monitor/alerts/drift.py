@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.alerts.rules import DriftSpec
+from monitor.config.rules import DriftSpec
 
 LOWER_IS_WORSE = {"disparate_impact_ratio"}
 BOUNDS = {"disparate_impact_ratio": 0.8}

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
-from monitor.alerts.rules import AlertRule
-from monitor.config import Config, ModelSpec
-from monitor.engine import Engine
-from monitor.report import attribute_report
+from monitor.config.rules import AlertRule
+from monitor.config.spec import Config, ModelSpec
+from monitor.outputs.report import attribute_report
+from monitor.state.engine import Engine
 
 # which per-group denominators a metric's comparison rests on (for min_samples)
 DENOMINATOR = {

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.rules import SinkSpec
+from monitor.config.rules import SinkSpec
 
 log = logging.getLogger("monitor.alerts")
 

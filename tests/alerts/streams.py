@@ -7,9 +7,9 @@ from collections.abc import Callable
 import numpy as np
 
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.config import Config, parse_config
-from monitor.engine import Engine
-from monitor.events import LabelBatch, PredictionBatch
+from monitor.config.spec import Config, parse_config
+from monitor.ingest.events import LabelBatch, PredictionBatch
+from monitor.state.engine import Engine
 
 T0 = 1_767_225_600.0
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.engine import Engine
-
-from .streams import T0, alert_config, evaluate_stream, run_stream
+from monitor.state.engine import Engine
+from tests.alerts.streams import T0, alert_config, evaluate_stream, run_stream
 
 
 def fired(ev: AlertEvaluator, name: str) -> list[float]:
@@ -78,7 +77,7 @@ def test_slow_drift_fires_fairness_drift_before_the_bound() -> None:
 
 def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A firing alert and the drift detectors come back from the checkpoint: no re-page."""
-    from monitor.checkpoint import CheckpointStore, encode
+    from monitor.state.checkpoint import CheckpointStore, encode
 
     cfg = alert_config(
         rules=[

@@ -13,12 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.rules import SinkSpec
 from monitor.alerts.sinks import Dispatcher, Outbox, permanent
-
-from ..broker import free_port
-from ..conftest import require
-from ..services import alertmanager
+from monitor.config.rules import SinkSpec
+from tests.broker import free_port
+from tests.conftest import require
+from tests.services import alertmanager
 
 
 class Receiver:
@@ -238,8 +237,8 @@ def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
 def test_a_full_queue_is_counted_per_sink_and_exported(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
-    from monitor.config import parse_config
-    from monitor.service import Monitor
+    from monitor.app.service import Monitor
+    from monitor.config.spec import parse_config
 
     hook = Receiver()
     cfg = parse_config(
@@ -378,8 +377,8 @@ def test_alertmanager_restarted_empty_sees_the_alerts_again_within_one_interval(
 def test_resend_interval_is_validated_with_its_key_path() -> None:
     import pytest
 
-    from monitor.config import parse_config
-    from monitor.confignode import ConfigError
+    from monitor.config.node import ConfigError
+    from monitor.config.spec import parse_config
 
     base = {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}
     for bad in ("0s", "soon", -5):

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.config import load_config
-
-from ..conftest import ROOT, require
+from monitor.config.spec import load_config
+from tests.conftest import ROOT, require
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
@@ -213,7 +212,7 @@ def test_compose_monitor_watches_the_demos_model() -> None:
     simulator): the two must not drift apart. Only the connection settings may differ."""
     import dataclasses
 
-    from monitor.demo import demo_config
+    from monitor.app.demo import demo_config
 
     stack = load_config(DEPLOY / "compose/monitor.yaml", {})
     demo = demo_config("127.0.0.1:9092", checkpoint="unused.sqlite")

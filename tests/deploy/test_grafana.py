@@ -20,12 +20,11 @@ from typing import Any
 
 import pytest
 
-from monitor.demo import demo_config_text
-
-from ..broker import free_port
-from ..conftest import ROOT, require
-from ..kafka_helpers import create_topics
-from ..services import prometheus
+from monitor.app.demo import demo_config_text
+from tests.broker import free_port
+from tests.conftest import ROOT, require
+from tests.kafka_helpers import create_topics
+from tests.services import prometheus
 
 DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
 
@@ -219,7 +218,7 @@ def test_every_panel_query_returns_data(kafka, tmp_path: Path) -> None:  # type:
     require(shutil.which("prometheus") is not None, "prometheus (Debian package)")
     from kafka import KafkaProducer
 
-    from monitor.simulate import HOUR, LendingSimulation, run_simulation, scenario
+    from monitor.app.simulate import HOUR, LendingSimulation, run_simulation, scenario
 
     pred, lab = "graf-pred", "graf-lab"
     create_topics(kafka.bootstrap, {pred: 3, lab: 3, "graf-dlq": 1})

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.config import load_config
-
-from ..conftest import ROOT, require
+from monitor.config.spec import load_config
+from tests.conftest import ROOT, require
 
 CHART = ROOT / "deploy/helm/fairness-monitor"
 KUBE = "1.31.0"
@@ -126,7 +125,7 @@ def test_deployment_probes_security_and_secrets() -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KAFKA_SASL_PASSWORD", "0123")
         mp.setenv("KAFKA_SASL_USERNAME", "007")
-        from monitor.config import apply_env_overrides, parse_config
+        from monitor.config.spec import apply_env_overrides, parse_config
 
         data = apply_env_overrides(
             {

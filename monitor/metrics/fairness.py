@@ -1,0 +1,273 @@
+"""Fairness metrics from count arrays: pure functions, no I/O, no clocks.
+
+Input is the ``counts[group, cell]`` array of one attribute set in one window (cells from
+``windows.py``). Output is per-group rates with Wilson intervals and across-group disparities
+with intervals.
+
+Conventions (see docs/metrics.md):
+
+* Rates with a zero denominator are NaN ("insufficient data"), never 0. fairlearn returns 0
+  in that case; our tests assert that difference explicitly.
+* Disparities compare *eligible* groups only: ``n >= min_samples`` and the rate defined.
+* Differences follow fairlearn's ``between_groups`` (max − min over groups); the disparate
+  impact ratio follows the EEOC reading of 29 CFR 1607.4(D): each group's selection rate over
+  the highest group's rate (or over a configured reference group's rate), and the reported DIR
+  is the smallest of those ratios.
+* The *selection rate* is the rate of the **favourable** prediction (configured per model);
+  TPR/FPR/PPV… use class 1 as positive for prediction and label, as fairlearn and AIF360 do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.metrics.intervals import (
+    katz_log_ratio,
+    mover_ratio,
+    newcombe_diff,
+    ratio,
+    wilson,
+)
+from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+RatioMethod = Literal["mover-wilson", "katz-log"]
+
+FOUR_FIFTHS = 0.8
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """Per-group counts and rates (arrays over groups)."""
+
+    n: I64
+    favourable: I64
+    tp: I64
+    fp: I64
+    fn: I64
+    tn: I64
+    labelled: I64
+    selection_rate: F64
+    tpr: F64
+    fpr: F64
+    fnr: F64
+    tnr: F64
+    ppv: F64
+    npv: F64
+    fdr: F64
+    false_omission_rate: F64
+    accuracy: F64
+    prevalence: F64
+    label_coverage: F64
+    # labelled / predictions, within each predicted class: with selective labels (only approved
+    # applicants ever show an outcome) one class has none, and TPR and FPR are then 1 or 0 by
+    # construction, describing the labelled cases only
+    label_coverage_predicted_positive: F64
+    label_coverage_predicted_negative: F64
+    calibration_error: F64
+    bounds: dict[str, tuple[F64, F64]]  # Wilson bounds of selection_rate, tpr, fpr, ppv
+
+
+def expected_calibration_error(counts: I64, score_bins: int) -> F64:
+    """ECE = Σ_b (n_b / N) · |mean label_b − mean score_b| = Σ_b |Σy_b − Σs_b| / N.
+
+    (Naeini, Cooper & Hauskrecht 2015; Guo et al. 2017), over labelled, scored events in
+    ``score_bins`` equal-width bins of [0, 1].
+    """
+    cal = counts[:, CAL : CAL + 3 * score_bins].reshape(len(counts), score_bins, 3)
+    n_b = cal[:, :, 0]
+    gap = np.abs(cal[:, :, 1] - cal[:, :, 2] / SCORE_SCALE).sum(axis=1)
+    return ratio(gap, n_b.sum(axis=1))
+
+
+def group_metrics(
+    counts: I64, *, score_bins: int, confidence: float = 0.95, favourable: int = 1
+) -> GroupMetrics:
+    """All per-group metrics of one attribute set from its ``counts[group, cell]``
+    (``favourable``: the prediction class counted in ``FAV``)."""
+    n, fav = counts[:, N], counts[:, FAV]
+    tp, fp, fn, tn = counts[:, TP], counts[:, FP], counts[:, FN], counts[:, TN]
+    pos, neg = tp + fn, fp + tn
+    ppos, pneg = tp + fp, tn + fn
+    labelled = pos + neg
+    predicted_positive = fav if favourable == 1 else n - fav
+    return GroupMetrics(
+        n=n,
+        favourable=fav,
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        tn=tn,
+        labelled=labelled,
+        selection_rate=ratio(fav, n),
+        tpr=ratio(tp, pos),
+        fpr=ratio(fp, neg),
+        fnr=ratio(fn, pos),
+        tnr=ratio(tn, neg),
+        ppv=ratio(tp, ppos),
+        npv=ratio(tn, pneg),
+        fdr=ratio(fp, ppos),
+        false_omission_rate=ratio(fn, pneg),
+        accuracy=ratio(tp + tn, labelled),
+        prevalence=ratio(pos, labelled),
+        label_coverage=ratio(labelled, n),
+        label_coverage_predicted_positive=ratio(ppos, predicted_positive),
+        label_coverage_predicted_negative=ratio(pneg, n - predicted_positive),
+        calibration_error=expected_calibration_error(counts, score_bins),
+        bounds={
+            "selection_rate": wilson(fav, n, confidence),
+            "tpr": wilson(tp, pos, confidence),
+            "fpr": wilson(fp, neg, confidence),
+            "ppv": wilson(tp, ppos, confidence),
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Disparity:
+    """One across-group number with its interval and the groups it compares (indices)."""
+
+    value: float
+    lower: float
+    upper: float
+    low_group: int | None = None  # the disadvantaged / lowest-rate group
+    high_group: int | None = None  # the reference / highest-rate group
+
+
+NAN_DISPARITY = Disparity(np.nan, np.nan, np.nan)
+
+
+@dataclass(frozen=True)
+class AttributeDisparities:
+    eligible: npt.NDArray[np.bool_]
+    reference: int | None  # reference group for ratios (configured, else highest rate)
+    impact_ratios: F64  # selection rate of each group / reference rate
+    disparate_impact: Disparity
+    four_fifths_violation: bool  # DIR < 0.8
+    four_fifths_significant: bool  # upper confidence limit of the DIR < 0.8
+    statistical_parity_difference: Disparity
+    tpr_gap: Disparity
+    fpr_gap: Disparity
+    ppv_gap: Disparity
+    equalized_odds_difference: Disparity
+    average_odds_difference: Disparity  # vs reference, the largest in absolute value
+    differential_fairness: float
+
+    @property
+    def equal_opportunity_difference(self) -> Disparity:
+        return self.tpr_gap
+
+    @property
+    def predictive_parity_difference(self) -> Disparity:
+        return self.ppv_gap
+
+
+def _gap(
+    rate: F64, num: I64, den: I64, eligible: npt.NDArray[np.bool_], confidence: float
+) -> Disparity:
+    """max − min of ``rate`` over eligible groups, Newcombe interval for that pair."""
+    ok = eligible & np.isfinite(rate)
+    if ok.sum() < 2:
+        return NAN_DISPARITY
+    idx = np.flatnonzero(ok)
+    hi = int(idx[np.argmax(rate[idx])])
+    lo = int(idx[np.argmin(rate[idx])])
+    if hi == lo:
+        return Disparity(0.0, *_pair_diff(num, den, hi, lo, confidence), lo, hi)
+    return Disparity(float(rate[hi] - rate[lo]), *_pair_diff(num, den, hi, lo, confidence), lo, hi)
+
+
+def _pair_diff(num: I64, den: I64, a: int, b: int, confidence: float) -> tuple[float, float]:
+    lo, hi = newcombe_diff(num[a], den[a], num[b], den[b], confidence)
+    return float(lo), float(hi)
+
+
+def differential_fairness(favourable: I64, n: I64, *, concentration: float = 1.0) -> float:
+    """Smoothed empirical differential fairness ε (Foulds, Islam, Keya & Pan 2020).
+
+    P(y | g) = (N_{y,g} + α/2) / (N_g + α) for y ∈ {favourable, not}, with α the total
+    Dirichlet ``concentration`` split over the two outcomes (AIF360's parametrisation); ε is
+    the largest |ln P(y | i) − ln P(y | j)| over outcomes and pairs of groups with data.
+    ε = 0 is perfect parity; e^ε bounds the ratio of any two groups' outcome probabilities.
+    """
+    has = n > 0
+    if has.sum() < 2:
+        return float("nan")
+    f, t = favourable[has].astype(np.float64), n[has].astype(np.float64)
+    a = concentration / 2.0
+    p_yes = (f + a) / (t + 2 * a)
+    p_no = (t - f + a) / (t + 2 * a)
+    eps = 0.0
+    for p in (p_yes, p_no):
+        lp = np.log(p)
+        eps = max(eps, float(lp.max() - lp.min()))
+    return eps
+
+
+def disparities(
+    m: GroupMetrics,
+    *,
+    min_samples: int,
+    reference: int | None = None,
+    confidence: float = 0.95,
+    ratio_method: RatioMethod = "mover-wilson",
+) -> AttributeDisparities:
+    """Across-group disparities of one attribute set (groups below ``min_samples`` excluded)."""
+    eligible = m.n >= max(min_samples, 1)
+    sr = m.selection_rate
+    ok = eligible & np.isfinite(sr)
+    ref: int | None = None
+    if reference is not None and ok[reference]:
+        ref = reference
+    elif ok.any():
+        idx = np.flatnonzero(ok)
+        ref = int(idx[np.argmax(sr[idx])])
+    impact = np.full(len(sr), np.nan)
+    dir_ = NAN_DISPARITY
+    if ref is not None and sr[ref] > 0:
+        impact[ok] = sr[ok] / sr[ref]
+        others = np.flatnonzero(ok)
+        if len(others) >= 2:
+            worst = int(others[np.argmin(impact[others])])
+            if worst == ref:  # a configured reference may itself be the lowest
+                worst = int(others[others != ref][np.argmin(impact[others[others != ref]])])
+            ci = katz_log_ratio if ratio_method == "katz-log" else mover_ratio
+            lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], confidence)
+            dir_ = Disparity(float(impact[worst]), float(lo), float(hi), worst, ref)
+    tpr_gap = _gap(m.tpr, m.tp, m.tp + m.fn, eligible, confidence)
+    fpr_gap = _gap(m.fpr, m.fp, m.fp + m.tn, eligible, confidence)
+    defined = [d for d in (tpr_gap, fpr_gap) if not np.isnan(d.value)]
+    eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY  # worst case
+    aod = NAN_DISPARITY
+    if ref is not None:
+        per_group = 0.5 * ((m.fpr - m.fpr[ref]) + (m.tpr - m.tpr[ref]))
+        valid = np.flatnonzero(eligible & np.isfinite(per_group))
+        valid = valid[valid != ref]
+        if len(valid):
+            g = int(valid[np.argmax(np.abs(per_group[valid]))])
+            aod = Disparity(float(per_group[g]), np.nan, np.nan, g, ref)
+    return AttributeDisparities(
+        eligible=eligible,
+        reference=ref,
+        impact_ratios=impact,
+        disparate_impact=dir_,
+        four_fifths_violation=bool(dir_.value < FOUR_FIFTHS),
+        four_fifths_significant=bool(dir_.upper < FOUR_FIFTHS),
+        statistical_parity_difference=_gap(sr, m.favourable, m.n, eligible, confidence),
+        tpr_gap=tpr_gap,
+        fpr_gap=fpr_gap,
+        ppv_gap=_gap(m.ppv, m.tp, m.tp + m.fp, eligible, confidence),
+        equalized_odds_difference=eod,
+        average_odds_difference=aod,
+        differential_fairness=differential_fairness(m.favourable[eligible], m.n[eligible]),
+    )
+
+
+def within_range(value: float, *, tau: float = FOUR_FIFTHS) -> bool:
+    """Aequitas-style fairness range for a ratio: ``tau <= value <= 1/tau``."""
+    return bool(tau <= value <= 1.0 / tau)

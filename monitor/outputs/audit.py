@@ -1,0 +1,356 @@
+"""``fairness-monitor report``: a self-contained HTML audit report for a compliance ticket.
+
+Everything is in one file: tables are HTML, plots are inline SVG, the data behind them is
+embedded as JSON; no script, stylesheet or font is fetched from anywhere. The tables are built
+from the same report structure as ``replay --format json`` (each number also carries its exact
+value in ``data-value``), so the two always agree.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor.alerts.evaluator import SeriesPoint
+from monitor.config.spec import Config
+
+PALETTE = ("#1a73e8", "#e8710a", "#188038", "#9334e6", "#d01884", "#12b5cb", "#5f6368")
+
+GROUP_COLUMNS = (  # (report field, heading)
+    ("n", "n"),
+    ("favourable", "favourable"),
+    ("selection_rate", "selection rate"),
+    ("tpr", "TPR"),
+    ("fpr", "FPR"),
+    ("ppv", "PPV"),
+    ("labelled", "labelled"),
+    ("impact_ratio", "impact ratio"),
+)
+DISPARITY_ROWS = (
+    ("disparate_impact_ratio", "Disparate impact ratio (four-fifths rule: ≥ 0.8)"),
+    ("statistical_parity_difference", "Statistical parity difference"),
+    ("equalized_odds_difference", "Equalized-odds difference"),
+    ("tpr_gap", "TPR gap (equal opportunity)"),
+    ("fpr_gap", "FPR gap"),
+    ("ppv_gap", "PPV gap (predictive parity)"),
+)
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 0 auto; padding: 1rem;
+       color: #1f1f1f; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid
+#d0d4d9; } h3 { font-size: 1.05rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: tabular-nums;
+        font-size: .9rem; }
+th, td { padding: .2rem .6rem; border-bottom: 1px solid #eceff1; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+caption { text-align: left; color: #5f6368; font-size: .85rem; }
+.breach { color: #b3261e; font-weight: 700; }
+.muted { color: #5f6368; font-size: .9rem; }
+figure { margin: .5rem 0 1.5rem; } figcaption { color: #5f6368; font-size: .85rem; }
+@media print { h2 { break-before: page; } }
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:.{digits}f}"
+
+
+def _cell(x: Any, *, attrs: str = "", cls: str = "") -> str:
+    value = "" if x is None else repr(x) if isinstance(x, float) else str(x)
+    c = f' class="{cls}"' if cls else ""
+    return f'<td data-value="{_e(value)}"{attrs}{c}>{_e(_fmt(x))}</td>'
+
+
+def _time(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
+# -- plots ---------------------------------------------------------------------------------------
+def line_chart(
+    lines: Mapping[str, Sequence[tuple[float, float | None]]],
+    *,
+    title: str,
+    band: Sequence[tuple[float, float | None, float | None]] = (),
+    hline: float | None = None,
+    y_label: str = "",
+    width: int = 720,
+    height: int = 240,
+) -> str:
+    """An inline SVG line chart over time; gaps where a value is undefined."""
+    pts = [(t, v) for s in lines.values() for t, v in s if v is not None]
+    pts += [(t, v) for t, lo, hi in band for v in (lo, hi) if v is not None]
+    if not pts:
+        return f'<p class="muted">{_e(title)}: no data.</p>'
+    ts = [t for t, _ in pts]
+    vs = [v for _, v in pts] + ([hline] if hline is not None else [])
+    t0, t1 = min(ts), max(ts)
+    lo_v, hi_v = min(vs), max(vs)
+    pad = (hi_v - lo_v) * 0.05 or 0.05
+    lo_v, hi_v = max(0.0, lo_v - pad), hi_v + pad
+    left, right, top, bottom = 52, 12, 10, 38
+    pw, ph = width - left - right, height - top - bottom
+
+    def x(t: float) -> float:
+        return left + (pw * (t - t0) / (t1 - t0) if t1 > t0 else pw / 2)
+
+    def y(v: float) -> float:
+        return top + ph * (1 - (v - lo_v) / (hi_v - lo_v))
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{_e(title)}">',
+        f"<title>{_e(title)}</title>",
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#d0d4d9"/>',
+    ]
+    for i in range(5):  # y ticks
+        v = lo_v + (hi_v - lo_v) * i / 4
+        out.append(
+            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{v:.2f}</text>"
+            f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+            'stroke="#eceff1"/>'
+        )
+    for i in range(4):  # x ticks
+        t = t0 + (t1 - t0) * i / 3
+        anchor = ("start", "middle", "middle", "end")[i]
+        out.append(
+            f'<text x="{x(t):.1f}" y="{height - 20}" font-size="11" text-anchor="{anchor}">'
+            f"{_e(_time(t))}</text>"
+        )
+    if y_label:
+        out.append(
+            f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
+            f'transform="rotate(-90 12 {top + ph / 2:.1f})">{_e(y_label)}</text>'
+        )
+    spans = _runs((t, lo, hi) for t, lo, hi in band)
+    for run in spans:
+        upper = " ".join(f"{x(t):.1f},{y(hi):.1f}" for t, _, hi in run)
+        lower = " ".join(f"{x(t):.1f},{y(lo):.1f}" for t, lo, _ in reversed(run))
+        out.append(f'<polygon points="{upper} {lower}" fill="#1a73e8" fill-opacity="0.15"/>')
+    if hline is not None:
+        out.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{y(hline):.1f}" y2="{y(hline):.1f}" '
+            f'stroke="#b3261e" stroke-dasharray="6 4" data-bound="{hline}"/>'
+            f'<text x="{left + pw - 4}" y="{y(hline) - 4:.1f}" font-size="11" fill="#b3261e" '
+            f'text-anchor="end">{hline}</text>'
+        )
+    for i, (name, series) in enumerate(lines.items()):
+        color = PALETTE[i % len(PALETTE)]
+        for run in _runs((t, v, v) for t, v in series):
+            path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v, _ in run)
+            out.append(
+                f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.6"/>'
+            )
+        lx = left + 8 + 110 * i
+        out.append(
+            f'<rect x="{lx}" y="{height - 12}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{lx + 14}" y="{height - 3}" font-size="11">{_e(name)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _runs(
+    points: Iterable[tuple[float, float | None, float | None]],
+) -> list[list[tuple[float, float, float]]]:
+    """Split a series at undefined values: no line is drawn across missing data."""
+    runs: list[list[tuple[float, float, float]]] = [[]]
+    for t, lo, hi in points:
+        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((t, lo, hi))
+    return [r for r in runs if r]
+
+
+# -- the document --------------------------------------------------------------------------------
+def _group_table(window: str, attr: str, a: dict[str, Any], confidence: float) -> str:
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for _, h in GROUP_COLUMNS)
+    rows = []
+    for g, r in a["groups"].items():
+        cells = []
+        for f, _ in GROUP_COLUMNS:
+            cls = "breach" if f == "impact_ratio" and r[f] is not None and r[f] < 0.8 else ""
+            cells.append(_cell(r[f], attrs=f' data-field="{f}"', cls=cls))
+            if f == "selection_rate":
+                ci = f"[{_fmt(r['selection_rate_lower'])}, {_fmt(r['selection_rate_upper'])}]"
+                cells[-1] = cells[-1][:-5] + f' <span class="muted">{_e(ci)}</span></td>'
+        mark = "" if r["eligible"] else " (n &lt; min)"
+        rows.append(
+            f'<tr data-group="{_e(g)}"><th scope="row">{_e(g)}{mark}</th>{"".join(cells)}</tr>'
+        )
+    return (
+        f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="groups">'
+        f"<caption>Groups by {_e(attr)}, window {_e(window)} (selection rate with "
+        f"{confidence:.0%} Wilson interval)</caption>"
+        f'<thead><tr><th scope="col">group</th>{head}</tr></thead><tbody>{"".join(rows)}'
+        "</tbody></table>"
+    )
+
+
+def _disparity_table(window: str, attr: str, a: dict[str, Any], confidence: float) -> str:
+    rows = []
+    for key, label in DISPARITY_ROWS:
+        d = a[key]
+        breach = key == "disparate_impact_ratio" and d["value"] is not None and d["value"] < 0.8
+        groups = f"{d['low_group']} vs {d['high_group']}" if d["low_group"] else "–"
+        rows.append(
+            f'<tr data-metric="{key}"><th scope="row">{_e(label)}</th>'
+            + _cell(d["value"], attrs=' data-field="value"', cls="breach" if breach else "")
+            + _cell(d["lower"], attrs=' data-field="lower"')
+            + _cell(d["upper"], attrs=' data-field="upper"')
+            + f"<td>{_e(groups)}</td></tr>"
+        )
+    eps = _cell(a["differential_fairness_epsilon"], attrs=' data-field="value"')
+    rows.append(
+        '<tr data-metric="differential_fairness_epsilon"><th scope="row">Differential '
+        f"fairness ε</th>{eps}<td></td><td></td><td></td></tr>"
+    )
+    return (
+        f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="disparities">'
+        f"<caption>Disparities by {_e(attr)}, window {_e(window)} ({confidence:.0%} "
+        'intervals)</caption><thead><tr><th scope="col">metric</th><th scope="col">value'
+        '</th><th scope="col">lower</th><th scope="col">upper</th><th scope="col">groups</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _plots(model: str, window: str, attr: str, series: Sequence[SeriesPoint]) -> str:
+    if not series:
+        return ""
+    dir_line = {"disparate impact ratio": [(p.at, p.dir) for p in series]}
+    band = [(p.at, p.dir_lower, p.dir_upper) for p in series]
+    groups: dict[str, list[tuple[float, float | None]]] = {}
+    for p in series:
+        for g in p.selection_rates:
+            groups.setdefault(g, [])
+    for p in series:
+        for g, pts in groups.items():
+            pts.append((p.at, p.selection_rates.get(g)))
+    what = f"{model} · {window} · {attr}"
+    return (
+        "<figure>"
+        + line_chart(
+            dir_line,
+            title=f"Disparate impact ratio over time ({what}), with its interval and the 0.8 line",
+            band=band,
+            hline=0.8,
+            y_label="DIR",
+        )
+        + f"<figcaption>Disparate impact ratio of window {_e(window)} at each closed bucket, "
+        "shaded: its confidence interval; dashed: the four-fifths bound.</figcaption></figure>"
+        "<figure>"
+        + line_chart(
+            groups, title=f"Selection rate by group over time ({what})", y_label="selection rate"
+        )
+        + f"<figcaption>Selection rate per {_e(attr)} group over window {_e(window)}."
+        "</figcaption></figure>"
+    )
+
+
+def render_html(
+    report: dict[str, Any],
+    series: Mapping[tuple[str, str, str], Sequence[SeriesPoint]],
+    *,
+    config: Config,
+    title: str,
+    source: str,
+    generated: float,
+) -> str:
+    conf = config.confidence
+    parts = [
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="muted">Generated {_e(_time(generated))} UTC from {_e(source)}. '
+        f"Intervals are {conf:.0%}: Wilson for rates, Katz log for ratios, Newcombe for "
+        "differences. Groups with fewer predictions than min_samples take no part in the "
+        "disparities.</p>",
+        "<h2>Alerts</h2>",
+    ]
+    alerts = report.get("alerts", [])
+    if alerts:
+        items = []
+        for a in alerts:
+            where = ", ".join(f"{k}={v}" for k, v in a["labels"].items() if k != "alertname")
+            ann = a["annotations"]
+            items.append(
+                f'<li data-alert="{_e(a["name"])}" data-state="{_e(a["state"])}"><strong>'
+                f"{_e(a['name'])}</strong> {_e(a['state'])} at {_e(a['at'])} ({_e(where)})"
+                f'<br>{_e(ann.get("summary", ""))}<br><span class="muted">'
+                f"{_e(ann.get('description', ''))}</span></li>"
+            )
+        parts.append(f"<ul>{''.join(items)}</ul>")
+    else:
+        parts.append("<p>No alert fired.</p>")
+    for model, mrep in report["models"].items():
+        spec = config.models[model]
+        parts.append(f'<h2 data-model="{_e(model)}">Model {_e(model)}</h2>')
+        parts.append(
+            f'<p class="muted">Favourable prediction: {spec.favourable}; bucket '
+            f"{spec.bucket}s; min_samples {spec.min_samples}.</p>"
+        )
+        for wname, w in mrep["windows"].items():
+            parts.append(
+                f"<h3>Window {_e(wname)}: {_e(w['start'] or '–')} → {_e(w['end'] or '–')}</h3>"
+            )
+            for attr, a in w["attributes"].items():
+                parts.append(f"<h4>{_e(attr)}</h4>")
+                parts.append(_group_table(wname, attr, a, conf))
+                parts.append(_disparity_table(wname, attr, a, conf))
+                parts.append(_plots(model, wname, attr, series.get((model, wname, attr), ())))
+    c = report["counters"]
+    parts.append('<h2>Events</h2><table data-kind="counters"><tbody>')
+    for k, v in c.items():
+        cell = _cell(v, attrs=f' data-field="{_e(k)}"')
+        parts.append(f'<tr><th scope="row">{_e(k)}</th>{cell}</tr>')
+    parts.append("</tbody></table>")
+    if report.get("invalid"):
+        parts.append(
+            "<p>Dead-lettered: "
+            + _e(", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items())))
+            + "</p>"
+        )
+    # "<" only occurs inside JSON strings: as \u003c no group name can end the script element
+    # or open an HTML comment in it ("</script>", "<!--")
+    data = json.dumps(report, allow_nan=False).replace("<", "\\u003c")
+    parts.append(f'<script type="application/json" id="report-data">{data}</script>')
+    parts.append("</main></body></html>")
+    return "\n".join(parts)
+
+
+def write_html(
+    path: str,
+    report: dict[str, Any],
+    series: Mapping[tuple[str, str, str], Sequence[SeriesPoint]],
+    *,
+    config: Config,
+    title: str,
+    source: str,
+) -> None:
+    text = render_html(
+        report,
+        series,
+        config=config,
+        title=title,
+        source=source,
+        generated=datetime.now(tz=UTC).timestamp(),
+    )
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)

@@ -1,0 +1,159 @@
+"""Label increments by their own time, so that alert rules can read counts *as of* a boundary.
+
+Why: in cohort mode a label is counted in its prediction's bucket. A poll batch can carry labels
+from after a bucket boundary into a window that ends at it, and which ones depends on how the
+prediction and label topics interleave — so a live monitor and a replay of the same events
+would judge label-based rules (TPR/FPR gaps) on slightly different counts. Leaving out the
+labels whose own time is at or after the boundary makes the answer independent of batching.
+
+One :class:`LabelLedger` per (partition, model), beside the window ring. It keeps
+
+* ``future``: a ring shaped like the window ring, holding the increments of labels whose time
+  is after the last settled boundary — what to subtract from a window at the next boundary;
+* the increments themselves, in arrival chunks, with their label-time bucket, so that they
+  leave ``future`` once a boundary passes their time (:meth:`settle`).
+
+Reading as of boundary *k* (:meth:`known_after`) settles through *k − 1* first; then
+``counts_as_of(k) = ring.window(a, b) − future.window(a, b)``, at the cost of one window sum,
+whatever the number of labels that ran ahead (a backlog read from the start of the topics).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.state.windows import I64, WindowRing
+
+
+def ledger_dtype(n_sets: int) -> np.dtype[Any]:
+    """One label, as checkpointed: label-time bucket, counted bucket, groups (per set), cell."""
+    return np.dtype(
+        [
+            ("label_bucket", np.int64),
+            ("bucket", np.int64),
+            ("groups", np.int32, (n_sets,)),
+            ("cell", np.int64),
+        ]
+    )
+
+
+class _Chunk(NamedTuple):
+    """Labels of one batch, as columns (cheaper to build and filter than records)."""
+
+    label_bucket: I64
+    bucket: I64
+    groups: npt.NDArray[Any]  # [n, k]
+    cell: I64
+
+    def take(self, sel: npt.NDArray[Any] | slice) -> _Chunk:
+        return _Chunk(self.label_bucket[sel], self.bucket[sel], self.groups[sel], self.cell[sel])
+
+
+class LabelLedger:
+    def __init__(self, *, n_buckets: int, n_cells: int, n_sets: int, k: int) -> None:
+        self.future = WindowRing(n_buckets=n_buckets, n_cells=n_cells)
+        self.chunks: list[_Chunk] = []
+        self.n_sets = n_sets
+        self.k = k  # attribute sets of this model (the first k group columns)
+        self.settled: int | None = None  # label-time buckets <= this have left `future`
+
+    def __len__(self) -> int:
+        return sum(len(c.bucket) for c in self.chunks)
+
+    def _sync(self, ring: WindowRing) -> None:
+        """Follow the window ring's head and groups, so that slots mean the same buckets."""
+        self.future.grow(ring.n_groups)
+        if ring.head is not None:
+            self.future.advance(ring.head)
+
+    def _add(self, c: _Chunk, sign: int) -> None:
+        k = self.k
+        n = len(c.bucket)
+        if not n:
+            return
+        weights = np.full(n * k, sign, dtype=np.int64)
+        if k == 1:
+            self.future.add(c.bucket, c.groups[:, 0], c.cell, weights)
+        else:
+            self.future.add(
+                np.repeat(c.bucket, k), c.groups.reshape(-1), np.repeat(c.cell, k), weights
+            )
+
+    def record(
+        self,
+        ring: WindowRing,
+        label_buckets: I64,
+        buckets: I64,
+        groups: npt.NDArray[Any],
+        cells: I64,
+    ) -> None:
+        """Note labels just counted in ``ring`` (all live there) with their label times."""
+        if not len(buckets):
+            return
+        # sorted by label time: settling takes a prefix (a view), whatever the boundary
+        c = _Chunk(label_buckets, buckets, groups[:, : self.k], cells).take(
+            np.argsort(label_buckets, kind="stable")
+        )
+        if self.settled is not None:  # labels from before a settled boundary need no undoing
+            c = c.take(slice(int(np.searchsorted(c.label_bucket, self.settled, "right")), None))
+            if not len(c.bucket):
+                return
+        self._sync(ring)
+        self._add(c, +1)
+        self.chunks.append(c)
+
+    def settle(self, ring: WindowRing, boundary: int) -> None:
+        """Labels with time bucket <= ``boundary`` are known as of every later boundary."""
+        if self.settled is not None and boundary <= self.settled:
+            return
+        self.settled = boundary
+        self._sync(ring)
+        kept = []
+        for c in self.chunks:
+            i = int(np.searchsorted(c.label_bucket, boundary, "right"))
+            if i:
+                gone = c.take(slice(None, i))
+                self._add(gone.take(self.future.is_live(gone.bucket)), -1)
+            if i < len(c.bucket):
+                kept.append(c.take(slice(i, None)))
+        self.chunks = kept
+
+    def known_after(self, ring: WindowRing, boundary: int, start: int, end: int) -> I64:
+        """Increments of labels whose time is at or after ``boundary``, over buckets
+        ``start <= b < end``: what a window read as of the boundary leaves out. Settles
+        through ``boundary - 1`` first; an earlier boundary than one already settled past
+        cannot be answered any more (boundaries are evaluated in order)."""
+        if self.settled is not None and boundary - 1 < self.settled:
+            raise ValueError(f"labels are settled past boundary {boundary}")
+        self.settle(ring, boundary - 1)
+        return self.future.window(start, end)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def export(self) -> npt.NDArray[Any]:
+        out = np.zeros(len(self), dtype=ledger_dtype(self.n_sets))
+        if self.chunks:
+            out["label_bucket"] = np.concatenate([c.label_bucket for c in self.chunks])
+            out["bucket"] = np.concatenate([c.bucket for c in self.chunks])
+            out["groups"][:, : self.k] = np.concatenate([c.groups for c in self.chunks])
+            out["groups"][:, self.k :] = -1
+            out["cell"] = np.concatenate([c.cell for c in self.chunks])
+        return out
+
+    def load(self, ring: WindowRing, entries: npt.NDArray[Any], remap: I64) -> None:
+        """Restore exported entries (group indices remapped) and rebuild ``future``."""
+        if not len(entries):
+            return
+        g = entries["groups"][:, : self.k].astype(np.int64)
+        g = remap[g]
+        c = _Chunk(
+            entries["label_bucket"].copy(),
+            entries["bucket"].copy(),
+            g.astype(np.int32),
+            entries["cell"].astype(np.int64),
+        ).take(np.argsort(entries["label_bucket"], kind="stable"))
+        self._sync(ring)
+        self._add(c.take(self.future.is_live(c.bucket)), +1)
+        self.chunks = [c]

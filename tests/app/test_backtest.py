@@ -1,0 +1,124 @@
+"""Backtest: `replay` over the recorded events reports the same alert transitions (rule,
+labels, event times) as the live monitor delivered through its webhook sink — for rules on
+predictions (the DIR and its drift) and on labels (the TPR gap and its drift).
+
+Labels are the hard part: a live poll batch can carry labels from after a boundary, and which
+ones depends on how the two topics interleave. Rules read counts *as of* each boundary (labels
+by their own time) and a boundary waits for every partition's labels to reach it, so the
+answer does not depend on the interleaving.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.alerts.test_sinks import Receiver
+from tests.helpers import wait_for
+from tests.kafka_helpers import (
+    MonitorProcess,
+    create_topics,
+    end_offsets,
+    produce,
+    replay_report,
+    wait_consumed,
+)
+
+pytestmark = pytest.mark.integration
+T0 = 1_767_225_600.0
+
+ALERTS = """
+alerts:
+  rules:
+    - {name: FourFifthsRule, metric: disparate_impact_ratio, op: "<", bound: 0.8,
+       significant: true, for: 10m, hysteresis: 0.02, min_samples: 30}
+    - {name: TruePositiveRateGap, metric: tpr_gap, op: ">", bound: 0.1,
+       significant: true, for: 10m, hysteresis: 0.02, min_samples: 30}
+  drift: {metrics: [disparate_impact_ratio, tpr_gap], bucket: 10m, min_values: 6}
+  sinks:
+    webhook_url: URL
+"""
+
+
+def stream(seed: int) -> tuple[list[dict], list[dict]]:
+    """Three hours in event time, in order: fair, then for an hour F is approved less and its
+    qualified applicants are missed more (TPR 0.5 vs 0.9), then fair again. Nine in ten
+    decisions get a label 1–20 minutes later; the label topic is in label-time order."""
+    rng = random.Random(seed)
+    preds, labels = [], []
+    n = 18_000
+    for i in range(n):
+        t = T0 + 3 * 3600 * i / n
+        sex = "F" if i % 2 else "M"
+        hour = (t - T0) / 3600
+        y = int(rng.random() < 0.5)
+        tpr = 0.5 if sex == "F" and 1 <= hour < 2 else 0.9
+        pred = int(rng.random() < (tpr if y else 0.1))
+        preds.append(
+            {
+                "prediction_id": f"b{i}",
+                "model_id": "credit",
+                "timestamp": t,
+                "attributes": {"sex": sex, "age": 40},
+                "prediction": pred,
+            }
+        )
+        if rng.random() < 0.9:
+            labels.append(
+                {"prediction_id": f"b{i}", "label": y, "timestamp": t + rng.uniform(60, 1200)}
+            )
+    labels.sort(key=lambda e: e["timestamp"])
+    return preds, labels
+
+
+def key(a: dict) -> tuple:
+    """A transition with its evidence: the value, the rates, the n's and the interval."""
+    return (
+        a["name"],
+        a["state"],
+        a["at"],
+        tuple(sorted(a["labels"].items())),
+        a["value"],
+        json.dumps(a["annotations"], sort_keys=True),
+    )
+
+
+def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pred, lab = "bt-pred", "bt-lab"
+    create_topics(kafka.bootstrap, {pred: 2, lab: 2})
+    events, labels = stream(7)
+    produce(kafka.bootstrap, pred, events)
+    produce(kafka.bootstrap, lab, labels)
+    hook = Receiver()
+    m = MonitorProcess(
+        tmp_path,
+        kafka.bootstrap,
+        pred=pred,
+        lab=lab,
+        group="g-bt",
+        extra=ALERTS.replace("URL", hook.url),
+    )
+    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, labels)["alerts"])
+    m.start()
+    try:
+        m.wait_ready()
+        wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
+        # until the sink thread has delivered as many notifications as the backtest has
+        wait_for(lambda: len(hook.bodies) >= len(backtest), 30, "the live deliveries")
+    finally:
+        m.signal(signal.SIGTERM)
+        assert m.wait(20) == 0
+        hook.close()
+    live = sorted(key(a) for a in hook.bodies)
+    assert live, "the live monitor raised no alert"
+    names = {k[0] for k in live}
+    assert {"FourFifthsRule", "TruePositiveRateGap", "FairnessDrift"} <= names
+    for rule in ("FourFifthsRule", "TruePositiveRateGap"):
+        assert {k[1] for k in live if k[0] == rule} == {"firing", "resolved"}, rule
+    drifted = {dict(k[3])["metric"] for k in live if k[0] == "FairnessDrift"}
+    assert drifted == {"disparate_impact_ratio", "tpr_gap"}
+    assert live == backtest, json.dumps([live, backtest], default=str)[:3000]

@@ -1,0 +1,121 @@
+"""Configuration: defaults, env overrides, and errors that name the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.config.spec import ConfigError, load_config, parse_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_for_the_common_case() -> None:
+    c = parse_config({"models": {"credit": {"attributes": {"sex": {}}}}})
+    m = c.models["credit"]
+    assert m.favourable == 1 and m.bucket == 60 and m.windows[0].length == 3600
+    assert m.attributes[0].path == ("attributes", "sex")
+    assert m.ring_buckets == (3600 + 3600) // 60 + 1
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {
+                "models": {
+                    "credit": {"attributes": {"sex": {}}, "windows": ["1h", {"length": "1x"}]}
+                }
+            },
+            "models.credit.windows[1].length: '1x' is not a duration",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "windows": ["90s"]}}},
+            "models.credit.windows[0].length: 1m30s is not a multiple of the bucket width 1m",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "favourable": 2}}},
+            "models.credit.favourable: 2 must be 0 or 1",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "intersections": [["sex", "race"]]}}},
+            "models.credit.intersections[0]: 'race' is not one of the model's attributes",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"age": {"bins": [45, 25]}}}}},
+            "models.credit.attributes.age.bins",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "min_sampels": 5}}},
+            "models.credit.min_sampels: unknown key",
+        ),
+        (
+            {"models": {"credit": {"attributes": {}}}},
+            "models.credit.attributes: at least one protected attribute is required",
+        ),
+        ({"models": {}}, "models: at least one model must be configured"),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "join": {"ttl": "soon"}}}},
+            "models.credit.join.ttl",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {}}, "label_time": "later"}}},
+            "models.credit.label_time: 'later' is not one of prediction, arrival",
+        ),
+    ],
+)
+def test_errors_name_the_key(doc: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc)
+    assert str(err.value).startswith(message)
+
+
+def test_env_overrides(tmp_path: Path) -> None:
+    p = write(tmp_path, "models:\n  credit:\n    attributes: {sex: {}}\n    min_samples: 30\n")
+    c = load_config(
+        p, env={"FAIRNESS_MONITOR__MODELS__CREDIT__MIN_SAMPLES": "50", "UNRELATED": "x"}
+    )
+    assert c.models["credit"].min_samples == 50
+    with pytest.raises(ConfigError, match=r"models\.credit\.min_samples: .many. is not an integer"):
+        load_config(p, env={"FAIRNESS_MONITOR__MODELS__CREDIT__MIN_SAMPLES": "many"})
+
+
+def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok = write(tmp_path, "models:\n  credit:\n    attributes: {sex: {}}\n")
+    assert main(["check-config", str(ok)]) == 0
+    assert "OK" in capsys.readouterr().out
+    bad = write(tmp_path, "models:\n  credit:\n    attributes: {sex: {}}\n    windows: [1x]\n")
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "models.credit.windows[0].length: '1x' is not a duration" in err
+    assert "Traceback" not in err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_shipped_examples_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    examples = sorted(root.glob("examples/**/config.yaml"))
+    assert examples, f"no example configs under {root}/examples"
+    for p in examples:
+        assert main(["check-config", str(p)]) == 0
+
+
+def test_a_secret_that_yaml_reads_as_a_number_is_refused_not_changed() -> None:
+    """``FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD=0123`` is read as YAML: 83 (octal). Refused,
+    naming the key, instead of authenticating with "83"."""
+    from monitor.config.spec import apply_env_overrides
+
+    base = {"models": {"m": {"attributes": {"g": {}}}}}
+    for raw in ("0123", "yes", "1.5"):
+        data = apply_env_overrides(dict(base), {"FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD": raw})
+        with pytest.raises(ConfigError, match=r"kafka\.sasl_password: must be text") as err:
+            parse_config(data)
+        assert raw not in str(err.value)
+    quoted = apply_env_overrides(dict(base), {"FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD": '"0123"'})
+    assert parse_config(quoted).kafka.sasl_password == "0123"

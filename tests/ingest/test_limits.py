@@ -1,0 +1,143 @@
+"""Size limits and escaping: one record cannot bloat the monitor or drive a terminal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monitor.config.spec import ConfigError, parse_config
+from monitor.ingest.events import RawRecord, Reason
+from monitor.ingest.groups import shorten
+from monitor.outputs.report import build_report, format_table, printable
+from monitor.state.engine import Engine
+from tests.helpers import T0
+
+NOW = T0 + 3600
+
+
+def cfg(**limits: object):  # type: ignore[no-untyped-def]
+    return parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "min_samples": 1}},
+            **({"limits": limits} if limits else {}),
+        }
+    )
+
+
+def ev(pid: str, g: object) -> RawRecord:
+    e = {"prediction_id": pid, "model_id": "m", "timestamp": T0, "attributes": {"g": g}}
+    return RawRecord(json.dumps({**e, "prediction": 1}).encode())
+
+
+def test_long_values_count_under_a_stable_shortened_name() -> None:
+    engine = Engine(cfg(max_value_length=32), clock=lambda: NOW)
+    long_a, long_b = "a" * 10_000, "a" * 9_999 + "b"  # same first characters
+    batch, dead = engine.decoder.decode_predictions(
+        [ev("1", long_a), ev("2", long_b), ev("3", long_a), ev("4", "short")]
+    )
+    assert not dead and len(batch) == 4
+    reg = engine.registries[0]
+    labels = sorted(reg.labels)
+    assert len(labels) == 3 and all(len(label) <= 32 for label in labels)
+    assert shorten(long_a, 32) in labels and shorten(long_b, 32) in labels
+    assert shorten(long_a, 32) != shorten(long_b, 32)  # the hash tells them apart
+    assert batch.groups[0, 0] == batch.groups[2, 0] != batch.groups[1, 0]
+    assert reg.shortened == [3]
+    # stable across processes (a checkpoint holds it): BLAKE2b, not Python's hash
+    assert shorten(long_a, 32) == "aaaaaaaaaaaaaaa~" + shorten(long_a, 32)[-16:]
+    assert shorten("x" * 32, 32) == "x" * 32
+
+
+def test_ids_and_records_over_the_limits_are_dead_lettered() -> None:
+    engine = Engine(cfg(max_id_length=10, max_record_bytes=200), clock=lambda: NOW)
+    padded = RawRecord(json.dumps({"pad": "x" * 300}).encode())
+    batch, dead = engine.decoder.decode_predictions([ev("x" * 11, "a"), ev("ok", "a"), padded])
+    assert len(batch) == 1
+    assert [d.reason for d in dead] == [Reason.ID_TOO_LONG, Reason.RECORD_TOO_LARGE]
+    assert "limits.max_record_bytes 200" in dead[1].detail
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("max_record_bytes", 10), ("max_id_length", 0), ("max_value_length", "x"), ("nope", 1)],
+)
+def test_bad_limits_name_the_key(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=f"limits.{key}"):
+        cfg(**{key: value})
+
+
+def test_group_names_are_escaped_in_terminal_output() -> None:
+    engine = Engine(cfg(), clock=lambda: NOW)
+    hostile = "\x1b[2J\x1b[31mRED\nfake line\x00\u202eevil"
+    batch, dead = engine.decoder.decode_predictions([ev("1", hostile), ev("2", "plain")])
+    assert not dead
+    engine.apply(0, batch, engine.decoder.decode_labels([])[0])
+    text = format_table(build_report(engine.snapshot(), confidence=0.95))
+    assert "\\x1b[2J\\x1b[31mRED\\nfake line\\x00\\u202eevil" in text
+    assert not any(c in text for c in "\x1b\x00\u202e")
+    assert "fake line" not in [line.strip() for line in text.splitlines()]
+    assert printable("é ü 中文 ok") == "é ü 中文 ok"
+
+
+def test_group_names_cannot_break_out_of_the_audit_report() -> None:
+    """The audit HTML embeds the report as JSON in a script element: a group named like
+    markup must neither end that element nor open a comment, and must read back intact."""
+    import html
+    import re
+
+    from monitor.outputs.audit import render_html
+
+    config = cfg()
+    engine = Engine(config, clock=lambda: NOW)
+    hostile = '</script><script>alert(1)</script><!--<img src=x onerror="x">'
+    batch, _ = engine.decoder.decode_predictions([ev("1", hostile), ev("2", "plain")])
+    engine.apply(0, batch, engine.decoder.decode_labels([])[0])
+    report = build_report(engine.snapshot(), confidence=0.95)
+    page = render_html(report, {}, config=config, title="t", source="s", generated=NOW)
+    assert page.count("<script") == 1 and "<!--" not in page and "<img" not in page
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    assert data is not None
+    groups = json.loads(data.group(1))["models"]["m"]["windows"]["1h"]["attributes"]["g"]["groups"]
+    assert hostile in groups
+    assert html.escape(hostile) in page  # the table shows it as text
+
+
+def test_intersection_parts_with_the_separator_stay_apart() -> None:
+    from monitor.ingest.groups import intersection_label
+
+    config = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"a": {}, "b": {}}, "intersections": [["a", "b"]]},
+            }
+        }
+    )
+    engine = Engine(config, clock=lambda: NOW)
+
+    def ev2(pid: str, a: str, b: str) -> RawRecord:
+        e = {"prediction_id": pid, "timestamp": T0, "attributes": {"a": a, "b": b}}
+        return RawRecord(json.dumps({**e, "prediction": 1}).encode())
+
+    batch, _ = engine.decoder.decode_predictions([ev2("1", "x&y", "z"), ev2("2", "x", "y&z")])
+    assert batch.groups[0, 2] != batch.groups[1, 2]
+    assert intersection_label(["x&y", "z"]) == "x\\&y&z"
+    assert intersection_label(["a\\", "&"]) == "a\\\\&\\&"
+    assert intersection_label(["A", "F"]) == "A&F"  # the common case reads as before
+
+
+def test_a_csv_that_is_not_utf8_is_a_clean_error_and_long_cells_are_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from monitor.cli import main
+
+    (tmp_path / "c.yaml").write_text("models: {m: {attributes: {g: {}}, threshold: 0.5}}\n")
+    (tmp_path / "map.yaml").write_text(
+        "model: m\nid: id\ntimestamp: ts\nscore: s\nattributes: {g: g}\n"
+    )
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "--csv-mapping", str(tmp_path / "map.yaml")]
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_bytes(
+        b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5," + b"x" * 200_000 + b"\n"
+    )
+    assert main([*args, "--csv", str(csv_file), "--format", "json"]) == 0  # 128 KiB+ cell
+    csv_file.write_bytes(b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5,\xff\n")
+    assert main([*args, "--csv", str(csv_file)]) == 2

@@ -1,0 +1,165 @@
+"""Operational metrics of the service (no broker needed: the collector reads published state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.app.service import Monitor
+from monitor.config.spec import parse_config
+from tests.helpers import T0, label, pred, run
+
+
+def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {
+            "models": {
+                "m": {
+                    "attributes": {"g": {}},
+                    "windows": ["1d"],
+                    "bucket": "1m",
+                    "join": {"ttl": "30d"},
+                    "lateness": "1d",
+                }
+            },
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    run(
+        m.engine,
+        [pred("a", T0, "g1", 1), pred("b", T0, "g1", 0), pred("c", T0, "g1", 1)],
+        [label("a", T0 + 30, 1), label("b", T0 + 2 * 3600, 0), label("c", T0 + 3 * 86400, 1)],
+    )
+    m.published = m.engine.counters()
+    m.published_delays = m.engine.label_delays()
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(m.registry).decode())
+    }
+    h = {
+        s.labels.get("le"): s.value
+        for s in families["fairness_label_delay_seconds"].samples
+        if s.name.endswith("_bucket")
+    }
+    assert h["60.0"] == 1  # 30 s
+    assert h["3600.0"] == 1 and h["21600.0"] == 2  # 2 h
+    assert h["86400.0"] == 2 and h["604800.0"] == 3 and h["+Inf"] == 3  # 3 days
+    sums = [
+        s.value for s in families["fairness_label_delay_seconds"].samples if s.name.endswith("_sum")
+    ]
+    assert sums == [30 + 7200 + 3 * 86400]
+    for name in (
+        "fairness_events",
+        "fairness_pending_labels",
+        "fairness_consumer_lag",
+        "fairness_processing_seconds",
+        "fairness_alerts_active",
+        "fairness_alert_delivery_failures",
+        "fairness_checkpoint_age_seconds",
+    ):
+        assert name in families, name
+    assert families["fairness_pending_labels"].samples[0].value == 3
+    m.store.close()
+
+
+def test_transitions_reach_sinks_page_and_listeners_and_history_is_bounded(
+    tmp_path: Path,
+) -> None:
+    from monitor.alerts.lifecycle import Alert, Transition
+    from monitor.app.service import HISTORY_KEEP
+
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+
+    def alert(i: int, state: str) -> Transition:
+        a = Alert(
+            "FourFifthsRule", {"alertname": "FourFifthsRule", "n": str(i)}, state, T0, T0 + i, 0.5
+        )  # type: ignore[arg-type]
+        return Transition(a, None)
+
+    old = [alert(i, "firing") for i in range(HISTORY_KEEP + 500)]
+    m.evaluator.history = list(old)
+    new = [alert(-1, "pending"), alert(-2, "firing")]
+
+    def advance(labels_caught_up: object = None) -> list[Transition]:
+        m.evaluator.history += new
+        return new
+
+    m.evaluator.advance = advance  # type: ignore[method-assign]
+    heard: list[Transition] = []
+    m.listeners.append(heard.append)
+    m._alerts()
+    assert heard == new
+    assert m.dispatcher.queue.qsize() == 2
+    # the page lists fired/resolved transitions, newest first; pending ones are not news
+    assert [t["labels"]["n"] for t in m.recent_transitions] == ["-2"]
+    # the newest HISTORY_KEEP transitions are kept, the oldest dropped
+    assert len(m.evaluator.history) == HISTORY_KEEP
+    assert m.evaluator.history[-2:] == new
+    assert m.evaluator.history[0] is old[len(old) + 2 - HISTORY_KEEP]
+
+
+def test_signal_handler_takes_no_lock(tmp_path: Path) -> None:
+    """A second SIGINT/SIGTERM arriving inside the first handler must not deadlock: the
+    handler may not wait for a lock (``Event.set`` does; that hung the demo on Ctrl-C)."""
+    import signal
+    import threading
+
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    # as if interrupted while another call held the stop event's lock
+    held = m.stop_requested._cond  # type: ignore[attr-defined]
+    held.acquire()
+    try:
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (m.on_signal(signal.SIGINT, None), done.set()))
+        t.start()
+        assert done.wait(2), "the signal handler blocked on a lock"
+    finally:
+        held.release()
+    assert m.stop_signalled
+
+
+def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: Path) -> None:
+    """Predictions reached minute 100, a partition's labels minute 70: the rules judged up to
+    minute 70 and the gauge says 30 minutes; once the labels are drained it is 0."""
+    cfg = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"g": {}}, "windows": ["1h"], "bucket": "1m", "lateness": "1h"}
+            },
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    run(
+        m.engine,
+        [pred(f"p{i}", T0 + 60 * i, "ab"[i % 2], i % 2) for i in range(101)],
+        [label("p0", T0 + 70 * 60, 1)],
+    )
+
+    def gauge() -> float:
+        m.evaluation_behind = m.alerts_behind()
+        text = generate_latest(m.registry).decode()
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        (sample,) = fam["fairness_alert_evaluation_behind_seconds"].samples
+        assert sample.labels == {"model": "m"}
+        return sample.value
+
+    m.evaluator.advance(lambda p: False)
+    assert gauge() == 30 * 60
+    m.evaluator.advance(lambda p: True)
+    assert gauge() == 0
+    m.store.close()

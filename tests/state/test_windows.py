@@ -1,0 +1,141 @@
+"""Windowing: random out-of-order streams with random label delays, checked against a
+brute-force per-event recount (hypothesis property test)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.state.engine import Engine
+from monitor.state.windows import FAV, FN, FP, TN, TP, N, WindowRing
+from tests.helpers import T0, config, label, pred
+
+BUCKET = 60
+WINDOWS = [{"length": "5m"}, {"length": "15m"}, {"length": "5m", "lag": "10m", "name": "lagged"}]
+LATENESS = 600
+N_BUCKETS = (900 + LATENESS) // BUCKET + 1
+
+event = st.tuples(
+    st.integers(0, 40 * 60),  # prediction time offset (s)
+    st.integers(0, 25 * 60),  # how much later than its time it arrives (s) -> disorder
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(0, 1),  # prediction
+    st.integers(0, 1),  # label
+    st.one_of(st.none(), st.integers(0, 30 * 60)),  # label delay after arrival, None = never
+)
+
+
+@settings(max_examples=200)
+@given(
+    events=st.lists(event, min_size=1, max_size=80),
+    cuts=st.lists(st.integers(1, 20), min_size=1, max_size=30),
+)
+def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
+    cfg = config(windows=WINDOWS, bucket="1m", lateness="10m", score_bins=2)
+    engine = Engine(cfg)
+    # arrival stream: (arrival time, kind, index)
+    stream = []
+    for i, (t, lag, _g, _p, _y, ldelay) in enumerate(events):
+        stream.append((t + lag, 0, i))
+        if ldelay is not None:
+            stream.append((t + lag + ldelay, 1, i))
+    stream.sort()
+    # cut into batches of random sizes
+    batches, pos, k = [], 0, 0
+    while pos < len(stream):
+        size = cuts[k % len(cuts)]
+        batches.append(stream[pos : pos + size])
+        pos += size
+        k += 1
+
+    # ---- brute force, one event at a time (predictions of a batch before its labels) ----
+    head = None
+    accepted: dict[int, int] = {}  # event index -> bucket
+    labelled: dict[int, int] = {}
+    late_p = late_l = 0
+    for batch in batches:
+        for _, kind, i in batch:
+            if kind != 0:
+                continue
+            b = (T0 + events[i][0]) // BUCKET
+            head = b if head is None else max(head, b)
+            if b <= head - N_BUCKETS:
+                late_p += 1
+            else:
+                accepted[i] = b
+        for _, kind, i in batch:
+            if kind != 1 or i not in accepted or i in labelled:
+                continue
+            b = accepted[i]
+            if b <= head - N_BUCKETS:
+                late_l += 1
+            else:
+                labelled[i] = b
+
+    # ---- the engine, batch by batch ----
+    for batch in batches:
+        preds = [
+            pred(i, T0 + events[i][0], events[i][2], events[i][3]) for _, k_, i in batch if k_ == 0
+        ]
+        labels = [label(i, T0 + events[i][0] + 1, events[i][4]) for _, k_, i in batch if k_ == 1]
+        pb, _ = engine.decoder.decode_predictions(preds)
+        lb, _ = engine.decoder.decode_labels(labels)
+        engine.apply(0, pb, lb)
+
+    snap = engine.snapshot().models["m"]
+    idx, names = snap.groups[0]
+    c = engine.snapshot().counters
+    assert c["late_predictions"] == late_p
+    assert c["late_labels"] == late_l
+    assert c["predictions"] == len(accepted)
+    assert c["labels"] == len(labelled)
+    for w in snap.windows.values():
+        end = head + 1 - w.window.lag // BUCKET
+        start = end - w.window.length // BUCKET
+        lo = max(start, head - N_BUCKETS + 1)
+        got = w.counts[idx]
+        for gi, name in enumerate(names):
+
+            def in_win(i: int, b: int, name: str = name, lo: int = lo, end: int = end) -> bool:
+                return lo <= b < end and events[i][2] == name
+
+            exp_n = sum(1 for i, b in accepted.items() if in_win(i, b))
+            exp_fav = sum(events[i][3] for i, b in accepted.items() if in_win(i, b))
+            cells = {TP: (1, 1), FP: (1, 0), FN: (0, 1), TN: (0, 0)}
+            assert got[gi, N] == exp_n
+            assert got[gi, FAV] == exp_fav
+            for cell, (p, y) in cells.items():
+                exp = sum(
+                    1
+                    for i, b in labelled.items()
+                    if in_win(i, b) and events[i][3] == p and events[i][4] == y
+                )
+                assert got[gi, cell] == exp, (w.window.name, name, cell)
+    # nothing is lost: ring + expired = every accepted prediction and counted label
+    totals = snap.totals[idx]
+    assert totals[:, N].sum() == len(accepted)
+    assert totals[:, [TP, FP, FN, TN]].sum() == len(labelled)
+
+
+def test_ring_eviction_moves_counts_to_expired() -> None:
+    ring = WindowRing(n_buckets=3, n_cells=1, n_groups=1)
+    one = np.ones(1, np.int64)
+    zero = np.zeros(1, np.int64)
+    for b in (10, 11, 12):
+        late, gone = ring.admit(np.array([b]))
+        ring.add(np.array([b]), zero, zero, one)
+    assert ring.window(10, 13)[0, 0] == 3
+    late, gone = ring.admit(np.array([14]))  # evicts 10 and 11
+    assert not late[0] and not gone[0]
+    assert ring.window(0, 100)[0, 0] == 1
+    assert ring.expired[0, 0] == 2
+    late, _ = ring.admit(np.array([11]))
+    assert late[0]  # 11 <= 14 - 3
+
+
+def test_batch_with_big_jump_counts_in_time_events_as_expired_not_late() -> None:
+    ring = WindowRing(n_buckets=3, n_cells=1, n_groups=1)
+    late, gone = ring.admit(np.array([5, 6, 100, 7]))
+    assert list(late) == [False, False, False, True]
+    assert list(gone) == [True, True, False, False]  # late events are not also "gone"
