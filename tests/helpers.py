@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from monitor.config.spec import Config, parse_config
@@ -14,9 +14,12 @@ from monitor.state.engine import Engine
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+def wait_for(
+    cond: Callable[[], Any], timeout: float, what: str | Callable[[], str], every: float = 0.05
+) -> Any:
     """Poll ``cond`` until it returns something true (returned), failing after ``timeout``
-    seconds with ``what`` and the last value: tests wait for a condition, not for the clock."""
+    seconds with ``what`` (text, or a function giving it then) and the last value: tests wait
+    for a condition, not for the clock."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -24,7 +27,29 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 
         if last:
             return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}: {last!r}")
+    said = what if isinstance(what, str) else what()
+    raise AssertionError(f"timed out after {timeout}s waiting for {said}: {last!r}")
+
+
+# Where each consumed record ends up in the engine's counters: exactly one of these. A label that
+# came before its prediction is held as early and counted when it joins (``labels``) or expires
+# (``orphan_labels``), so a label still held is not accounted yet.
+ACCOUNTED = (
+    "predictions",
+    "duplicate_predictions",
+    "late_predictions",
+    "labels",
+    "duplicate_labels",
+    "late_labels",
+    "orphan_labels",
+    "invalid",
+)
+
+
+def records_accounted(counters: Mapping[str, int]) -> int:
+    """How many consumed records a (published) counter set has fully applied: a test waits for
+    this to reach the number of records on the topics, not for the traffic to look quiet."""
+    return sum(int(counters.get(k, 0)) for k in ACCOUNTED)
 
 
 def config(**model: Any) -> Config:

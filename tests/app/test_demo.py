@@ -27,8 +27,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.app.demo import ALERTS, free_port
+from monitor.app.demo import ALERTS, LABELS, PREDICTIONS, free_port
 from tests.conftest import ROOT, require
+from tests.helpers import records_accounted
+from tests.kafka_helpers import end_offsets
 
 pytestmark = pytest.mark.integration
 
@@ -67,6 +69,8 @@ class Demo:
         self.bootstrap = self._wait_for(r"broker\s+Tansu \(embedded, in memory\) on (\S+)", 60)
         self.begin = self._wait_for(r"simulated from (\S+),", 60)
         self._wait_for(r"status page\s+(\S+)", 60)
+        # the simulator child, found while it runs (a zombie's command line is empty)
+        self.simulator = self.wait(self._simulator, 30, "the simulator process")
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -99,28 +103,47 @@ class Demo:
             if name == "fairness_alerts_active" and v > 0
         }
 
-    def wait(self, cond: Callable[[], bool], timeout: float, what: str) -> float:
+    def wait(self, cond: Callable[[], Any], timeout: float, what: str | Callable[[], str]) -> Any:
+        """Until ``cond`` holds (the demo must keep running); returns the seconds since start,
+        or what ``cond`` returned if that is not simply True."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
-            if cond():
-                return time.monotonic() - self.started
+            got = cond()
+            if got:
+                return time.monotonic() - self.started if got is True else got
             time.sleep(0.5)
-        raise AssertionError(f"{what} not within {timeout:.0f}s:\n{self.output()[-4000:]}")
+        said = what if isinstance(what, str) else what()
+        raise AssertionError(f"{said} not within {timeout:.0f}s:\n{self.output()[-4000:]}")
 
-    def wait_idle(self, timeout: float) -> None:
-        """Until the simulator is done and the monitor has consumed everything."""
-        last: list[float] = []
+    def _simulator(self) -> int | None:
+        found = [p for p in self.children() if b"simulate" in cmdline(p)]
+        assert len(found) <= 1, found
+        return found[0] if found else None
 
-        def idle() -> bool:
-            m = self.metrics()
-            n = sum(v for (name, _), v in m.items() if name == "fairness_events_total")
-            lag = sum(v for (name, _), v in m.items() if name == "fairness_consumer_lag")
-            last.append(n)
-            return len(last) > 8 and lag == 0 and last[-8] == n
+    def wait_idle(self, timeout: float) -> float:
+        """Until the simulator has produced all its hours and exited, and the monitor has
+        published a state that accounts for every record on the topics; returns that state's
+        ``generated_at`` (the status page shows it or a newer one).
 
-        self.wait(idle, timeout, "the end of the simulated traffic")
-        time.sleep(1.5)  # one more publish of the snapshot
+        Not "the event count stopped moving for a few seconds": under load a stalled monitor
+        or simulator looks idle, and the label-delay run was then judged in its first simulated
+        day, before any label was due (see the report on issue 13).
+        """
+        self.wait(lambda: not running(self.simulator), timeout, "the end of the simulated traffic")
+        on_topics = sum(end_offsets(self.bootstrap, [PREDICTIONS, LABELS]).values())
+        status: dict[str, Any] = {}
+
+        def applied() -> bool:
+            status.update(json.loads(self.get("/api/status")))
+            return records_accounted(status["counters"]) == on_topics
+
+        self.wait(
+            applied,
+            timeout,
+            lambda: f"the monitor to apply all {on_topics} records: {status.get('counters')}",
+        )
+        return float(status["generated_at"])
 
     def alert_messages(self) -> list[dict[str, Any]]:
         """Everything the monitor's Kafka alert sink sent, in order."""
@@ -161,6 +184,13 @@ class Demo:
                 time.sleep(0.01)
                 self.proc.send_signal(sig)
         return self.proc.wait(60)
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def running(pid: int) -> bool:
@@ -235,12 +265,10 @@ def test_feedback_loop_demo(tmp_path: Path) -> None:
             page.wait_for_selector('#alerts li[data-alert="FourFifthsRule"]', timeout=10_000)
 
             # when the traffic ends, the page shows exactly what /metrics shows
-            demo.wait_idle(120)
-            gen = page.evaluate("document.body.dataset.generatedAt")
-            page.wait_for_function(
-                "g => document.body.dataset.generatedAt !== g", arg=gen, timeout=10_000
+            settled = demo.wait_idle(120)
+            page.wait_for_function(  # a refresh that shows the settled state (or a newer one)
+                "g => Number(document.body.dataset.generatedAt) >= g", arg=settled, timeout=10_000
             )
-            page.wait_for_timeout(2500)  # one more refresh, after the final publish
             m = demo.metrics()
             compared = selective = 0
             for el in page.locator("dd[data-metric=dir]").all():

@@ -12,9 +12,10 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
+import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from monitor.app.demo import demo_config_text
 from tests.broker import free_port
 from tests.conftest import ROOT, require
+from tests.helpers import records_accounted, wait_for
 from tests.kafka_helpers import create_topics
 from tests.services import prometheus
 
@@ -213,6 +215,50 @@ def _label_values(prom: Any, query: str, values: dict[str, str]) -> list[str]:
     return list(_query(prom, f"/api/v1/label/{m.group(2)}/values", **{"match[]": m.group(1)}))
 
 
+POISON = 20  # malformed records sent in the middle of the traffic
+
+
+def wait_monitor_applied(
+    port: int, produced: int, proc: subprocess.Popen[bytes], log: Path
+) -> float:
+    """Until the monitor's published state (``/api/status``) accounts for every produced
+    record; returns the wall time then. From there on its ``/metrics`` no longer change."""
+
+    def applied() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        url = f"http://127.0.0.1:{port}/api/status"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            counters = json.loads(r.read())["counters"]
+        seen.append(counters)
+        return records_accounted(counters) == produced
+
+    seen: list[dict[str, int]] = []
+    wait_for(applied, 120, lambda: f"the monitor to apply all {produced} records: {seen[-1:]}")
+    return time.time()
+
+
+def wait_rules_evaluated_after(prom: Any, t: float) -> None:
+    """Until Prometheus has scraped the monitor after ``t`` and evaluated every rule group at
+    least one scrape interval (1 s) after that scrape, so the rules read data from after
+    ``t``."""
+
+    def newest(expr: str) -> float:
+        result = _query(prom, "/api/v1/query", query=expr)["result"]
+        return float(result[0]["value"][1]) if result else 0.0
+
+    def scraped_after(after: float) -> float:
+        s = newest('max(timestamp(up{job="fairness-monitor"}))')
+        return s if s > after else 0.0
+
+    def evaluated_after(after: float) -> bool:
+        groups = _query(prom, "/api/v1/rules")["groups"]
+        assert groups, "no rule group loaded"
+        return all(datetime.fromisoformat(g["lastEvaluation"]).timestamp() > after for g in groups)
+
+    scraped = wait_for(lambda: scraped_after(t), 30, "a scrape of the settled monitor")
+    wait_for(lambda: evaluated_after(scraped + 1), 30, "a rule evaluation after that scrape")
+
+
 @pytest.mark.integration
 def test_every_panel_query_returns_data(kafka, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     require(shutil.which("prometheus") is not None, "prometheus (Debian package)")
@@ -244,27 +290,38 @@ def test_every_panel_query_returns_data(kafka, tmp_path: Path) -> None:  # type:
     try:
         t0 = time.time()
         # 30 simulated hours of the feedback loop in ~20 s of wall time, scraped every second,
-        # with a few malformed records in the middle (the dead-letter panel)
+        # with a few malformed records in the middle (the dead-letter panel): at simulated hour
+        # 12, whatever the machine's speed
         producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20)
         sim = LendingSimulation(scenario("feedback-loop"), seed=5, start=t0 - 40 * HOUR)
+        sent = {pred: 0, lab: 0}
 
-        def poison() -> None:
-            time.sleep(8)
-            for i in range(20):
-                producer.send(pred, key=f"bad-{i}".encode(), value=b"{not json")
+        def send(topic: str, key: bytes, value: bytes) -> None:
+            producer.send(topic, key=key, value=value)
+            sent[topic] += 1
 
-        threading.Thread(target=poison, daemon=True).start()
+        def poison_midway(s: LendingSimulation, _batch: object) -> None:
+            if s.hours >= 12 and not poisoned:
+                for i in range(POISON):
+                    producer.send(pred, key=f"bad-{i}".encode(), value=b"{not json")
+                poisoned.append(POISON)
+
+        poisoned: list[int] = []
         run_simulation(
             sim,
-            lambda topic, k, v: producer.send(topic, key=k, value=v) and None,
+            send,
             predictions_topic=pred,
             labels_topic=lab,
             speed=30 * HOUR / 20,
             hours=30,
+            on_step=poison_midway,
         )
         producer.flush(30)
         producer.close()
-        time.sleep(6)  # the last scrapes and rule evaluations
+        assert poisoned == [POISON]
+        produced = sent[pred] + sent[lab] + POISON
+        settled_at = wait_monitor_applied(port, produced, proc, log)
+        wait_rules_evaluated_after(prom, settled_at)
         assert proc.poll() is None, log.read_text()[-3000:]
         t1 = time.time()
 
