@@ -265,10 +265,12 @@ class ApacheKafka:
         self.proc = subprocess.Popen(
             self._cmd("kafka.Kafka", str(self.props)), stdout=log, stderr=subprocess.STDOUT
         )
+        # ready = an admin client lists the topics; polled until the timeout
         deadline = time.monotonic() + timeout
+        last: Exception | None = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka exited: see {self.dir / 'broker.log'}")
+                raise RuntimeError(f"Kafka exited: {self._log_tail()}")
             try:
                 from kafka import KafkaAdminClient
 
@@ -278,9 +280,15 @@ class ApacheKafka:
                 admin.list_topics()
                 admin.close()
                 return
-            except Exception:
+            except Exception as exc:
+                last = exc
                 time.sleep(0.5)
-        raise RuntimeError("Kafka did not become ready in time")
+        raise RuntimeError(
+            f"Kafka not ready within {timeout:.0f}s (last error: {last!r}): {self._log_tail()}"
+        )
+
+    def _log_tail(self) -> str:
+        return (self.dir / "broker.log").read_text(errors="replace")[-2000:]
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -344,7 +352,10 @@ class Tansu:
             if self.proc.poll() is not None:
                 raise RuntimeError((self.dir / "tansu.log").read_text()[-2000:])
             time.sleep(0.1)
-        raise RuntimeError("tansu did not start listening")
+        raise RuntimeError(
+            f"tansu did not listen on {self.bootstrap} within 30s: "
+            + (self.dir / "tansu.log").read_text(errors="replace")[-2000:]
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -233,7 +233,9 @@ service:
                 return
             assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
             time.sleep(0.2)
-        raise AssertionError(f"monitor not ready: {self.log.read_text()[-3000:]}")
+        raise AssertionError(
+            f"monitor not ready within {timeout:.0f}s: {self.log.read_text()[-3000:]}"
+        )
 
 
 def checkpoint_offsets(path: Path) -> dict[tuple[str, int], int]:
@@ -260,6 +262,7 @@ def wait_progress(
     """Until the checkpoint reflects at least ``events`` records (both topics); returns how
     many. Polls often: the monitor reads ~100 k records per second here."""
     deadline = time.monotonic() + timeout
+    done = 0
     while time.monotonic() < deadline:
         done = sum(checkpoint_offsets(path).values())
         if done >= events:
@@ -267,7 +270,9 @@ def wait_progress(
         for p in procs:
             assert p.proc is not None and p.proc.poll() is None, p.log.read_text()[-3000:]
         time.sleep(0.02)
-    raise AssertionError(f"the checkpoint never reached {events:.0f} records")
+    raise AssertionError(
+        f"the checkpoint reached {done} records, not {events:.0f}, within {timeout:.0f}s"
+    )
 
 
 def wait_consumed(

@@ -15,16 +15,21 @@ from tests.broker import free_port
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    """Until ``url`` answers 2xx (polled every 0.3 s), failing after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
+    last: OSError | None = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{url} process exited: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return
-        except OSError:
+        except OSError as exc:
+            last = exc
             time.sleep(0.3)
-    raise RuntimeError(f"{url} not ready: {log.read_text()[-2000:]}")
+    raise RuntimeError(
+        f"{url} not ready within {timeout:.0f}s ({last!r}): {log.read_text()[-2000:]}"
+    )
 
 
 class Service:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import shutil
@@ -34,6 +35,8 @@ class Receiver:
                 outer.calls += 1
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if outer.hang:
+                    # a server that hangs before answering: the delay is the behaviour under
+                    # test (the sink's timeout), not a wait (allowed in tests/test_no_sleeps.py)
                     time.sleep(outer.hang)
                 if outer.calls <= outer.fail:
                     self.send_response(500)
@@ -74,10 +77,11 @@ def transition(state: str = "firing") -> Transition:
 
 
 def wait_for(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``cond`` every 20 ms until it holds, failing after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not cond():
         time.sleep(0.02)
-    assert cond()
+    assert cond(), f"not within {timeout}s: {inspect.getsource(cond).strip()}"
 
 
 def test_500s_are_retried_and_counted_then_delivered() -> None:
@@ -305,7 +309,7 @@ class Flaky:
 def wait_until(cond, deadline: float) -> float:  # type: ignore[no-untyped-def]
     """Poll ``cond`` until the monotonic ``deadline``; returns when it held, else fails."""
     while not cond():
-        assert time.monotonic() < deadline, "not within the deadline"
+        assert time.monotonic() < deadline, f"not by the deadline: {inspect.getsource(cond)}"
         time.sleep(0.02)
     return time.monotonic()
 

@@ -181,7 +181,7 @@ class Demo:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             if twice:  # an impatient Ctrl-C Ctrl-C: the second lands inside the first's handling
-                time.sleep(0.01)
+                time.sleep(0.01)  # a double key press, not a wait (tests/test_no_sleeps.py)
                 self.proc.send_signal(sig)
         return self.proc.wait(60)
 
