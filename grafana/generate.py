@@ -453,9 +453,20 @@ def operations() -> dict[str, Any]:
             grid=(0, 8, 8, 8),
         ),
         timeseries(
-            "Pending labels",
-            "Predictions the join holds (awaiting a label, or recently labelled).",
-            [target(f"sum by (instance) (fairness_pending_labels{job})", "{{instance}}")],
+            "Join: awaiting labels, labelled kept",
+            "Predictions awaiting their label, and labelled predictions the join keeps until "
+            "their TTL to recognise a repeated prediction or label.",
+            [
+                target(
+                    f"sum by (instance) (fairness_pending_labels{job})",
+                    "awaiting label {{instance}}",
+                ),
+                target(
+                    f"sum by (instance) (fairness_join_labelled_kept{job})",
+                    "labelled, kept until TTL {{instance}}",
+                    "B",
+                ),
+            ],
             unit="short",
             min_=0,
             grid=(8, 8, 8, 8),

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-COMPAS_CSV = SHARED / "data" / "compas-two-years.csv"
+COMPAS_CSV = ROOT / "examples" / "compas" / "compas-two-years.csv"  # shipped with the example
 
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)

@@ -627,10 +627,17 @@ class _OpsCollector:
         yield ev
         pending = GaugeMetricFamily(
             "fairness_pending_labels",
-            "Predictions held by the join (awaiting or recently given a label).",
+            "Predictions awaiting their label (held by the join until it arrives or the TTL).",
         )
-        pending.add_metric([], counters["pending"])
+        pending.add_metric([], counters["awaiting_label"])
         yield pending
+        kept = GaugeMetricFamily(
+            "fairness_join_labelled_kept",
+            "Labelled predictions the join keeps until their TTL, to recognise a repeated "
+            "prediction or label.",
+        )
+        kept.add_metric([], counters["labelled_kept_until_ttl"])
+        yield kept
         counts, total = m.published_delays
         cumulative = np.cumsum(counts).tolist()
         buckets = [(str(b), float(c)) for b, c in zip(DELAY_BOUNDS, cumulative, strict=False)]

@@ -23,7 +23,7 @@ from monitor.metrics.fairness import (
     disparities,
     group_metrics,
 )
-from monitor.state.engine import ModelSnapshot, Snapshot
+from monitor.state.engine import HELD, ModelSnapshot, Snapshot
 
 I64 = npt.NDArray[np.int64]
 
@@ -238,7 +238,10 @@ def format_table(report: dict[str, Any]) -> str:
             f"{a['annotations'].get('summary', '')}"
         )
     c = report["counters"]
-    lines.append("events: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    lines.append("events: " + ", ".join(f"{k} {v}" for k, v in c.items() if k not in HELD))
+    held = [f"{c[k]} {what}" for k, what in HELD.items() if k in c]
+    if held:
+        lines.append("join holds: " + "; ".join(held))
     if report["invalid"]:
         lines.append(
             "dead-lettered: " + ", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items()))

@@ -64,6 +64,12 @@ COUNTERS = (
     "evicted_pending",
     "expired_pending",
 )
+# What the join holds now (gauges, not event counts), by what each row waits for
+HELD = {
+    "awaiting_label": "predictions awaiting their label",
+    "labelled_kept_until_ttl": "labelled predictions kept until their TTL, to recognise a "
+    "repeated prediction or label",
+}
 
 
 class PartitionState:
@@ -422,7 +428,10 @@ class Engine:
         for st in self.partitions.values():
             for k, v in st.counters.items():
                 counters[k] += v
-        counters["pending"] = sum(len(st.pending) for st in self.partitions.values())
+        awaiting = sum(st.pending.awaiting_label() for st in self.partitions.values())
+        counters["awaiting_label"] = awaiting
+        held = sum(len(st.pending) for st in self.partitions.values())
+        counters["labelled_kept_until_ttl"] = held - awaiting
         counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
         return counters
 

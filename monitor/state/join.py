@@ -255,11 +255,15 @@ def first_occurrences(
 
 
 class PendingStore(SortedTable):
-    """Predictions awaiting (or recently given) a label."""
+    """Predictions awaiting a label, and labelled ones kept until the TTL (de-duplication)."""
 
     def __init__(self, n_sets: int, *, max_size: int) -> None:
         super().__init__(pending_dtype(n_sets), max_size=max_size, age_field="bucket")
         self.n_sets = n_sets
+
+    def awaiting_label(self) -> int:
+        """Rows whose label has not arrived (the rest are labelled, kept until the TTL)."""
+        return int((self.main["state"] == PENDING).sum() + (self.delta["state"] == PENDING).sum())
 
     def expire(self, min_bucket_by_model: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """Remove rows older than their model's TTL (``bucket < min_bucket_by_model[model]``)."""

@@ -1,4 +1,5 @@
-"""replay on ProPublica's COMPAS data equals an independent pandas recount."""
+"""replay on ProPublica's COMPAS data (shipped in examples/compas/) equals an independent
+pandas recount."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import pandas as pd
 import pytest
 
 from monitor.cli import main
-from tests.conftest import COMPAS_CSV, ROOT, require
+from tests.conftest import COMPAS_CSV, ROOT
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    require(COMPAS_CSV.exists(), f"{COMPAS_CSV}")
+    assert COMPAS_CSV.exists(), f"{COMPAS_CSV} is shipped with the example"
     out = tmp_path_factory.mktemp("compas") / "report.json"
     import contextlib
     import io
@@ -55,6 +56,32 @@ def test_filter_keeps_6172_rows(report: dict) -> None:
     assert len(pandas_counts()) == 6172
     assert report["counters"]["predictions"] == 6172
     assert report["counters"]["labels"] == 6172
+    # every label arrived: none awaits one; all are kept until the TTL (de-duplication)
+    assert report["counters"]["awaiting_label"] == 0
+    assert report["counters"]["labelled_kept_until_ttl"] == 6172
+
+
+def test_text_summary_names_what_the_join_holds() -> None:
+    """``make compas``'s summary: the held predictions by what they wait for, apart from the
+    event counts (it said "pending 6172" after every label had arrived)."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(
+            ["replay", "-c", str(ROOT / "examples/compas/config.yaml"), "--csv", str(COMPAS_CSV),
+             "--csv-mapping", str(ROOT / "examples/compas/mapping.yaml")]
+        )  # fmt: skip
+    assert rc == 0
+    lines = buf.getvalue().splitlines()
+    events = next(line for line in lines if line.startswith("events: "))
+    assert "predictions 6172, labels 6172" in events
+    assert "pending" not in events.replace("_pending", "") and "awaiting" not in events
+    assert (
+        "join holds: 0 predictions awaiting their label; 6172 labelled predictions kept until "
+        "their TTL, to recognise a repeated prediction or label"
+    ) in lines
 
 
 @pytest.mark.parametrize("attribute", ["race", "sex"])

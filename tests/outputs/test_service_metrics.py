@@ -53,6 +53,7 @@ def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
     for name in (
         "fairness_events",
         "fairness_pending_labels",
+        "fairness_join_labelled_kept",
         "fairness_consumer_lag",
         "fairness_processing_seconds",
         "fairness_alerts_active",
@@ -60,7 +61,9 @@ def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
         "fairness_checkpoint_age_seconds",
     ):
         assert name in families, name
-    assert families["fairness_pending_labels"].samples[0].value == 3
+    # all three are labelled: none awaits a label, three are kept until the TTL
+    assert families["fairness_pending_labels"].samples[0].value == 0
+    assert families["fairness_join_labelled_kept"].samples[0].value == 3
     m.store.close()
 
 

@@ -79,7 +79,8 @@ def test_ttl_expiry_makes_late_labels_orphans() -> None:
     run(engine, [pred("old", T0, "a", 1)])
     run(engine, [pred("new", T0 + 1900, "a", 1)])  # head moves past old's TTL
     c = engine.snapshot().counters
-    assert c["expired_pending"] == 1 and c["pending"] == 1
+    assert c["expired_pending"] == 1 and c["awaiting_label"] == 1
+    assert c["labelled_kept_until_ttl"] == 0
     run(engine, [pred("newer", T0 + 1950, "a", 0)], [label("old", T0 + 1950, 1)])
     run(engine, [pred("newest", T0 + 1950 + 1560 + 300 + 1, "a", 0)])  # span 26m + grace 5m
     c = engine.snapshot().counters
@@ -87,11 +88,28 @@ def test_ttl_expiry_makes_late_labels_orphans() -> None:
     assert cells(engine, "20m")["a"][TP] == 0
 
 
+def test_held_predictions_are_counted_by_what_they_wait_for() -> None:
+    """``awaiting_label`` and ``labelled_kept_until_ttl`` (was one ``pending`` that counted
+    both: a replay reported "pending 6172" after every label had arrived)."""
+    engine = Engine(config(join={"ttl": "30m"}, windows=["20m"], lateness="5m"))
+    run(engine, [pred(i, T0, "a", 1) for i in "abcd"], [label("a", T0 + 60, 1)])
+    run(engine, [], [label("b", T0 + 60, 0), label("a", T0 + 70, 1)])  # a again: a duplicate
+    c = engine.snapshot().counters
+    assert (c["awaiting_label"], c["labelled_kept_until_ttl"]) == (2, 2)
+    assert c["duplicate_labels"] == 1
+    run(engine, [pred("e", T0 + 1900, "a", 1)])  # head moves past the first four's TTL
+    c = engine.snapshot().counters
+    assert (c["awaiting_label"], c["labelled_kept_until_ttl"]) == (1, 0)
+    assert c["expired_pending"] == 2  # c and d expired unlabelled; a and b were labelled
+    assert "pending" not in c
+
+
 def test_size_cap_evicts_oldest_first() -> None:
     engine = Engine(config(join={"max_pending": 3}, windows=["2h"]))
     run(engine, [pred(f"p{i}", T0 + 60 * i, "a", 1) for i in (4, 0, 2, 1, 3)])
     c = engine.snapshot().counters
-    assert c["evicted_pending"] == 2 and c["pending"] == 3
+    assert c["evicted_pending"] == 2 and c["awaiting_label"] == 3
+    assert c["labelled_kept_until_ttl"] == 0
     run(engine, [], [label(f"p{i}", T0 + 600, 1) for i in range(5)])
     assert cells(engine, "2h")["a"][TP] == 3  # p2, p3, p4 survived: the two oldest went
     assert engine.snapshot().counters["early_labels"] == 2  # p0, p1 are unknown now
