@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo compas test lint bench clean
+.PHONY: install demo compas test lint pytest bench clean
 
 # one stamp per install profile: the runtime alone (make compas), with the embedded broker
 # (make demo), with the test tools (make install / test / lint / bench)
@@ -47,7 +47,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check monitor tests bench grafana
 	$(BIN)/mypy monitor
 
-test: lint
+test: lint pytest
+
+pytest: $(STAMP)
 	$(BIN)/pytest -q --durations=20
 
 bench: $(STAMP)
