@@ -126,9 +126,11 @@ class Demo:
         published a state that accounts for every record on the topics; returns that state's
         ``generated_at`` (the status page shows it or a newer one).
 
-        Not "the event count stopped moving for a few seconds": under load a stalled monitor
-        or simulator looks idle, and the label-delay run was then judged in its first simulated
-        day, before any label was due (see the report on issue 13).
+        Not "the event count stopped moving for ~4 s, with no lag": a simulator or monitor
+        stalled that long under load (or a slow first group join: no partition, no lag) looks
+        idle, and the label-delay run was then judged in its first simulated day, before any
+        label was due (a SIGSTOP of its simulator for 6 s after start reproduces it: judged
+        idle after 4 s with 0 events).
         """
         self.wait(lambda: not running(self.simulator), timeout, "the end of the simulated traffic")
         on_topics = sum(end_offsets(self.bootstrap, [PREDICTIONS, LABELS]).values())
