@@ -162,7 +162,7 @@ class Demo:
             while c.position(tp) < end and time.monotonic() < deadline:
                 for recs in c.poll(timeout_ms=500).values():
                     out += [json.loads(r.value) for r in recs]
-            assert len(out) == end
+            assert len(out) == end, f"read {len(out)} of the {end} alert messages within 30 s"
             return out
         finally:
             c.close()
