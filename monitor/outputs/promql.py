@@ -47,7 +47,7 @@ ATTR = "model, window, attribute"
 GROUP = "model, window, attribute, group"
 COUNT = {c.field: c.name for c in GROUP_COUNTS}
 # the denominators summed from two cells (one cell: its count family)
-SUM_NAME = {
+SUM_NAME: dict[tuple[str, ...], str] = {
     ("tp", "fn"): "positives",
     ("fp", "tn"): "negatives",
     ("tp", "fp"): "predicted_positives",
