@@ -52,7 +52,12 @@ SUM_NAME: dict[tuple[str, ...], str] = {
     ("fp", "tn"): "negatives",
     ("tp", "fp"): "predicted_positives",
 }
-GAPS = ("statistical_parity_difference", "tpr_gap", "fpr_gap", "ppv_gap")
+# max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
+GAPS = tuple(
+    m.name
+    for m in METRICS.values()
+    if m.interval == "newcombe" and m.rate and m.attribute == m.name
+)
 DEFAULT_MIN_SAMPLES = ModelSpec.min_samples
 
 

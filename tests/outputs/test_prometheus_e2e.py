@@ -184,9 +184,13 @@ def test_prometheus_parity_alert_and_alertmanager_delivery(kafka, tmp_path: Path
                 value = scraped[""][i][1]
                 if value == pytest.approx(recorded[at], rel=1e-9):
                     lower, upper = scraped["_lower"][i][1], scraped["_upper"][i][1]
+                    print(f"evaluation {at}: monitor's DIR {value} [{lower}, {upper}]")
                     return rule.breached(value, lower, upper)
             raise AssertionError(f"no scraped DIR equals the recorded {recorded[at]} at {at}")
 
+        print(
+            f"parity (monitor, recorded): {last[0]}; fired at {t_fire}, previous evaluation {before}"
+        )
         assert monitor_breach(t_fire), "Prometheus fired where the monitor's rule does not"
         assert not monitor_breach(before), "the monitor's rule was breached an evaluation earlier"
 
