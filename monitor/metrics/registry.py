@@ -27,6 +27,11 @@ DEFAULT_CONFIDENCE = 0.95
 
 Direction = Literal["lower", "higher"]  # which way is worse
 Interval = Literal["mover-wilson", "newcombe", "none"]
+INTERVAL_NAMES = {
+    "mover-wilson": "MOVER-R with Wilson limits (Donner & Zou 2012)",
+    "newcombe": "Newcombe's hybrid score (1998)",
+    "none": "none",
+}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor.alerts.evaluator import SeriesPoint
 from monitor.config.spec import Config
-from monitor.metrics.registry import FOUR_FIFTHS
+from monitor.metrics.registry import FOUR_FIFTHS, INTERVAL_NAMES, METRICS
 from monitor.outputs.svg import line_chart
 
 GROUP_COLUMNS = (  # (report field, heading)
@@ -73,6 +73,10 @@ def _cell(x: Any, *, attrs: str = "", cls: str = "") -> str:
     value = "" if x is None else repr(x) if isinstance(x, float) else str(x)
     c = f' class="{cls}"' if cls else ""
     return f'<td data-value="{_e(value)}"{attrs}{c}>{_e(_fmt(x))}</td>'
+
+
+def _interval(metric: str) -> str:
+    return INTERVAL_NAMES[METRICS[metric].interval]
 
 
 def _time(t: float) -> str:
@@ -182,9 +186,9 @@ def render_html(
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">Generated {_e(_time(generated))} UTC from {_e(source)}. '
-        f"Intervals are {conf:.0%}: Wilson for rates, Katz log for ratios, Newcombe for "
-        "differences. Groups with fewer predictions than min_samples take no part in the "
-        "disparities.</p>",
+        f"Intervals are {conf:.0%}: Wilson for rates, {_interval('disparate_impact_ratio')} for "
+        f"the disparate impact ratio, {_interval('tpr_gap')} for differences. Groups with "
+        "fewer predictions than min_samples take no part in the disparities.</p>",
         "<h2>Alerts</h2>",
     ]
     alerts = report.get("alerts", [])
