@@ -130,10 +130,10 @@ class AlertEvaluator:
                     if (not r.windows or w.name in r.windows)
                     and (not r.attributes or set_name in r.attributes)
                 ]
-                rep = self._report(counts[gidx], labels, spec, set_name)
-                self._record(spec.name, w.name, set_name, at, rep)
+                result = self._result(counts[gidx], labels, spec, set_name)
+                self._record(spec.name, w.name, set_name, at, result)
                 for rule in rules:
-                    t = self._rule(rule, rep, spec.name, w.name, set_name, at)
+                    t = self._rule(rule, result, spec.name, w.name, set_name, at)
                     if t is not None:
                         out.append(t)
         d = self.spec.drift
@@ -142,8 +142,8 @@ class AlertEvaluator:
             counts = self.engine.counts_between(m, k - nb, k, as_of=k)
             for set_name, gidx, labels in sets:
                 if labels:
-                    rep = self._report(counts[gidx], labels, spec, set_name)
-                    out += self._drift(rep, spec.name, set_name, at)
+                    result = self._result(counts[gidx], labels, spec, set_name)
+                    out += self._drift(result, spec.name, set_name, at)
         return out
 
     def _record(
@@ -168,7 +168,7 @@ class AlertEvaluator:
             )
         )
 
-    def _report(
+    def _result(
         self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
     ) -> AttributeResult:
         """Typed disparities of one attribute set, with the configured confidence."""
