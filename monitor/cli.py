@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--report", help="write an HTML audit report here when the demo stops")
     d.add_argument("--print-config", action="store_true", help="print the monitor's config")
 
+    pr = sub.add_parser("prometheus-rules", help="write the Prometheus rules for a configuration")
+    pr.add_argument("--config", "-c", required=True, help="YAML configuration file")
+    pr.add_argument("--out", "-o", action="append", default=[], help="file to write (repeatable)")
+
     s = sub.add_parser("simulate", help="produce a simulated lending model's events")
     s.add_argument("--scenario", default="feedback-loop", choices=sorted(SCENARIOS))
     s.add_argument("--bootstrap", help="Kafka bootstrap servers (HOST:PORT)")
@@ -403,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "prometheus-rules":
+            from monitor.outputs.promql import prometheus_rules_command
+
+            return prometheus_rules_command(args.config, args.out)
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {exc}", file=sys.stderr)
         return 2

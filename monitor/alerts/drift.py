@@ -12,8 +12,8 @@ standardized "badness" z = ±(value − baseline) / sd (``-DIR``, ``+gap``), one
 whose false-alarm rate does not depend on group size. ADWIN gets the raw values (its Hoeffding
 bound accounts for noise) and the direction is checked afterwards.
 
-With the alert comes a trend estimate: the least-squares slope of the recent values and, for the
-DIR, when it would cross 0.8 at that slope.
+With the alert comes a trend estimate: the least-squares slope of the recent values and when it
+would cross the metric's bound at that slope (the registry's: four fifths for the DIR).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 
 from monitor.config.rules import DriftSpec
-
-LOWER_IS_WORSE = {"disparate_impact_ratio"}
-BOUNDS = {"disparate_impact_ratio": 0.8}
+from monitor.metrics.registry import METRICS
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class DriftTracker:
     def __init__(self, spec: DriftSpec, metric: str) -> None:
         self.spec = spec
         self.metric = metric
-        self.sign = -1.0 if metric in LOWER_IS_WORSE else 1.0
+        self.sign = -1.0 if METRICS[metric].direction == "lower" else 1.0
         self.detector = self._new_detector()
         self.history: deque[tuple[float, float]] = deque(maxlen=48)  # (time, value)
         self.warmup: list[float] = []
@@ -124,8 +122,8 @@ class DriftTracker:
         t = np.array([p[0] for p in pts]) / 3600.0
         v = np.array([p[1] for p in pts])
         slope = float(np.polyfit(t - t[0], v, 1)[0])
-        bound = BOUNDS.get(self.metric)
-        if bound is None or slope == 0 or self.sign * slope <= 0:
+        bound = METRICS[self.metric].default_bound
+        if slope == 0 or self.sign * slope <= 0:
             return slope, None
         hours = (bound - v[-1]) / slope
         return slope, (float(hours) if hours > 0 else 0.0)

@@ -17,20 +17,11 @@ from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
-from monitor.outputs.report import attribute_report
+from monitor.metrics.intervals import z_value
+from monitor.metrics.registry import METRICS
+from monitor.metrics.results import AttributeResult, attribute_result, finite_or_none
 from monitor.state.engine import Engine
 
-# which per-group denominators a metric's comparison rests on (for min_samples)
-DENOMINATOR = {
-    "disparate_impact_ratio": ("n",),
-    "statistical_parity_difference": ("n",),
-    "tpr_gap": ("tp", "fn"),
-    "equal_opportunity_difference": ("tp", "fn"),
-    "fpr_gap": ("fp", "tn"),
-    "ppv_gap": ("tp", "fp"),
-    "predictive_parity_difference": ("tp", "fp"),
-    "equalized_odds_difference": ("tp", "fn"),  # refined below: the gap that is the max
-}
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
 
 
@@ -45,15 +36,16 @@ class SeriesPoint(NamedTuple):
     selection_rates: dict[str, float | None]  # per group with predictions in the window
 
 
-RATE = {
-    "disparate_impact_ratio": "selection_rate",
-    "statistical_parity_difference": "selection_rate",
-    "tpr_gap": "tpr",
-    "equal_opportunity_difference": "tpr",
-    "fpr_gap": "fpr",
-    "ppv_gap": "ppv",
-    "predictive_parity_difference": "ppv",
-}
+GAP_NOTE = (
+    "With different base rates, equal PPV and equal TPR force unequal FPR "
+    "(Chouldechova 2017: FPR = p/(1-p) · (1-PPV)/PPV · TPR), so equalized odds and "
+    "predictive parity cannot both hold; check which one this model must meet."
+)
+
+
+def _finite(x: float) -> float:
+    """NaN for an undefined or infinite number (an infinite upper limit judges nothing)."""
+    return x if math.isfinite(x) else math.nan
 
 
 def _fmt(x: Any) -> str:
@@ -138,10 +130,10 @@ class AlertEvaluator:
                     if (not r.windows or w.name in r.windows)
                     and (not r.attributes or set_name in r.attributes)
                 ]
-                rep = self._report(counts[gidx], labels, spec, set_name)
-                self._record(spec.name, w.name, set_name, at, rep)
+                result = self._result(counts[gidx], labels, spec, set_name)
+                self._record(spec.name, w.name, set_name, at, result)
                 for rule in rules:
-                    t = self._rule(rule, rep, spec.name, w.name, set_name, at)
+                    t = self._rule(rule, result, spec.name, w.name, set_name, at)
                     if t is not None:
                         out.append(t)
         d = self.spec.drift
@@ -150,12 +142,12 @@ class AlertEvaluator:
             counts = self.engine.counts_between(m, k - nb, k, as_of=k)
             for set_name, gidx, labels in sets:
                 if labels:
-                    rep = self._report(counts[gidx], labels, spec, set_name)
-                    out += self._drift(rep, spec.name, set_name, at)
+                    result = self._result(counts[gidx], labels, spec, set_name)
+                    out += self._drift(result, spec.name, set_name, at)
         return out
 
     def _record(
-        self, model: str, window: str, attribute: str, at: float, rep: dict[str, Any]
+        self, model: str, window: str, attribute: str, at: float, r: AttributeResult
     ) -> None:
         """Keep the recent history of the headline disparities (status page sparklines)."""
         if self.series_points == 0:
@@ -163,45 +155,44 @@ class AlertEvaluator:
         series = self.series.get((model, window, attribute))
         if series is None:
             series = self.series[(model, window, attribute)] = deque(maxlen=self.series_points)
-        d, e = rep["disparate_impact_ratio"], rep["equalized_odds_difference"]
-        groups = rep["groups"]
-        rates = {g: groups[g]["selection_rate"] for g in groups if groups[g]["n"]}
-        series.append(SeriesPoint(at, d["value"], d["lower"], d["upper"], e["value"], rates))
-
-    def _report(
-        self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
-    ) -> dict[str, Any]:
-        """Disparities of one attribute set; per-group rows are built only when read."""
-        return attribute_report(
-            counts, labels, spec, set_name, confidence=self.config.confidence, lazy=True
+        d = r.disparities.disparate_impact
+        e = r.disparities.equalized_odds_difference
+        series.append(
+            SeriesPoint(
+                at,
+                finite_or_none(d.value),
+                finite_or_none(d.lower),
+                finite_or_none(d.upper),
+                finite_or_none(e.value),
+                r.selection_rates(),
+            )
         )
+
+    def _result(
+        self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
+    ) -> AttributeResult:
+        """Typed disparities of one attribute set, with the configured confidence."""
+        return attribute_result(counts, labels, spec, set_name, confidence=self.config.confidence)
 
     # -- static rules --------------------------------------------------------------------------
     def _rule(
         self,
         rule: AlertRule,
-        rep: dict[str, Any],
+        r: AttributeResult,
         model: str,
         window: str,
         attribute: str,
         at: float,
     ) -> Transition | None:
-        d = rep[rule.metric]
-        value = math.nan if d["value"] is None else d["value"]
-        lower = math.nan if d["lower"] is None else d["lower"]
-        upper = math.nan if d["upper"] is None else d["upper"]
-        lo, hi = d["low_group"], d["high_group"]
-        metric = rule.metric
-        if metric == "equalized_odds_difference":
-            # which of the two gaps is the maximum decides the rate and the denominator
-            metric = "fpr_gap" if rep["fpr_gap"]["value"] == d["value"] else "tpr_gap"
+        d = r.disparity(rule.metric)
+        value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
+        lo, hi = d.low_group, d.high_group
+        # the basis decides the rate and the denominator (for the EOD: the gap that is the max)
+        basis = d.basis or rule.metric
         enough = (
             lo is not None
             and hi is not None
-            and all(
-                sum(rep["groups"][g][c] for c in DENOMINATOR[metric]) >= rule.min_samples
-                for g in (lo, hi)
-            )
+            and all(r.denominator(g, basis) >= rule.min_samples for g in (lo, hi))
         )
         breached = enough and rule.breached(value, lower, upper)
         labels = {
@@ -211,7 +202,11 @@ class AlertEvaluator:
             "attribute": attribute,
             "severity": rule.severity,
         }
-        ann = self._evidence(rule, rep, metric, value, lower, upper, lo, hi) if lo else {}
+        ann = (
+            self._evidence(rule, r, basis, (value, lower, upper), lo, hi)
+            if lo is not None and hi is not None and r.labels[lo]
+            else {}
+        )
         return self.book.observe(
             name=rule.name,
             labels=labels,
@@ -228,65 +223,62 @@ class AlertEvaluator:
     def _evidence(
         self,
         rule: AlertRule,
-        rep: dict[str, Any],
-        metric: str,
-        value: float,
-        lower: float,
-        upper: float,
-        lo: str,
-        hi: str,
+        r: AttributeResult,
+        basis: str,
+        numbers: tuple[float, float, float],
+        lo: int,
+        hi: int,
     ) -> dict[str, str]:
-        rate = RATE[metric]
-        g, r = rep["groups"][lo], rep["groups"][hi]
+        rate = METRICS[basis].rate
+        value, lower, upper = numbers
+        g_rate, r_rate = _fmt(r.value(rate, lo)), _fmt(r.value(rate, hi))
+        g_n, r_n = int(r.groups.n[lo]), int(r.groups.n[hi])
+        g_lab, r_lab = int(r.groups.labelled[lo]), int(r.groups.labelled[hi])
+        lo_name, hi_name = r.labels[lo], r.labels[hi]
         ann = {
-            "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {lo} vs {hi}",
+            "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} "
+            f"for {lo_name} vs {hi_name}",
             "description": (
-                f"{rate} {lo}: {_fmt(g[rate])} (n={g['n']}, labelled={g['labelled']}); "
-                f"{hi}: {_fmt(r[rate])} (n={r['n']}, labelled={r['labelled']}); "
+                f"{rate} {lo_name}: {g_rate} (n={g_n}, labelled={g_lab}); "
+                f"{hi_name}: {r_rate} (n={r_n}, labelled={r_lab}); "
                 f"{rule.metric} {_fmt(value)}, {self.config.confidence:.0%} CI "
                 f"[{_fmt(lower)}, {_fmt(upper)}]"
             ),
             "value": _fmt(value),
             "ci_lower": _fmt(lower),
             "ci_upper": _fmt(upper),
-            "group": lo,
-            "group_rate": _fmt(g[rate]),
-            "group_n": str(g["n"]),
-            "reference_group": hi,
-            "reference_rate": _fmt(r[rate]),
-            "reference_n": str(r["n"]),
+            "group": lo_name,
+            "group_rate": g_rate,
+            "group_n": str(g_n),
+            "reference_group": hi_name,
+            "reference_rate": r_rate,
+            "reference_n": str(r_n),
             "runbook_url": rule.runbook_url,
         }
-        if rule.metric in (
-            "equalized_odds_difference",
-            "tpr_gap",
-            "fpr_gap",
-            "predictive_parity_difference",
-            "ppv_gap",
-        ):
-            ann["base_rates"] = f"{lo}: {_fmt(g['prevalence'])}, {hi}: {_fmt(r['prevalence'])}"
-            ann["note"] = (
-                "With different base rates, equal PPV and equal TPR force unequal FPR "
-                "(Chouldechova 2017: FPR = p/(1-p) · (1-PPV)/PPV · TPR), so equalized odds and "
-                "predictive parity cannot both hold; check which one this model must meet."
+        if METRICS[rule.metric].needs_labels:
+            ann["base_rates"] = (
+                f"{lo_name}: {_fmt(r.value('prevalence', lo))}, "
+                f"{hi_name}: {_fmt(r.value('prevalence', hi))}"
             )
+            ann["note"] = GAP_NOTE
         return ann
 
     # -- drift ---------------------------------------------------------------------------------
-    def _drift(
-        self, rep: dict[str, Any], model: str, attribute: str, at: float
-    ) -> list[Transition]:
+    def _drift(self, r: AttributeResult, model: str, attribute: str, at: float) -> list[Transition]:
         out = []
         d = self.spec.drift
+        # a two-sided interval of the configured confidence spans 2·z standard errors
+        z = z_value(self.config.confidence)
         for metric in d.metrics:
             key = (model, attribute, metric)
             tracker = self.trackers.get(key)
             if tracker is None:
                 tracker = self.trackers[key] = DriftTracker(d, metric)
-            value = rep[metric]["value"]
-            lo, hi = rep[metric]["lower"], rep[metric]["upper"]
-            se = math.nan if lo is None or hi is None else (hi - lo) / (2 * 1.96)
-            signal = tracker.update(at, math.nan if value is None else value, se)
+            disp = r.disparity(metric)
+            value = _finite(disp.value)
+            lo, hi = disp.lower, disp.upper
+            se = (hi - lo) / (2 * z) if math.isfinite(lo) and math.isfinite(hi) else math.nan
+            signal = tracker.update(at, value, se)
             labels = {
                 "alertname": "FairnessDrift",
                 "model": model,
@@ -336,7 +328,7 @@ class AlertEvaluator:
                     recovered=quiet >= d.min_values and not tracker.still_worsening(),
                     at=at,
                     for_=0,
-                    value=math.nan if value is None else value,
+                    value=value,
                     annotations={},
                 )
             if t is not None:

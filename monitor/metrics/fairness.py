@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Disparity
 from monitor.metrics.intervals import (
     katz_log_ratio,
     mover_ratio,
@@ -32,13 +33,13 @@ from monitor.metrics.intervals import (
     ratio,
     wilson,
 )
+from monitor.metrics.registry import FOUR_FIFTHS
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 RatioMethod = Literal["mover-wilson", "katz-log"]
-
-FOUR_FIFTHS = 0.8
+__all__ = ["FOUR_FIFTHS", "AttributeDisparities", "Disparity", "disparities", "group_metrics"]
 
 
 @dataclass(frozen=True)
@@ -128,47 +129,13 @@ def group_metrics(
     )
 
 
-@dataclass(frozen=True)
-class Disparity:
-    """One across-group number with its interval and the groups it compares (indices)."""
-
-    value: float
-    lower: float
-    upper: float
-    low_group: int | None = None  # the disadvantaged / lowest-rate group
-    high_group: int | None = None  # the reference / highest-rate group
-
-
-NAN_DISPARITY = Disparity(np.nan, np.nan, np.nan)
-
-
-@dataclass(frozen=True)
-class AttributeDisparities:
-    eligible: npt.NDArray[np.bool_]
-    reference: int | None  # reference group for ratios (configured, else highest rate)
-    impact_ratios: F64  # selection rate of each group / reference rate
-    disparate_impact: Disparity
-    four_fifths_violation: bool  # DIR < 0.8
-    four_fifths_significant: bool  # upper confidence limit of the DIR < 0.8
-    statistical_parity_difference: Disparity
-    tpr_gap: Disparity
-    fpr_gap: Disparity
-    ppv_gap: Disparity
-    equalized_odds_difference: Disparity
-    average_odds_difference: Disparity  # vs reference, the largest in absolute value
-    differential_fairness: float
-
-    @property
-    def equal_opportunity_difference(self) -> Disparity:
-        return self.tpr_gap
-
-    @property
-    def predictive_parity_difference(self) -> Disparity:
-        return self.ppv_gap
-
-
 def _gap(
-    rate: F64, num: I64, den: I64, eligible: npt.NDArray[np.bool_], confidence: float
+    basis: str,
+    rate: F64,
+    num: I64,
+    den: I64,
+    eligible: npt.NDArray[np.bool_],
+    confidence: float,
 ) -> Disparity:
     """max − min of ``rate`` over eligible groups, Newcombe interval for that pair."""
     ok = eligible & np.isfinite(rate)
@@ -177,9 +144,8 @@ def _gap(
     idx = np.flatnonzero(ok)
     hi = int(idx[np.argmax(rate[idx])])
     lo = int(idx[np.argmin(rate[idx])])
-    if hi == lo:
-        return Disparity(0.0, *_pair_diff(num, den, hi, lo, confidence), lo, hi)
-    return Disparity(float(rate[hi] - rate[lo]), *_pair_diff(num, den, hi, lo, confidence), lo, hi)
+    value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
+    return Disparity(value, *_pair_diff(num, den, hi, lo, confidence), lo, hi, basis)
 
 
 def _pair_diff(num: I64, den: I64, a: int, b: int, confidence: float) -> tuple[float, float]:
@@ -238,11 +204,14 @@ def disparities(
                 worst = int(others[others != ref][np.argmin(impact[others[others != ref]])])
             ci = katz_log_ratio if ratio_method == "katz-log" else mover_ratio
             lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], confidence)
-            dir_ = Disparity(float(impact[worst]), float(lo), float(hi), worst, ref)
-    tpr_gap = _gap(m.tpr, m.tp, m.tp + m.fn, eligible, confidence)
-    fpr_gap = _gap(m.fpr, m.fp, m.fp + m.tn, eligible, confidence)
+            dir_ = Disparity(
+                float(impact[worst]), float(lo), float(hi), worst, ref, "disparate_impact_ratio"
+            )
+    tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence)
+    fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence)
     defined = [d for d in (tpr_gap, fpr_gap) if not np.isnan(d.value)]
-    eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY  # worst case
+    # the worst case; it keeps the basis of the gap it is (tpr_gap on a tie)
+    eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY
     aod = NAN_DISPARITY
     if ref is not None:
         per_group = 0.5 * ((m.fpr - m.fpr[ref]) + (m.tpr - m.tpr[ref]))
@@ -250,7 +219,7 @@ def disparities(
         valid = valid[valid != ref]
         if len(valid):
             g = int(valid[np.argmax(np.abs(per_group[valid]))])
-            aod = Disparity(float(per_group[g]), np.nan, np.nan, g, ref)
+            aod = Disparity(float(per_group[g]), np.nan, np.nan, g, ref, "average_odds_difference")
     return AttributeDisparities(
         eligible=eligible,
         reference=ref,
@@ -258,10 +227,12 @@ def disparities(
         disparate_impact=dir_,
         four_fifths_violation=bool(dir_.value < FOUR_FIFTHS),
         four_fifths_significant=bool(dir_.upper < FOUR_FIFTHS),
-        statistical_parity_difference=_gap(sr, m.favourable, m.n, eligible, confidence),
+        statistical_parity_difference=_gap(
+            "statistical_parity_difference", sr, m.favourable, m.n, eligible, confidence
+        ),
         tpr_gap=tpr_gap,
         fpr_gap=fpr_gap,
-        ppv_gap=_gap(m.ppv, m.tp, m.tp + m.fp, eligible, confidence),
+        ppv_gap=_gap("ppv_gap", m.ppv, m.tp, m.tp + m.fp, eligible, confidence),
         equalized_odds_difference=eod,
         average_odds_difference=aod,
         differential_fairness=differential_fairness(m.favourable[eligible], m.n[eligible]),

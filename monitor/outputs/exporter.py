@@ -24,57 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from monitor.metrics.fairness import Disparity
-from monitor.outputs.report import attribute_metrics
+from monitor.metrics.registry import EXPORTED, GROUP_COUNTS, GROUP_RATES
+from monitor.metrics.results import attribute_result
 from monitor.state.engine import Snapshot
 
-GROUP_COUNTS = (
-    ("predictions", "n", "Predictions in the window."),
-    ("favourable_predictions", "favourable", "Favourable predictions in the window."),
-    ("labelled_predictions", "labelled", "Predictions in the window whose label has arrived."),
-    ("true_positives", "tp", "True positives in the window (class 1 = positive)."),
-    ("false_positives", "fp", "False positives in the window."),
-    ("false_negatives", "fn", "False negatives in the window."),
-    ("true_negatives", "tn", "True negatives in the window."),
-)
-GROUP_RATES = (  # (name, GroupMetrics field, has Wilson bounds, help)
-    ("selection_rate", "selection_rate", True, "Rate of the favourable prediction."),
-    ("true_positive_rate", "tpr", True, "TP / (TP + FN)."),
-    ("false_positive_rate", "fpr", True, "FP / (FP + TN)."),
-    ("positive_predictive_value", "ppv", True, "TP / (TP + FP)."),
-    ("calibration_error", "calibration_error", False, "Expected calibration error."),
-    ("label_coverage", "label_coverage", False, "Labelled / predictions."),
-    (
-        "label_coverage_predicted_positive",
-        "label_coverage_predicted_positive",
-        False,
-        "Labelled / predictions, among predictions of class 1.",
-    ),
-    (
-        "label_coverage_predicted_negative",
-        "label_coverage_predicted_negative",
-        False,
-        "Labelled / predictions, among predictions of class 0 (0 under selective labels: "
-        "TPR and FPR then describe the labelled class only).",
-    ),
-)
-DISPARITIES = (  # (name, AttributeDisparities attribute, help)
-    (
-        "disparate_impact",
-        "disparate_impact",
-        "Lowest selection rate / reference rate (four-fifths rule at 0.8).",
-    ),
-    (
-        "statistical_parity_difference",
-        "statistical_parity_difference",
-        "Max - min selection rate over eligible groups.",
-    ),
-    ("tpr_gap", "tpr_gap", "Max - min TPR over eligible groups."),
-    ("fpr_gap", "fpr_gap", "Max - min FPR over eligible groups."),
-    ("equalized_odds_difference", "equalized_odds_difference", "max(TPR gap, FPR gap)."),
-    ("equal_opportunity_difference", "equal_opportunity_difference", "TPR gap."),
-    ("predictive_parity_difference", "predictive_parity_difference", "PPV gap."),
-)
+ELIGIBLE_HELP = "1 if the group has min_samples predictions and takes part in disparities."
 
 
 def _esc(value: str) -> str:
@@ -125,39 +79,35 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                     continue
                 counts = counts[keep]
                 names = [labels[i] for i in keep]
-                gm, d = attribute_metrics(counts, names, spec, set_name, confidence=confidence)
+                r = attribute_result(counts, names, spec, set_name, confidence=confidence)
+                gm, d = r.groups, r.disparities
                 base = f'model="{_esc(model)}",window="{_esc(wname)}",attribute="{_esc(set_name)}"'
                 group_labels = [f'{base},group="{_esc(n)}"' for n in names]
-                for name, field, doc in GROUP_COUNTS:
-                    values = getattr(gm, field)
+                for c in GROUP_COUNTS:
+                    values = getattr(gm, c.field)
                     for lab, v in zip(group_labels, values.tolist(), strict=True):
-                        fam.add(name, doc, lab, v)
-                for name, field, bounded, doc in GROUP_RATES:
-                    values = getattr(gm, field).tolist()
+                        fam.add(c.name, c.help, lab, v)
+                for f in GROUP_RATES:
+                    values = getattr(gm, f.field).tolist()
                     for lab, v in zip(group_labels, values, strict=True):
-                        fam.add(f"{name}_ratio", doc, lab, v)
-                    if bounded:
-                        lo, hi = gm.bounds[field]
+                        fam.add(f"{f.name}_ratio", f.help, lab, v)
+                    if f.bounded:
+                        lo, hi = gm.bounds[f.field]
+                        doc = f"Wilson lower bound: {f.help}"
                         for lab, v in zip(group_labels, lo.tolist(), strict=True):
-                            fam.add(f"{name}_lower_ratio", f"Wilson lower bound: {doc}", lab, v)
+                            fam.add(f"{f.name}_lower_ratio", doc, lab, v)
+                        doc = f"Wilson upper bound: {f.help}"
                         for lab, v in zip(group_labels, hi.tolist(), strict=True):
-                            fam.add(f"{name}_upper_ratio", f"Wilson upper bound: {doc}", lab, v)
+                            fam.add(f"{f.name}_upper_ratio", doc, lab, v)
                 for lab, ok in zip(group_labels, d.eligible.tolist(), strict=True):
-                    fam.add(
-                        "group_eligible",
-                        "1 if the group has min_samples predictions and takes part in disparities.",
-                        lab,
-                        1.0 if ok else 0.0,
-                    )
-                for name, attr, doc in DISPARITIES:
-                    disp: Disparity = getattr(d, attr)
-                    fam.add(f"{name}_ratio", doc, base, disp.value)
-                    fam.add(
-                        f"{name}_lower_ratio", f"Lower confidence bound: {doc}", base, disp.lower
-                    )
-                    fam.add(
-                        f"{name}_upper_ratio", f"Upper confidence bound: {doc}", base, disp.upper
-                    )
+                    fam.add("group_eligible", ELIGIBLE_HELP, lab, 1.0 if ok else 0.0)
+                for m in EXPORTED:
+                    disp = d.metric(m.name)
+                    fam.add(f"{m.family}_ratio", m.help, base, disp.value)
+                    doc = f"Lower confidence bound: {m.help}"
+                    fam.add(f"{m.family}_lower_ratio", doc, base, disp.lower)
+                    doc = f"Upper confidence bound: {m.help}"
+                    fam.add(f"{m.family}_upper_ratio", doc, base, disp.upper)
                 di = d.disparate_impact
                 worst = "" if di.low_group is None else names[di.low_group]
                 refn = "" if di.high_group is None else names[di.high_group]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,13 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
-from monitor.metrics.fairness import (
-    AttributeDisparities,
-    Disparity,
-    GroupMetrics,
-    disparities,
-    group_metrics,
-)
+from monitor.metrics.disparities import Disparity
+from monitor.metrics.registry import FOUR_FIFTHS, METRICS
+from monitor.metrics.results import AttributeResult, attribute_result
 from monitor.state.engine import HELD, ModelSnapshot, Snapshot
 
 I64 = npt.NDArray[np.int64]
@@ -47,92 +42,48 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _disp(d: Disparity, labels: list[str], index: dict[int, int]) -> dict[str, Any]:
-    def name(g: int | None) -> str | None:
-        return None if g is None else labels[index[g]]
-
+def _disp(d: Disparity, r: AttributeResult) -> dict[str, Any]:
     return {
         "value": _num(d.value),
         "lower": _num(d.lower),
         "upper": _num(d.upper),
-        "low_group": name(d.low_group),
-        "high_group": name(d.high_group),
+        "low_group": r.name(d.low_group),
+        "high_group": r.name(d.high_group),
     }
 
 
-class _Rows(Mapping[str, dict[str, Any]]):
-    """Per-group rows built on first access (alert evaluation reads two groups, not all)."""
-
-    def __init__(self, labels: list[str], gm: GroupMetrics, d: AttributeDisparities) -> None:
-        self.labels, self.gm, self.d = labels, gm, d
-        self.index = {lab: i for i, lab in enumerate(labels)}
-        self.cache: dict[str, dict[str, Any]] = {}
-
-    def __getitem__(self, lab: str) -> dict[str, Any]:
-        row = self.cache.get(lab)
-        if row is None:
-            i, gm = self.index[lab], self.gm
-            row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
-            for f, (lo, hi) in gm.bounds.items():
-                row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
-            row["impact_ratio"] = _num(self.d.impact_ratios[i])
-            row["eligible"] = bool(self.d.eligible[i])
-            self.cache[lab] = row
-        return row
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.labels)
-
-    def __len__(self) -> int:
-        return len(self.labels)
+def _row(r: AttributeResult, i: int) -> dict[str, Any]:
+    gm = r.groups
+    row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
+    for f, (lo, hi) in gm.bounds.items():
+        row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
+    row["impact_ratio"] = _num(r.disparities.impact_ratios[i])
+    row["eligible"] = bool(r.disparities.eligible[i])
+    return row
 
 
-def attribute_metrics(
-    counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
-) -> tuple[GroupMetrics, AttributeDisparities]:
-    """Group metrics and disparities of one attribute set, with the model's configured
-    reference group (if present) and minimum sample size: the one place that decides them."""
-    gm = group_metrics(
-        counts, score_bins=spec.score_bins, confidence=confidence, favourable=spec.favourable
-    )
-    ref_label = spec.reference_groups.get(set_name)
-    ref = labels.index(ref_label) if ref_label in labels else None
-    d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
-    return gm, d
+def result_report(r: AttributeResult) -> dict[str, Any]:
+    """The JSON form of one attribute set's typed result: per-group rows, then every
+    disparity of the registry (in its order) and the differential-fairness epsilon."""
+    d = r.disparities
+    out: dict[str, Any] = {
+        "groups": {lab: _row(r, i) for i, lab in enumerate(r.labels)},
+        "reference_group": r.name(d.reference),
+    }
+    for spec in METRICS.values():
+        out[spec.name] = _disp(d.metric(spec.name), r)
+        if spec.name == "disparate_impact_ratio":
+            out["four_fifths_violation"] = d.four_fifths_violation
+            out["four_fifths_significant"] = d.four_fifths_significant
+    out["differential_fairness_epsilon"] = _num(d.differential_fairness)
+    return out
 
 
 def attribute_report(
-    counts: I64,
-    labels: list[str],
-    spec: ModelSpec,
-    set_name: str,
-    *,
-    confidence: float,
-    lazy: bool = False,
+    counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
 ) -> dict[str, Any]:
-    """Per-group rows and disparities of one attribute set (``counts[group, cell]``).
-
-    With ``lazy``, ``groups`` is a mapping that builds a group's row when it is read.
-    """
-    gm, d = attribute_metrics(counts, labels, spec, set_name, confidence=confidence)
-    local = {i: i for i in range(len(labels))}
-    rows = _Rows(labels, gm, d)
-    return {
-        "groups": rows if lazy else {lab: rows[lab] for lab in labels},
-        "reference_group": None if d.reference is None else labels[d.reference],
-        "disparate_impact_ratio": _disp(d.disparate_impact, labels, local),
-        "four_fifths_violation": d.four_fifths_violation,
-        "four_fifths_significant": d.four_fifths_significant,
-        "statistical_parity_difference": _disp(d.statistical_parity_difference, labels, local),
-        "tpr_gap": _disp(d.tpr_gap, labels, local),
-        "fpr_gap": _disp(d.fpr_gap, labels, local),
-        "ppv_gap": _disp(d.ppv_gap, labels, local),
-        "equalized_odds_difference": _disp(d.equalized_odds_difference, labels, local),
-        "equal_opportunity_difference": _disp(d.equal_opportunity_difference, labels, local),
-        "predictive_parity_difference": _disp(d.predictive_parity_difference, labels, local),
-        "average_odds_difference": _disp(d.average_odds_difference, labels, local),
-        "differential_fairness_epsilon": _num(d.differential_fairness),
-    }
+    """Per-group rows and disparities of one attribute set (``counts[group, cell]``)."""
+    return result_report(attribute_result(counts, labels, spec, set_name, confidence=confidence))
 
 
 def model_report(ms: ModelSnapshot, *, confidence: float) -> dict[str, Any]:
@@ -215,7 +166,7 @@ def format_table(report: dict[str, Any]) -> str:
                 dir_ = a["disparate_impact_ratio"]
                 flag = ""
                 if a["four_fifths_violation"]:
-                    flag = "  ← below 0.8" + (
+                    flag = f"  ← below {FOUR_FIFTHS}" + (
                         " (significant)" if a["four_fifths_significant"] else " (not significant)"
                     )
                 lines.append(

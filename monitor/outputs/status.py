@@ -19,6 +19,7 @@ from monitor.alerts.evaluator import SeriesPoint
 from monitor.alerts.lifecycle import Alert
 from monitor.alerts.sinks import alert_json
 from monitor.config.rules import AlertRule
+from monitor.metrics.registry import bounds
 from monitor.outputs.report import build_report
 from monitor.state.engine import Snapshot
 
@@ -38,11 +39,12 @@ def page_html() -> bytes:
 
 
 def _bounds(rules: Sequence[AlertRule]) -> dict[str, float]:
-    """The bound each headline metric is judged against (first rule per metric wins)."""
-    out = {"disparate_impact_ratio": 0.8}
+    """The bound each metric is judged against: the first configured rule per metric, else
+    the registry's default."""
+    configured: dict[str, float] = {}
     for r in rules:
-        out.setdefault(r.metric, r.bound)
-    return out
+        configured.setdefault(r.metric, r.bound)
+    return bounds(configured)
 
 
 def status_json(

@@ -132,6 +132,8 @@ def test_report_numbers_equal_replay_json(sim: tuple[Path, Path]) -> None:
     fired = re.findall(r'data-alert="(\w+)" data-state="firing"', text)
     assert fired == [a["name"] for a in report["alerts"] if a["state"] == "firing"]
     assert "FourFifthsRule" in fired and "FairnessDrift" in fired
+    # the intervals it names are the ones computed (the registry's: MOVER-R for the DIR)
+    assert "MOVER-R with Wilson limits" in text and "Katz" not in text
     # self-contained: no fetched resource; plots embedded, with the 0.8 line
     assert tables.urls == []
     assert not re.search(r"url\(|@import|<script[^>]+src=|<link", text)

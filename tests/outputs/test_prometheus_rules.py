@@ -1,16 +1,86 @@
-"""The shipped Prometheus rules pass `promtool check rules` and their `promtool test rules`
-unit tests (firing, not firing on small samples, resolving after keep_firing_for)."""
+"""The shipped Prometheus rules are the generator's output (``fairness-monitor prometheus-rules``)
+for the Compose stack's config, pass `promtool check rules` and their `promtool test rules` unit
+tests (firing, not firing on small samples, the configured reference group, resolving only past
+the hysteresis margin)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import subprocess
+from pathlib import Path
 
 import yaml
 
+from monitor.cli import main
+from monitor.config.spec import parse_config
+from monitor.metrics.intervals import z_value
+from monitor.outputs.promql import rules_yaml
 from tests.conftest import ROOT, require
 
 RULES = ROOT / "deploy" / "prometheus"
+SOURCE = "deploy/compose/monitor.yaml"  # the config the committed rules are generated from
+COPIES = (
+    RULES / "fairness-rules.yml",
+    ROOT / "deploy/helm/fairness-monitor/files/fairness-rules.yml",
+)
+
+
+def test_committed_rules_are_the_generators_output() -> None:
+    """Both shipped copies are exactly what the command writes; regenerate with
+    ``fairness-monitor prometheus-rules -c deploy/compose/monitor.yaml -o <copy>``."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["prometheus-rules", "-c", str(ROOT / SOURCE)]) == 0
+    from monitor.config.spec import load_config
+
+    expected = rules_yaml(load_config(ROOT / SOURCE, env={}), source=SOURCE)
+    assert out.getvalue() == expected.replace(SOURCE, str(ROOT / SOURCE), 1)
+    for path in COPIES:
+        assert path.read_text() == expected, f"{path} differs from the generator's output"
+    assert f"prometheus-rules -c {SOURCE}" in expected.splitlines()[0]
+
+
+def test_generated_rules_follow_the_config(tmp_path: Path) -> None:
+    """Confidence, min_samples, reference groups and the rules' bounds come from the config:
+    a 90% config writes z = 1.6449 (never 1.96), each model's own min_samples, its reference
+    groups, and a rule's bound, significance, for and hysteresis."""
+    cfg = parse_config(
+        {
+            "confidence": 0.9,
+            "models": {
+                "credit": {"attributes": {"sex": {}}, "min_samples": 50,
+                           "reference_groups": {"sex": "M"}},
+                "other": {"attributes": {"race": {}}},
+            },
+            "alerts": {"rules": [{"name": "DirLow", "metric": "disparate_impact_ratio", "op": "<",
+                                  "bound": 0.9, "for": "15m", "hysteresis": 0.05,
+                                  "min_samples": 40, "windows": ["1h"]}]},
+        }
+    )  # fmt: skip
+    text = rules_yaml(cfg, source="x.yaml")
+    doc = yaml.safe_load(text)
+    rules = {r.get("record") or r.get("alert"): r for g in doc["groups"] for r in g["rules"]}
+    assert repr(z_value(0.9)) in rules["fairness:selection_rate_lower:ratio"]["expr"]
+    assert "1.959" not in text and "1.96" not in text
+    ms = rules["fairness:min_samples:value"]["expr"]
+    assert 'vector(50), "model", "credit"' in ms and 'vector(30), "model", "other"' in ms
+    ref = rules["fairness:reference_group:info"]["expr"]
+    assert '"attribute", "sex"' in ref and '"group", "M"' in ref
+    alert = rules["FairnessDirLow"]
+    assert alert["for"] == "15m" and set(rules) >= {"FairnessDirLow"}
+    assert "_upper:ratio <" not in alert["expr"]  # not significant: the value is judged
+    assert "fairness:disparate_impact:ratio < 0.9" in alert["expr"]
+    assert f"< {0.9 + 0.05!r}" in alert["expr"] and ">= 40" in alert["expr"]
+    assert 'window=~"1h"' in alert["expr"]
+    # no reference group anywhere: an empty vector, every ratio against the highest rate
+    bare = parse_config({"models": {"m": {"attributes": {"g": {}}}}})
+    doc = yaml.safe_load(rules_yaml(bare, source="y.yaml"))
+    info = next(
+        r for r in doc["groups"][0]["rules"] if r.get("record") == "fairness:reference_group:info"
+    )
+    assert info["expr"] == "vector(1) unless vector(1)"
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -37,10 +107,16 @@ def test_rule_unit_tests_pass() -> None:
 
 def test_a_wrong_bound_is_caught(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The unit tests can fail: with the bound at 0.5 the expected alert does not fire."""
+    assert (
+        "fairness:disparate_impact_upper:ratio < 0.8" in (RULES / "fairness-rules.yml").read_text()
+    )
     broken = (
         (RULES / "fairness-rules.yml")
         .read_text()
-        .replace("fairness:disparate_impact:ratio < 0.8", "fairness:disparate_impact:ratio < 0.5")
+        .replace(
+            "fairness:disparate_impact_upper:ratio < 0.8",
+            "fairness:disparate_impact_upper:ratio < 0.5",
+        )
     )
     (tmp_path / "fairness-rules.yml").write_text(broken)
     shutil.copy(RULES / "fairness-rules.test.yml", tmp_path)

@@ -1,0 +1,347 @@
+"""``fairness-monitor prometheus-rules``: the Prometheus recording and alerting rules, generated
+from the metric registry and a configuration — the same numbers as the monitor, aggregated
+across replicas.
+
+Why generated: rules written by hand re-implemented Wilson and MOVER-R with z fixed at 1.96 and
+always took the highest-rate group as the reference, so with ``reference_groups`` or another
+``confidence`` Grafana and the monitor disagreed. Here every constant comes from the config (z of
+its ``confidence``, each model's ``min_samples`` and reference groups, the alert rules' bounds,
+significance, ``for`` and hysteresis) and every formula from :mod:`monitor.metrics.intervals`,
+written once more in PromQL:
+
+* counts are summed across replicas first (``sum by (…, group)``), then divided — never an
+  average of ratios; a group takes part when it has ``min_samples`` predictions (the model's,
+  or the default for a model the config does not name) and the rate is defined;
+* per-group Wilson limits, z = Φ⁻¹(½ + confidence/2):
+  ``(p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n)`` clamped to [0, 1] (Wilson 1927);
+* the disparate impact ratio compares the lowest-rate group with the configured reference group
+  (else the highest-rate one), with the MOVER-R interval from both groups' Wilson limits
+  (Donner & Zou 2012); gaps are max − min with Newcombe's hybrid score interval (1998, method
+  10); the equalized-odds difference is the larger gap with that gap's interval;
+* an alert fires like the monitor's rule (the interval's far limit past the bound with
+  ``significant``, both compared groups with the rule's ``min_samples``) and, once firing,
+  resolves only past the bound by the hysteresis margin (``ALERTS`` is read back for that).
+
+Rules with one evaluation time share a group, so alerts read the recording rules of the same
+evaluation (rules in a group run in order). Ties between groups' rates may pick a different
+(equally extreme) group than the monitor: the value is the same, its interval may differ.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from monitor.config.durations import format_duration
+from monitor.config.rules import RUNBOOK, AlertRule
+from monitor.config.spec import Config, ModelSpec, load_config
+from monitor.metrics.registry import GROUP_COUNTS, GROUP_RATES, METRICS, RATE_FAMILY, z_for
+from monitor.outputs.promql_health import HEALTH_GROUP, SELECTIVE_LABELS
+
+ATTR = "model, window, attribute"
+GROUP = "model, window, attribute, group"
+COUNT = {c.field: c.name for c in GROUP_COUNTS}
+# the denominators summed from two cells (one cell: its count family)
+SUM_NAME: dict[tuple[str, ...], str] = {
+    ("tp", "fn"): "positives",
+    ("fp", "tn"): "negatives",
+    ("tp", "fp"): "predicted_positives",
+}
+# max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
+GAPS = tuple(
+    m.name
+    for m in METRICS.values()
+    if m.interval == "newcombe" and m.rate and m.attribute == m.name
+)
+DEFAULT_MIN_SAMPLES = ModelSpec.min_samples
+
+
+def _s(value: str) -> str:
+    """A PromQL string literal."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _label_replace(expr: str, labels: dict[str, str]) -> str:
+    for k, v in labels.items():
+        expr = f"label_replace({expr}, {_s(k)}, {_s(v.replace('$', '$$'))}, '', '')"
+    return expr
+
+
+def _sum(cells: tuple[str, ...]) -> str:
+    return f"fairness:{COUNT[cells[0]] if len(cells) == 1 else SUM_NAME[cells]}:sum"
+
+
+def _rec(name: str, expr: str) -> dict[str, Any]:
+    return {"record": name, "expr": expr}
+
+
+def _parameters(config: Config) -> list[dict[str, Any]]:
+    """The configuration as series: each model's min_samples, each configured reference."""
+    ms = " or ".join(
+        _label_replace(f"vector({m.min_samples})", {"model": name})
+        for name, m in config.models.items()
+    )
+    refs = [
+        _label_replace("vector(1)", {"model": name, "attribute": attr, "group": group})
+        for name, m in config.models.items()
+        for attr, group in m.reference_groups.items()
+    ]
+    return [
+        _rec("fairness:min_samples:value", ms),
+        # no reference group configured: an empty vector (every ratio uses the highest rate)
+        _rec("fairness:reference_group:info", " or ".join(refs) or "vector(1) unless vector(1)"),
+    ]
+
+
+def _sums() -> list[dict[str, Any]]:
+    out = [_rec(_sum((f,)), f"sum by ({GROUP}) (fairness_{c})") for f, c in COUNT.items()]
+    for cells in SUM_NAME:
+        body = " + ".join(f"fairness_{COUNT[c]}" for c in cells)
+        out.append(_rec(_sum(cells), f"sum by ({GROUP}) ({body})"))
+    out.append(
+        _rec(
+            "fairness:eligible_predictions:sum",
+            "fairness:predictions:sum >= on (model) group_left fairness:min_samples:value\n"
+            "or (fairness:predictions:sum unless on (model) fairness:min_samples:value)"
+            f" >= {DEFAULT_MIN_SAMPLES}\n",
+        )
+    )
+    out.append(
+        _rec(
+            "fairness:label_coverage:ratio",
+            "fairness:labelled_predictions:sum / fairness:predictions:sum",
+        )
+    )
+    return out
+
+
+def _rates(z: float) -> list[dict[str, Any]]:
+    """Per eligible group: each bounded rate and its Wilson limits."""
+    out = []
+    for f in GROUP_RATES:
+        if not f.bounded:
+            continue
+        p, n = f"fairness:{f.name}:ratio", _sum(f.counts)
+        out.append(
+            _rec(
+                p,
+                f"{_sum(f.numerator)} / {n}\n"
+                f"and on ({GROUP}) fairness:eligible_predictions:sum\n"
+                f"and on ({GROUP}) {n} > 0\n",
+            )
+        )
+        for side, sign in (("lower", "-"), ("upper", "+")):
+            out.append(
+                _rec(
+                    f"fairness:{f.name}_{side}:ratio",
+                    f"clamp(\n  (\n    {p} + {z * z / 2!r} / {n}\n"
+                    f"    {sign} {z!r} * sqrt({p} * (1 - {p}) / {n} + {z * z / 4!r} / {n} ^ 2)\n"
+                    f"  ) / (1 + {z * z!r} / {n}),\n  0, 1)\n",
+                )
+            )
+    return out
+
+
+def _pair(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -> list[Any]:
+    """Per (model, window, attribute): the two compared groups' rate, limits and samples."""
+    fam = RATE_FAMILY[rate].name
+    out = []
+    for side, chosen in (("high", high), ("low", low)):
+        out.append(_rec(f"fairness:{metric}_{side}_group:ratio", chosen))
+        for what, series in (
+            ("rate", f"fairness:{fam}:ratio"),
+            ("lower", f"fairness:{fam}_lower:ratio"),
+            ("upper", f"fairness:{fam}_upper:ratio"),
+            ("samples", _sum(cells)),
+        ):
+            out.append(
+                _rec(
+                    f"fairness:{metric}_{side}_{what}:{'sum' if what == 'samples' else 'ratio'}",
+                    f"max by ({ATTR}) ({series}\n"
+                    f"  and on ({GROUP}) fairness:{metric}_{side}_group:ratio)\n",
+                )
+            )
+    out.append(
+        _rec(
+            f"fairness:{metric}_samples:min",
+            f"min by ({ATTR}) (\n"
+            f'  label_replace(fairness:{metric}_high_samples:sum, "side", "high", "", "")\n'
+            f'  or label_replace(fairness:{metric}_low_samples:sum, "side", "low", "", "")\n)\n',
+        )
+    )
+    return out
+
+
+def _disparate_impact() -> list[dict[str, Any]]:
+    """Lowest rate over the reference's (configured, else the highest), MOVER-R interval with
+    1 = the lowest group, 2 = the reference:
+    L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
+    U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
+    m, sr = "disparate_impact", "fairness:selection_rate:ratio"
+    ref = (
+        f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
+        f"or on ({ATTR}) topk by ({ATTR}) (1, {sr})\n"
+    )
+    worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
+    out = _pair(m, ref, worst, "selection_rate", ("n",))
+    p1, l1, u1 = (f"fairness:{m}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
+    p2, l2, u2 = (f"fairness:{m}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
+    pp = f"{p1} * {p2}"
+    out.append(_rec(f"fairness:{m}:ratio", f"{p1} / ({p2} > 0)"))
+    den_lo, den_hi = f"{u2} * (2 * {p2} - {u2})", f"{l2} * (2 * {p2} - {l2})"
+    lower = (
+        f"clamp_min(\n  (\n    {pp}\n    - sqrt(clamp_min(({pp}) ^ 2 - {l1} * (2 * {p1} - {l1})"
+        f" * {den_lo}, 0))\n  ) / ({den_lo}),\n  0)\nand on ({ATTR}) fairness:{m}:ratio\n"
+    )
+    upper = (
+        f"(\n  {pp}\n  + sqrt(clamp_min(({pp}) ^ 2 - {u1} * (2 * {p1} - {u1})"
+        f" * {den_hi}, 0))\n) / ({den_hi})\nand on ({ATTR}) fairness:{m}:ratio\n"
+    )
+    out += [_rec(f"fairness:{m}_lower:ratio", lower), _rec(f"fairness:{m}_upper:ratio", upper)]
+    return out
+
+
+def _gap(metric: str) -> list[dict[str, Any]]:
+    """max − min over eligible groups (two or more), Newcombe interval with 1 = highest:
+    L = d − √((p₁ − l₁)² + (u₂ − p₂)²),  U = d + √((u₁ − p₁)² + (p₂ − l₂)²)."""
+    spec = METRICS[metric]
+    r = f"fairness:{RATE_FAMILY[spec.rate].name}:ratio"
+    two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
+    out = _pair(
+        metric,
+        f"topk by ({ATTR}) (1, {r})\n{two}",
+        f"bottomk by ({ATTR}) (1, {r})\n{two}",
+        spec.rate,
+        spec.counts,
+    )
+    p1, l1, u1 = (f"fairness:{metric}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
+    p2, l2, u2 = (f"fairness:{metric}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
+    d = f"fairness:{metric}:ratio"
+    out.append(_rec(d, f"{p1} - {p2}"))
+    out.append(
+        _rec(f"{d[:-6]}_lower:ratio", f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
+    )
+    out.append(
+        _rec(f"{d[:-6]}_upper:ratio", f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
+    )
+    return out
+
+
+def _equalized_odds() -> list[dict[str, Any]]:
+    """The larger of the TPR and FPR gaps (the TPR gap on a tie, as the monitor), with that
+    gap's interval and samples."""
+    m = "equalized_odds_difference"
+    out = [
+        _rec(
+            f"fairness:{m}_tpr:selected",
+            f"fairness:tpr_gap:ratio unless on ({ATTR})"
+            f" (fairness:fpr_gap:ratio > on ({ATTR}) fairness:tpr_gap:ratio)",
+        )
+    ]
+    for what, kind in (
+        ("", "ratio"),
+        ("_lower", "ratio"),
+        ("_upper", "ratio"),
+        ("_samples", "min"),
+    ):
+        out.append(
+            _rec(
+                f"fairness:{m}{what}:{kind}",
+                f"fairness:tpr_gap{what}:{kind} and on ({ATTR}) fairness:{m}_tpr:selected\n"
+                f"or on ({ATTR}) fairness:fpr_gap{what}:{kind}\n",
+            )
+        )
+    return out
+
+
+def _alert(rule: AlertRule) -> dict[str, Any]:
+    """One configured rule as a Prometheus alert, judged as the monitor judges it."""
+    spec = METRICS[rule.metric]
+    p = f"fairness:{spec.attribute}"
+    sel = ",".join(
+        f"{k}=~{_s('|'.join(re.escape(v) for v in vals))}"
+        for k, vals in (("window", rule.windows), ("attribute", rule.attributes))
+        if vals
+    )
+    name = f"Fairness{rule.name}"
+    judged = (p + ("_upper" if rule.op == "<" else "_lower")) if rule.significant else p
+    back = rule.bound + rule.hysteresis if rule.op == "<" else rule.bound - rule.hysteresis
+    expr = (
+        f"{p}:ratio{{{sel}}}\nand on ({ATTR}) (\n"
+        f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
+        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples})\n"
+        f"  or on ({ATTR}) (\n"
+        f"    ({p}:ratio {rule.op} {back!r} or on ({ATTR}) {p}_samples:min < {rule.min_samples})\n"
+        f'    and on ({ATTR}) ALERTS{{alertname="{name}", alertstate="firing"}}\n'
+        "  )\n)\n"
+    )
+    limit = "its confidence interval's far limit" if rule.significant else "it"
+    out: dict[str, Any] = {"alert": name, "expr": expr}
+    if rule.for_:
+        out["for"] = format_duration(rule.for_)
+    out["labels"] = {"severity": rule.severity}
+    out["annotations"] = {
+        "summary": f'{rule.metric} {{{{ $value | printf "%.3f" }}}} {rule.op} {rule.bound}'
+        " ({{ $labels.model }}, {{ $labels.attribute }}, window {{ $labels.window }})",
+        "description": f"{spec.help} Fires when {limit} is {rule.op} {rule.bound} with at least"
+        f" {rule.min_samples} samples in both compared groups (summed across replicas);"
+        f" resolves at {back:g}.",
+        "runbook_url": rule.runbook_url or f"{RUNBOOK}#{rule.name.lower()}",
+    }
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block lists indented under their key, multi-line PromQL as literal blocks."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else ('"' if "{{" in data or ": " in data else None)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def rules_yaml(config: Config, *, source: str) -> str:
+    """The whole rules file for ``config`` (``source``: the config path, for the header)."""
+    z = z_for(config.confidence)
+    recording = _parameters(config) + _sums() + _rates(z) + _disparate_impact()
+    for metric in GAPS:
+        recording += _gap(metric)
+    recording += _equalized_odds()
+    alerts = [_alert(r) for r in config.alerts.rules]
+    doc = {"groups": [{"name": "fairness", "rules": recording + alerts}]}
+    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True)
+    selective = "".join(
+        f"      {line}\n" if line else "\n" for line in SELECTIVE_LABELS.splitlines()
+    )
+    health = "".join(f"  {line}\n" for line in HEALTH_GROUP.splitlines())
+    header = (
+        f"# Generated by `fairness-monitor prometheus-rules -c {source}` from the metric registry\n"
+        "# (monitor/metrics/registry.py) and that configuration: do not edit, regenerate (a test\n"
+        "# compares). Recording rules aggregate the windowed counts across replicas first (sum of\n"
+        "# numerators and denominators, then divide), never an average of ratios.\n"
+        f"# confidence {config.confidence!r} (z = {z!r}); per model min_samples and reference groups\n"
+        "# as configured; alerts: the configured rules (bounds, significance, for, hysteresis).\n"
+    )
+    return header + body + selective + health
+
+
+def prometheus_rules_command(config_path: str, outs: Sequence[str]) -> int:
+    """``prometheus-rules -c CONFIG [-o FILE]…``: write the rules (stdout without ``-o``)."""
+    text = rules_yaml(load_config(config_path, env={}), source=config_path)
+    if not outs:
+        sys.stdout.write(text)
+    for path in outs:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return 0

@@ -1,0 +1,118 @@
+"""Rules of the generated Prometheus file that are not computed from the metric registry,
+appended verbatim: the selective-labels warning and the monitor's own health alerts.
+
+They read operational families (``fairness_consumer_lag``, ``fairness_checkpoint_failing``…)
+whose thresholds are starting points to tune to the model's traffic; promtool unit tests in
+``deploy/prometheus/fairness-rules.test.yml`` pin each of them.
+"""
+
+from __future__ import annotations
+
+# Selective labels: outcomes arrive for one predicted class only (a loan never granted is never
+# repaid). TPR and FPR are then 1 or 0 by construction and their gap alerts cannot fire: say so
+# instead of staying silent.
+SELECTIVE_LABELS = """\
+- alert: FairnessLabelsSelective
+  expr: |
+    max by (model, window) (
+      (
+        sum by (model, window, attribute) (fairness_true_negatives + fairness_false_negatives) == 0
+        and sum by (model, window, attribute) (fairness_true_positives + fairness_false_positives) >= 30
+      )
+      or
+      (
+        sum by (model, window, attribute) (fairness_true_positives + fairness_false_positives) == 0
+        and sum by (model, window, attribute) (fairness_true_negatives + fairness_false_negatives) >= 30
+      )
+    )
+  for: 1h
+  labels:
+    severity: ticket
+  annotations:
+    summary: "Labels arrive for one predicted class only ({{ $labels.model }}, window {{ $labels.window }}): TPR/FPR gaps are blind"
+    description: "Every labelled prediction in the window has the same predicted class, so TPR and FPR are 0 or 1 by construction and the equalized-odds alerts cannot fire. Error-rate fairness needs outcomes for both classes (a holdout, bureau data, later review)."
+    runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnesslabelsselective"
+"""
+
+# The monitor's own health: it cannot page about its own silence.
+HEALTH_GROUP = """\
+- name: fairness-monitor-health
+  rules:
+    - alert: FairnessAlertDeliveryFailing
+      expr: sum by (instance, sink) (increase(fairness_alert_delivery_failures_total[10m])) > 0
+      for: 5m
+      labels:
+        severity: page
+      annotations:
+        summary: "Fairness alerts are not reaching the {{ $labels.sink }} sink ({{ $labels.instance }})"
+        description: "Delivery attempts failed in the last 10 minutes (the monitor retries with backoff). Alerts the monitor raises may not be seen."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertdeliveryfailing"
+    - alert: FairnessAlertPagesUndelivered
+      expr: sum by (instance, sink, reason) (increase(fairness_alert_pages_undelivered_total[15m])) > 0
+      labels:
+        severity: page
+      annotations:
+        summary: "{{ $value }} fairness alert notification(s) to {{ $labels.sink }} will never be delivered ({{ $labels.reason }}, {{ $labels.instance }})"
+        description: "The monitor dropped notifications (queue or outbox full) or the receiver rejected them for good (4xx). Read the firing alerts on the status page or in Alertmanager."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertpagesundelivered"
+    - alert: FairnessMonitorCheckpointFailing
+      expr: max by (instance) (fairness_checkpoint_failing) > 0
+      for: 5m
+      labels:
+        severity: page
+      annotations:
+        summary: "{{ $labels.instance }} cannot write its checkpoint ({{ $value }} failed attempts in a row)"
+        description: "The volume is full, read-only or failing. The monitor keeps its state in memory and pauses consumption after 3 failed attempts; /readyz says why."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorcheckpointfailing"
+    - alert: FairnessDeadLettersRefused
+      expr: sum by (instance) (increase(fairness_dead_letters_total{outcome="failed"}[15m])) > 0
+      labels:
+        severity: ticket
+      annotations:
+        summary: "The dead-letter topic refused {{ $value }} record(s) ({{ $labels.instance }})"
+        description: "Invalid records that should be on the dead-letter topic are not: only the monitor's count and log say they existed."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessdeadlettersrefused"
+    - alert: FairnessMonitorDeadLetters
+      expr: |
+        sum by (instance, topic) (rate(fairness_events_total{outcome="invalid"}[15m]))
+        / sum by (instance, topic) (rate(fairness_events_total{outcome=~"ok|invalid"}[15m]))
+        > 0.01
+      for: 15m
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $value | humanizePercentage }} of the records on {{ $labels.topic }} are dead-lettered ({{ $labels.instance }})"
+        description: "Invalid records go to the dead-letter topic with their reason in the fm.reason header; they are not counted in any fairness metric."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitordeadletters"
+    - alert: FairnessMonitorFallingBehind
+      expr: |
+        sum by (instance) (fairness_consumer_lag) > 10000
+        and sum by (instance) (delta(fairness_consumer_lag[30m])) > 0
+      for: 30m
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $labels.instance }} is {{ $value }} records behind and falling further behind"
+        description: "Consumer lag above 10,000 records has grown for 30 minutes: fairness metrics and alerts describe the past."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorfallingbehind"
+    - alert: FairnessMonitorStalled
+      expr: |
+        sum by (instance) (fairness_consumer_lag) > 0
+        and sum by (instance) (rate(fairness_events_total{outcome=~"ok|invalid"}[10m])) == 0
+      for: 10m
+      labels:
+        severity: page
+      annotations:
+        summary: "{{ $labels.instance }} has {{ $value }} records waiting and has consumed none for over 10 minutes"
+        description: "The process is up (it is scraped) but its main loop does not consume: no fairness metric or alert moves."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorstalled"
+    - alert: FairnessAlertEvaluationBehind
+      expr: max by (instance, model) (fairness_alert_evaluation_behind_seconds) > 3600
+      for: 15m
+      labels:
+        severity: ticket
+      annotations:
+        summary: "Fairness alerts for {{ $labels.model }} are judged {{ $value | humanizeDuration }} behind the newest data ({{ $labels.instance }})"
+        description: "Alert rules wait for every partition's labels to reach a bucket boundary (at most the model's lateness): a lagging label topic, or labels stamped with old times, delays every alert."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertevaluationbehind"
+"""

@@ -1,0 +1,161 @@
+"""The metric registry is the one definition every surface reads, and the typed results carry
+what readers used to reconstruct (which gap is the equalized-odds maximum)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+from monitor.alerts.drift import DriftTracker
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.config.rules import METRICS as CONFIG_METRICS
+from monitor.config.rules import AlertRule, DriftSpec
+from monitor.config.spec import parse_config
+from monitor.metrics.fairness import GroupMetrics
+from monitor.metrics.intervals import z_value
+from monitor.metrics.registry import (
+    ALERTABLE,
+    EXPORTED,
+    FOUR_FIFTHS,
+    GROUP_RATES,
+    METRICS,
+    bounds,
+    z_for,
+)
+from monitor.metrics.results import attribute_result
+from monitor.outputs.exporter import render
+from monitor.outputs.status import StatusState, status_json
+from monitor.state.engine import Engine
+from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
+from tests.helpers import T0, label, pred, run
+
+GM_FIELDS = {f.name for f in fields(GroupMetrics)}
+
+
+def counts(*groups: dict[str, int]) -> np.ndarray:
+    """``counts[group, cell]`` from per-group ``{n, fav, tp, fp, fn, tn}``."""
+    out = np.zeros((len(groups), n_cells(10)), dtype=np.int64)
+    for i, g in enumerate(groups):
+        for key, cell in (("n", N), ("fav", FAV), ("tp", TP), ("fp", FP), ("fn", FN), ("tn", TN)):
+            out[i, cell] = g.get(key, 0)
+    return out
+
+
+def model(**extra: object) -> dict[str, object]:
+    return {"attributes": {"g": {}}, "windows": ["1h"], "min_samples": 1, **extra}
+
+
+def test_the_registry_defines_every_configurable_metric() -> None:
+    assert set(ALERTABLE) == set(CONFIG_METRICS)  # config validates names the registry defines
+    for m in METRICS.values():
+        assert m.rate == "" or m.rate in GM_FIELDS, m
+        assert all(c in GM_FIELDS for c in m.counts), m
+        assert (
+            m.direction in ("lower", "higher")
+            and m.op == {"lower": "<", "higher": ">"}[m.direction]
+        )
+    assert METRICS["disparate_impact_ratio"].default_bound == FOUR_FIFTHS == 0.8
+    assert METRICS["disparate_impact_ratio"].worse(0.7, 0.8)
+    assert METRICS["tpr_gap"].worse(0.2, 0.1) and not METRICS["tpr_gap"].worse(0.05, 0.1)
+    assert all(f.field in GM_FIELDS for f in GROUP_RATES)
+    # z comes from the normal quantile of the confidence, for any confidence
+    assert z_for(0.9) == NormalDist().inv_cdf(0.95) == z_value(0.9)
+    assert z_for() == pytest.approx(1.959963984540054)
+
+
+def test_every_registry_family_is_exported_with_its_help() -> None:
+    engine = Engine(parse_config({"models": {"m": model()}}))
+    preds = [pred(f"a{i}", T0 + i, "a", int(i % 2 == 0)) for i in range(40)]
+    preds += [pred(f"b{i}", T0 + i, "b", int(i % 4 == 0)) for i in range(20)]
+    run(engine, preds, [label(f"a{i}", T0 + 100, int(i % 3 == 0)) for i in range(40)])
+    text = render(engine.snapshot(), confidence=0.95)
+    for m in EXPORTED:
+        for suffix in ("", "_lower", "_upper"):
+            assert f"\nfairness_{m.family}{suffix}_ratio{{" in text, m.family
+        assert f"# HELP fairness_{m.family}_ratio {m.help}\n" in text
+
+
+@pytest.mark.parametrize(
+    ("tpr_gap", "fpr_gap", "basis"),
+    [(0.4, 0.1, "tpr_gap"), (0.1, 0.4, "fpr_gap"), (0.2, 0.2, "tpr_gap")],
+)
+def test_the_equalized_odds_difference_knows_its_gap(
+    tpr_gap: float, fpr_gap: float, basis: str
+) -> None:
+    """Group a: TPR 0.5, FPR 0.5 (100 positives, 100 negatives); group b shifted by the gaps."""
+    a = {"n": 200, "fav": 100, "tp": 50, "fn": 50, "fp": 50, "tn": 50}
+    tp, fp = int(100 * (0.5 - tpr_gap)), int(100 * (0.5 - fpr_gap))
+    b = {"n": 200, "fav": tp + fp, "tp": tp, "fn": 100 - tp, "fp": fp, "tn": 100 - fp}
+    spec = parse_config({"models": {"m": model()}}).models["m"]
+    r = attribute_result(counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+    eod = r.disparities.equalized_odds_difference
+    assert eod.basis == basis
+    assert eod == r.disparity(basis)  # the same numbers and groups as the gap it is
+    assert r.disparities.tpr_gap.basis == "tpr_gap" and r.disparities.fpr_gap.basis == "fpr_gap"
+    assert r.disparity("disparate_impact_ratio").basis == "disparate_impact_ratio"
+
+
+def test_an_equalized_odds_alert_judges_the_fpr_gap_on_its_own_denominators() -> None:
+    """FPR is the larger gap; group b has few positives (10) but many negatives (200): the
+    rule's min_samples (30) is met by the FPR's denominators, so it fires, and the evidence
+    quotes the FPR. Judged on the TPR's denominators it would stay silent."""
+    cfg = parse_config({"models": {"m": model()}})
+    a = {"n": 400, "fav": 200, "tp": 100, "fn": 100, "fp": 60, "tn": 140}
+    b = {"n": 210, "fav": 125, "tp": 5, "fn": 5, "fp": 120, "tn": 80}
+    r = attribute_result(counts(a, b), ["a", "b"], cfg.models["m"], "g", confidence=0.95)
+    assert r.disparities.equalized_odds_difference.basis == "fpr_gap"
+    rule = AlertRule("Eod", "equalized_odds_difference", ">", 0.1, min_samples=30, for_=0)
+    ev = AlertEvaluator(cfg, Engine(cfg))
+    t = ev._rule(rule, r, "m", "1h", "g", T0)
+    assert t is not None and t.alert.state == "firing"
+    ann = t.alert.annotations
+    assert ann["description"].startswith("fpr a: 0.300") and "fpr b" not in ann["description"]
+    assert (ann["group"], ann["reference_group"]) == ("a", "b")
+    assert ann["group_rate"] == "0.300" and ann["reference_rate"] == "0.600"
+    assert "base_rates" in ann
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_drift_standard_error_follows_the_confidence(confidence: float) -> None:
+    """The detector's noise floor is the interval's half-width over z of the configured
+    confidence (a fixed 1.96 would misstate it at any other confidence)."""
+    cfg = parse_config({"models": {"m": model()}, "confidence": confidence})
+    a = {"n": 300, "fav": 150}
+    b = {"n": 300, "fav": 120}
+    r = attribute_result(counts(a, b), ["a", "b"], cfg.models["m"], "g", confidence=confidence)
+    ev = AlertEvaluator(cfg, Engine(cfg))
+    ev._drift(r, "m", "g", T0)
+    tracker = ev.trackers[("m", "g", "disparate_impact_ratio")]
+    d = r.disparities.disparate_impact
+    assert tracker.warmup_se == [pytest.approx((d.upper - d.lower) / (2 * z_value(confidence)))]
+
+
+def test_drift_direction_and_bound_come_from_the_registry() -> None:
+    spec = DriftSpec(min_values=3)
+    dir_, gap = DriftTracker(spec, "disparate_impact_ratio"), DriftTracker(spec, "tpr_gap")
+    assert (dir_.sign, gap.sign) == (-1.0, 1.0)
+    for i, v in enumerate((0.95, 0.9, 0.85, 0.84)):
+        dir_.history.append((T0 + 3600 * i, v))
+    slope, hours = dir_._trend()
+    assert slope < 0 and hours is not None
+    assert hours == pytest.approx((FOUR_FIFTHS - 0.84) / slope)
+
+
+def test_status_bounds_are_the_registry_defaults_unless_a_rule_sets_one() -> None:
+    state = StatusState(None, {}, [], [])
+    rules = [
+        AlertRule("X", "disparate_impact_ratio", "<", 0.9),
+        AlertRule("Y", "tpr_gap", ">", 0.2),
+    ]
+    doc = status_json(state, confidence=0.95, rules=rules, now=0.0)
+    assert doc["bounds"] == {**bounds(), "disparate_impact_ratio": 0.9, "tpr_gap": 0.2}
+    assert doc["bounds"]["equalized_odds_difference"] == 0.1
+    assert (
+        status_json(state, confidence=0.95, rules=[], now=0.0)["bounds"]["disparate_impact_ratio"]
+        == FOUR_FIFTHS
+    )
+    assert math.isclose(bounds()["fpr_gap"], 0.1)
