@@ -107,6 +107,7 @@ def build_report(
     snap: Snapshot, *, confidence: float = 0.95, invalid: dict[str, int] | None = None
 ) -> dict[str, Any]:
     return {
+        "confidence": confidence,
         "models": {
             name: model_report(ms, confidence=confidence) for name, ms in snap.models.items()
         },
@@ -136,7 +137,8 @@ def _fmt(x: Any, digits: int = 3) -> str:
 def format_table(report: dict[str, Any]) -> str:
     """A plain-text report for a terminal: one table per model, window and attribute."""
     lines: list[str] = []
-    cols = ("group", "n", "sel.rate", "95% CI", "TPR", "FPR", "PPV", "labelled", "DI ratio")
+    ci_name = f"{report.get('confidence', 0.95):.0%} CI"  # the interval the config asked for
+    cols = ("group", "n", "sel.rate", ci_name, "TPR", "FPR", "PPV", "labelled", "DI ratio")
     for model, mrep in report["models"].items():
         for wname, w in mrep["windows"].items():
             lines.append(f"model {model} · window {wname} · {w['start']} → {w['end']}")
