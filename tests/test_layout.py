@@ -40,13 +40,12 @@ OVERSIZED_TODO = {
     "monitor.cli",
     "monitor.config.spec",
     "monitor.config.webconfig",
-    "monitor.ingest.events",
     "monitor.outputs.audit",
     "monitor.outputs.http",
     "monitor.state.checkpoint",
     "monitor.state.engine",
 }
-SHAPE_TODO = {"upward", "circle", "monitor_class"}
+SHAPE_TODO = {"upward", "monitor_class"}
 
 
 def _todo(kind: str) -> pytest.MarkDecorator:

@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config.spec import Config, ModelSpec, WindowSpec
-from monitor.ingest.events import Decoder, LabelBatch, PredictionBatch
+from monitor.ingest.decoder import Decoder
+from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.join import (
     LABELLED,
