@@ -43,7 +43,6 @@ OVERSIZED_TODO = {
     "monitor.outputs.audit",
     "monitor.outputs.http",
     "monitor.state.checkpoint",
-    "monitor.state.engine",
 }
 SHAPE_TODO = {"upward", "monitor_class"}
 
