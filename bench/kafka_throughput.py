@@ -44,9 +44,9 @@ from monitor.app.service import Monitor, tune_gc
 from monitor.config.settings import KafkaSpec
 from monitor.config.spec import load_config
 from monitor.ingest import record_reader
+from tests.app.test_replay import make_events
 from tests.broker import ApacheKafka
 from tests.kafka_helpers import MODEL, create_topics, end_offsets, produce
-from tests.test_replay import make_events
 
 
 @dataclass

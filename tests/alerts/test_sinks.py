@@ -13,7 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.sinks import Dispatcher, Outbox, permanent
+from monitor.alerts.outbox import Outbox
+from monitor.alerts.receivers import permanent
+from monitor.alerts.sinks import Dispatcher
 from monitor.config.rules import SinkSpec
 from tests.broker import free_port
 from tests.conftest import require
