@@ -1,26 +1,10 @@
 """Alert delivery: Alertmanager API v2, a JSON webhook (pager), a Kafka topic, the log.
 
 Delivery runs on its own thread behind a bounded queue: a slow or dead receiver never blocks
-consumption. What each sink still owes is kept in an :class:`Outbox` (pure: the time is passed
-in), so a page that failed is not lost: it is tried again with exponential backoff, capped at
-half of ``resend_interval`` (so it arrives within one interval of the receiver's return), until
-it is delivered — a firing alert until it is delivered or resolved, a resolved one until it is
-delivered. Only the newest state of an alert is owed: a newer one replaces an undelivered older
-one (an alert that fired and resolved during an outage arrives as resolved, with its times).
-
-Per sink:
-
-- **Alertmanager** expects clients to re-send firing alerts (its ``resolve_timeout`` logic relies
-  on it): every post carries *all* active alerts, with ``endsAt`` four intervals ahead (as
-  Prometheus does), so a monitor that died leaves no alert firing forever, and an Alertmanager
-  that restarted empty sees them again within one interval. A resolved alert is posted with
-  ``endsAt`` = now until Alertmanager takes it.
-- **Webhook** (one JSON alert per POST): failed deliveries are retried until delivered; delivered
-  alerts are *not* re-sent every interval — a generic receiver (chat, ticketing, a pager's event
-  API) would notify again each time.
-- **Kafka** (a log of transitions): like the webhook; periodic re-sends would put duplicate
-  transitions in the log. A send that timed out may still have landed, so delivery is
-  at-least-once: deduplicate on (labels, state, at).
+consumption. What each sink still owes is kept in an :class:`~monitor.alerts.outbox.Outbox`
+(``outbox.py``: retries with backoff capped at half of ``resend_interval``, only the newest
+state of an alert owed); how each receiver is spoken to (what Alertmanager, a webhook and the
+Kafka topic are sent, and which rejections are final) is in ``receivers.py``.
 
 Counted per sink: failed attempts (``fairness_alert_delivery_failures_total``), and pages never
 delivered (``fairness_alert_pages_undelivered_total``): ``dropped`` when the queue or an outbox
@@ -29,170 +13,25 @@ is full, ``given_up`` when the receiver rejects it for good (HTTP 4xx other than
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from typing import Any
 
 from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.outbox import MAX_OWED, Outbox
+from monitor.alerts.receivers import RESEND_ALL, SINKS, Sender, alert_json, permanent, senders
 from monitor.config.rules import SinkSpec
+
+# alert_json and SINKS live in receivers.py; imported from here by the outputs and the app
+__all__ = ["QUEUE_SIZE", "SINKS", "Dispatcher", "alert_json"]
 
 log = logging.getLogger("monitor.alerts")
 
 QUEUE_SIZE = 10_000  # transitions waiting for the delivery thread
-MAX_OWED = 1_000  # undelivered notifications kept per sink (oldest dropped beyond)
-SINKS = ("alertmanager", "webhook", "kafka")
-
-Key = tuple[tuple[str, str], ...]
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-def alert_json(alert: Alert) -> dict[str, Any]:
-    """The alert as the webhook and Kafka sinks send it (event times, state, evidence)."""
-    return {
-        "name": alert.name,
-        "state": alert.state,
-        "labels": alert.labels,
-        "annotations": alert.annotations,
-        "value": None if alert.value != alert.value else alert.value,
-        "since": _iso(alert.since),
-        "at": _iso(alert.at),
-    }
-
-
-def post_json(url: str, body: Any, timeout: float) -> None:
-    req = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        if resp.status >= 300:
-            raise urllib.error.HTTPError(url, resp.status, "bad status", resp.headers, None)
-
-
-def permanent(exc: BaseException) -> bool:
-    """A rejection that a retry cannot fix (a 4xx other than timeout / rate limit)."""
-    return (
-        isinstance(exc, urllib.error.HTTPError)
-        and 400 <= exc.code < 500
-        and exc.code
-        not in (
-            408,
-            429,
-        )
-    )
-
-
-class Outbox:
-    """What one sink owes, and when to try (pure: every method takes the time)."""
-
-    def __init__(
-        self,
-        *,
-        resend_all: bool,
-        interval: float,
-        backoff: float = 0.2,
-        max_owed: int = MAX_OWED,
-    ) -> None:
-        self.resend_all = resend_all  # every post carries all active alerts (Alertmanager)
-        self.interval = interval
-        self.backoff = backoff
-        self.max_owed = max_owed
-        self.firing: dict[Key, Alert] = {}
-        self.owed: OrderedDict[Key, Alert] = OrderedDict()
-        self.failed_in_row = 0
-        self.next_try = -math.inf  # backoff after a failure
-        self.next_resend = math.inf
-        self.undelivered: Counter[str] = Counter()  # reason -> notifications
-
-    def add(self, a: Alert, now: float) -> None:
-        """A firing or resolved transition to deliver (it replaces an undelivered older one)."""
-        if a.state == "firing":
-            self.firing[a.key] = a
-            if self.resend_all and self.next_resend == math.inf:
-                self.next_resend = now + self.interval
-        elif a.state == "resolved":
-            self.firing.pop(a.key, None)
-        else:
-            return  # pending alerts are not paged
-        self.owed.pop(a.key, None)
-        self.owed[a.key] = a
-        while len(self.owed) > self.max_owed:
-            self.owed.popitem(last=False)
-            self.undelivered["dropped"] += 1
-
-    def seed(self, firing: Iterable[Alert], now: float) -> None:
-        """Alerts firing when the monitor (re)started: re-posted at once where the sink keeps
-        the active set (delivered to the others before the restart)."""
-        if not self.resend_all:
-            return
-        for a in firing:
-            self.firing[a.key] = a
-        if self.firing:
-            self.next_resend = now
-
-    def due(self, now: float) -> list[Alert]:
-        """What to send now (empty: nothing is due)."""
-        if now < self.next_try:
-            return []
-        if not self.resend_all:
-            return list(self.owed.values())
-        if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
-            resolved = [a for a in self.owed.values() if a.state == "resolved"]
-            return list(self.firing.values()) + resolved
-        return []
-
-    def wake(self, now: float) -> float:
-        """The earliest time :meth:`due` may return something (without a new transition)."""
-        if self.owed or (self.resend_all and self.firing and self.failed_in_row):
-            return max(now, self.next_try)
-        if self.resend_all and self.firing:
-            return max(now, self.next_try, self.next_resend)
-        return math.inf
-
-    def delivered(self, sent: list[Alert], now: float) -> None:
-        self._settle(sent)
-        self.failed_in_row = 0
-        self.next_try = -math.inf
-        if self.resend_all:
-            self.next_resend = now + self.interval if self.firing else math.inf
-
-    def failed(self, sent: list[Alert], now: float, *, rejected: bool = False) -> None:
-        """A transient failure backs off (capped at half an interval); a rejection gives the
-        owed notifications up (an Alertmanager's active set is posted again next interval)."""
-        if rejected:  # the receiver answered: no backoff, the owed ones are given up
-            self.undelivered["given_up"] += self._settle(sent)
-            self.failed_in_row, self.next_try = 0, -math.inf
-            if self.resend_all:
-                self.next_resend = now + self.interval if self.firing else math.inf
-            return
-        self.failed_in_row += 1
-        self.next_try = now + self.retry_delay()
-
-    def retry_delay(self) -> float:
-        n = max(0, self.failed_in_row - 1)
-        return min(self.backoff * float(2 ** min(n, 30)), self.interval / 2)
-
-    def _settle(self, sent: list[Alert]) -> int:
-        n = 0
-        for a in sent:
-            if self.owed.get(a.key) is a:  # not replaced by a newer state meanwhile
-                del self.owed[a.key]
-                n += 1
-        return n
 
 
 class Dispatcher:
@@ -216,26 +55,12 @@ class Dispatcher:
         self.dropped: Counter[str] = Counter()  # at submit, queue full (the caller's thread)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="alert-sinks", daemon=True)
-        self.outboxes: dict[str, Outbox] = {}
-        self.senders: dict[str, Callable[[list[Alert]], None]] = {}
+        self.senders: dict[str, Sender] = senders(spec, kafka_send, lambda: self.clock())
         interval = float(spec.resend_interval)
-        if spec.alertmanager_url:
-            self.outboxes["alertmanager"] = Outbox(
-                resend_all=True, interval=interval, max_owed=max_owed
-            )
-            self.senders["alertmanager"] = self._alertmanager
-        if spec.webhook_url:
-            url = spec.webhook_url
-            self.outboxes["webhook"] = Outbox(
-                resend_all=False, interval=interval, max_owed=max_owed
-            )
-            self.senders["webhook"] = lambda alerts: post_json(
-                url, alert_json(alerts[0]), spec.timeout
-            )
-        if kafka_send is not None:
-            send = kafka_send
-            self.outboxes["kafka"] = Outbox(resend_all=False, interval=interval, max_owed=max_owed)
-            self.senders["kafka"] = lambda alerts: send(json.dumps(alert_json(alerts[0])).encode())
+        self.outboxes = {
+            sink: Outbox(resend_all=sink in RESEND_ALL, interval=interval, max_owed=max_owed)
+            for sink in self.senders
+        }
 
     @property
     def backoff(self) -> float:
@@ -358,18 +183,3 @@ class Dispatcher:
         box.delivered(alerts, self.clock())
         self.delivered[sink] += 1
         return True
-
-    def _alertmanager(self, alerts: list[Alert]) -> None:
-        now = self.clock()
-        body = []
-        for a in alerts:
-            ends = now if a.state == "resolved" else now + 4 * self.spec.resend_interval
-            body.append(
-                {
-                    "labels": a.labels,
-                    "annotations": {k: str(v) for k, v in a.annotations.items()},
-                    "startsAt": _iso(min(now, a.since) if a.since > 0 else now),
-                    "endsAt": _iso(ends),
-                }
-            )
-        post_json(f"{self.spec.alertmanager_url}/api/v2/alerts", body, self.spec.timeout)

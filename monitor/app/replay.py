@@ -1,6 +1,6 @@
 """Replay: run the engine over recorded prediction and label records in event-time order.
 
-The records are decoded with the same :class:`~monitor.ingest.events.Decoder` as the Kafka path and
+The records are decoded with the same :class:`~monitor.ingest.decoder.Decoder` as the Kafka path and
 applied with the same :meth:`Engine.apply`, in batches, so a replay of the events a live
 monitor consumed gives the same counts (as long as nothing was late for the live monitor).
 """

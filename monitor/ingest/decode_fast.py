@@ -4,8 +4,8 @@ Almost every poll batch in production is entirely valid. For those, msgspec deco
 batch into typed structs in one C call (rejecting wrong types itself), and every check after
 that is a list comprehension or a numpy operation over a column. If *anything* is unusual —
 one malformed record, an unknown model, an ISO timestamp that does not parse, a nested
-attribute — the fast path gives up and the careful per-record path in ``events.py`` decodes
-the batch, producing the dead letters. Both paths give identical results on valid input
+attribute — the fast path gives up and the careful per-record path (``decode_careful.py``)
+decodes the batch, producing the dead letters. Both paths give identical results on valid input
 (``tests/ingest/test_events.py`` checks this).
 
 Only field layouts that msgspec structs can express are accelerated: single-segment field
@@ -15,15 +15,15 @@ names and attributes one level below their prefix (the default layout).
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
+from monitor.ingest.decode_plan import DecodePlan
+from monitor.ingest.events import Invalid, LabelBatch, PredictionBatch, Records
+from monitor.ingest.fields import parse_timestamp
 from monitor.ingest.keys import id_keys
-
-if TYPE_CHECKING:
-    from monitor.ingest.events import Decoder, LabelBatch, PredictionBatch, RawBatch, _Records
 
 _Scalar = str | int | float | bool | None
 
@@ -33,9 +33,11 @@ class _GiveUp(Exception):
 
 
 class FastPath:
-    def __init__(self, decoder: Decoder) -> None:
-        self.d = decoder
-        f = decoder.config.fields
+    """Whole-batch decoding of one configuration's layout (``enabled``: the layout allows it)."""
+
+    def __init__(self, plan: DecodePlan) -> None:
+        self.plan = plan
+        f = plan.config.fields
         paths = [
             f.prediction_id,
             f.timestamp,
@@ -47,11 +49,11 @@ class FastPath:
         ]
         attrs_ok = all(
             a.path[:-1] == f.attributes and len(a.path) == 2
-            for m in decoder.models
+            for m in plan.models
             for a in m.attributes
         )
         self.enabled = all(len(p) == 1 for p in paths) and attrs_ok
-        # typed decoders of the layout (also used to salvage records: see `salvage`)
+        # typed decoders of the layout (the careful path also salvages records with them)
         self.pred_decoder: msgspec.json.Decoder[Any] | None = None
         self.label_decoder: msgspec.json.Decoder[Any] | None = None
         if not self.enabled:
@@ -60,7 +62,7 @@ class FastPath:
         # values itself). A name binned by every model that uses it is typed as a number, so a
         # string or boolean there sends the batch to the careful path without a column check.
         uses: dict[str, list[bool]] = {}
-        for m in decoder.models:
+        for m in plan.models:
             for a in m.attributes:
                 uses.setdefault(a.path[-1], []).append(a.bins is not None)
         names = sorted(uses)
@@ -80,10 +82,10 @@ class FastPath:
         slot = {n: f"a{i}" for i, n in enumerate(names)}
         self.attr_getters = [
             [(attrgetter(f"attrs.{slot[a.path[-1]]}"), a.path[-1]) for a in m.attributes]
-            for m in decoder.models
+            for m in plan.models
         ]
         # 0/1 spellings with "absent" (None) as -2, so one lookup per event tells both apart
-        self.pred_tables = [{**t, None: -2} for t in decoder.pred_maps]
+        self.pred_tables = [{**t, None: -2} for t in plan.pred_maps]
         pred_struct = msgspec.defstruct(
             "Prediction",
             [
@@ -113,25 +115,8 @@ class FastPath:
         self.pred_decoder = msgspec.json.Decoder(pred_struct)
         self.label_decoder = msgspec.json.Decoder(label_struct)
 
-    def salvage(self, decoder: msgspec.json.Decoder[Any], value: bytes) -> dict[str, Any] | None:
-        """The record as the typed decoder reads it, or ``None`` if it cannot.
-
-        The typed decoder skips fields it does not need without judging them (a 5,000-digit
-        integer, ``1e400``), where the generic decoder rejects the whole record. The careful
-        path asks here before calling a record "not JSON", so a record is counted or not
-        whatever batch it arrives in (live and replay batch differently).
-        """
-        try:
-            one = decoder.decode(value)
-        except (msgspec.DecodeError, RecursionError, ValueError):
-            return None
-        out: dict[str, Any] = msgspec.to_builtins(one)
-        return out
-
     # -- shared columns ------------------------------------------------------------------------
-    def _decode(
-        self, rb: RawBatch | _Records, decoder: msgspec.json.Decoder[Any] | None
-    ) -> list[Any]:
+    def _decode(self, rb: Records, decoder: msgspec.json.Decoder[Any] | None) -> list[Any]:
         """One decoder call per record. Not one call on the records joined with commas: that
         is no faster (the join copies every byte), and records that are not JSON on their own
         can join into valid JSON (one ending inside a string, the next closing it)."""
@@ -139,7 +124,7 @@ class FastPath:
         if decoder is None:
             raise _GiveUp
         try:  # a value that is not bytes (a tombstone's None) fails here
-            if max(map(len, values), default=0) > self.d.limits.max_record_bytes:
+            if max(map(len, values), default=0) > self.plan.limits.max_record_bytes:
                 raise _GiveUp
             return list(map(decoder.decode, values))  # type: ignore[arg-type]
         except (msgspec.DecodeError, TypeError, RecursionError):
@@ -151,11 +136,11 @@ class FastPath:
             raise _GiveUp
         if set(map(type, ids)) != {str}:
             ids = [x if type(x) is str else str(x) for x in ids]
-        if max(map(len, ids), default=0) > self.d.limits.max_id_length:
+        if max(map(len, ids), default=0) > self.plan.limits.max_id_length:
             raise _GiveUp
         return ids
 
-    def _times(self, events: list[Any], rb: RawBatch | _Records) -> np.ndarray[Any, Any]:
+    def _times(self, events: list[Any], rb: Records) -> np.ndarray[Any, Any]:
         raw = [e.ts for e in events]
         kinds = set(map(type, raw))
         if type(None) in kinds:  # the record's time, when it has one (Kafka's "none" is -1)
@@ -169,8 +154,6 @@ class FastPath:
             kinds = set(map(type, raw))
         numeric: np.ndarray[Any, Any] | bool = True
         if not kinds <= {float, int}:
-            from monitor.ingest.events import Invalid, parse_timestamp
-
             numeric = np.fromiter((type(x) is not str for x in raw), dtype=bool, count=len(raw))
             try:  # text is parsed to seconds here: the ms rule below is for numbers only
                 raw = [parse_timestamp(x) if type(x) is str else x for x in raw]
@@ -178,12 +161,12 @@ class FastPath:
                 raise _GiveUp from None
         t = np.array(raw, dtype=np.float64)
         t = np.where((np.abs(t) > 1e11) & numeric, t / 1000.0, t)
-        cfg = self.d.config
+        cfg = self.plan.config
         if not len(t):
             return t
-        if t.min() < cfg.min_timestamp or t.max() > self.d.clock() + cfg.max_future:
+        if t.min() < cfg.min_timestamp or t.max() > self.plan.clock() + cfg.max_future:
             raise _GiveUp
-        # ahead of the record's own Kafka time (events.Decoder._time says why)
+        # ahead of the record's own Kafka time (DecodePlan.event_time says why)
         # one C conversion; a missing time (None) becomes NaN, which is never > 0
         record_ms = np.asarray(rb.timestamps_ms, dtype=np.float64)
         ahead = t > record_ms / 1000.0 + cfg.max_future
@@ -192,7 +175,7 @@ class FastPath:
         return t
 
     def _models(self, events: list[Any]) -> np.ndarray[Any, Any]:
-        d = self.d
+        d = self.plan
         names = [e.model for e in events]
         lut: dict[str | None, int] = {}
         for name in set(names):  # a handful of distinct names per batch
@@ -210,10 +193,8 @@ class FastPath:
         return np.array([lut[n] for n in names], dtype=np.int64)
 
     # -- predictions ---------------------------------------------------------------------------
-    def predictions(self, rb: RawBatch | _Records) -> PredictionBatch:
-        from monitor.ingest.events import PredictionBatch
-
-        d = self.d
+    def predictions(self, rb: Records) -> PredictionBatch:
+        d = self.plan
         events = self._decode(rb, self.pred_decoder)
         ids = self._ids(events)
         ts = self._times(events, rb)
@@ -264,10 +245,8 @@ class FastPath:
         )
 
     # -- labels --------------------------------------------------------------------------------
-    def labels(self, rb: RawBatch | _Records) -> LabelBatch:
-        from monitor.ingest.events import LabelBatch
-
-        d = self.d
+    def labels(self, rb: Records) -> LabelBatch:
+        d = self.plan
         events = self._decode(rb, self.label_decoder)
         ids = self._ids(events)
         ts = self._times(events, rb)
@@ -280,7 +259,7 @@ class FastPath:
         return LabelBatch(key=id_keys(ids), ts=ts, label=np.array(y, dtype=np.uint8))
 
 
-def try_fast(fn: Any, rb: RawBatch | _Records) -> Any:
+def try_fast(fn: Any, rb: Records) -> Any:
     """``fn(rb)``, or ``None`` when the batch needs the careful path."""
     try:
         return fn(rb)

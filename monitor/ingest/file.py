@@ -19,7 +19,8 @@ import yaml
 
 from monitor.config.node import ConfigError, _Node
 from monitor.config.spec import FieldMap
-from monitor.ingest.events import Invalid, RawRecord, parse_timestamp
+from monitor.ingest.events import Invalid, RawRecord
+from monitor.ingest.fields import parse_timestamp
 
 OPS = ("eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "between")
 

@@ -1,9 +1,7 @@
 """The engine: applies decoded batches to per-partition windows and the label join.
 
-State is kept per input partition (so that, in a consumer group, a partition's state can move
-with it): for each model a :class:`~monitor.state.windows.WindowRing`, plus one pending-prediction
-store and one early-label table shared by the partition's models (labels carry no model id;
-the prediction they join tells the model).
+State is kept per input partition (``partition.py``: rings, pending store, early labels,
+counters); :meth:`Engine.snapshot` sums it into a ``snapshot.Snapshot`` for every reader.
 
 Every step is vectorized over the batch; the only Python loops are over models.
 
@@ -26,107 +24,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from monitor.config.spec import Config, ModelSpec, WindowSpec
-from monitor.ingest.events import Decoder, LabelBatch, PredictionBatch
+from monitor.config.spec import Config, ModelSpec
+from monitor.ingest.decoder import Decoder
+from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
-from monitor.state.join import (
-    LABELLED,
-    NO_SCORE,
-    PENDING,
-    EarlyLabels,
-    PendingStore,
-    first_occurrences,
-    key_order,
-)
-from monitor.state.label_times import LabelLedger
-from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, WindowRing, n_cells
+from monitor.state.join import LABELLED, NO_SCORE, PENDING, first_occurrences, key_order
+from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
+from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
+from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, n_cells
 
 I64 = npt.NDArray[np.int64]
 
-# label delay histogram bounds (seconds): a minute ... a month
-DELAY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
-
-COUNTERS = (
-    "predictions",
-    "labels",
-    "duplicate_predictions",
-    "late_predictions",
-    "duplicate_labels",
-    "late_labels",
-    "early_labels",
-    "orphan_labels",
-    "evicted_pending",
-    "expired_pending",
-)
-# What the join holds now (gauges, not event counts), by what each row waits for
-HELD = {
-    "awaiting_label": "predictions awaiting their label",
-    "labelled_kept_until_ttl": "labelled predictions kept until their TTL, to recognise a "
-    "repeated prediction or label",
-}
-
-
-class PartitionState:
-    """Everything the engine keeps for one input partition."""
-
-    def __init__(self, models: list[ModelSpec], n_sets: int) -> None:
-        self.rings = [
-            WindowRing(n_buckets=m.ring_buckets, n_cells=n_cells(m.score_bins)) for m in models
-        ]
-        self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
-        self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
-        self.watermark = -np.inf
-        self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
-        # per model: label increments by label time, for counts as of a boundary (as_of)
-        self.ledgers = [
-            LabelLedger(
-                n_buckets=m.ring_buckets,
-                n_cells=n_cells(m.score_bins),
-                n_sets=n_sets,
-                k=len(m.attribute_sets),
-            )
-            for m in models
-        ]
-        self.counters = dict.fromkeys(COUNTERS, 0)
-        self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
-        self.delay_sum = 0.0
-        self.invalid: dict[str, int] = {}
-
-    def count(self, name: str, value: int | np.integer[Any]) -> None:
-        self.counters[name] += int(value)
-
-
-@dataclass(frozen=True)
-class WindowCounts:
-    """Summed counts of one window of one model: ``counts[group, cell]``."""
-
-    window: WindowSpec
-    start: float  # epoch seconds, inclusive
-    end: float  # epoch seconds, exclusive
-    counts: I64
-
-
-@dataclass(frozen=True)
-class ModelSnapshot:
-    spec: ModelSpec
-    set_names: list[str]
-    groups: list[tuple[I64, list[str]]]  # per attribute set: group indices and labels
-    windows: dict[str, WindowCounts]
-    totals: I64  # everything accepted since start (ring + expired), [group, cell]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A consistent copy of the engine's summed counts: cheap to take, safe to read later."""
-
-    models: dict[str, ModelSnapshot]
-    counters: dict[str, int]
+# the names readers import from here (snapshot and partition types live in their own modules)
+__all__ = [
+    "COUNTERS",
+    "DELAY_BOUNDS",
+    "HELD",
+    "Engine",
+    "ModelSnapshot",
+    "Snapshot",
+    "WindowCounts",
+]
 
 
 class Engine:
@@ -195,9 +118,7 @@ class Engine:
             cells = np.concatenate([np.full(n, N), np.full(n, FAV)])
             weights = np.concatenate([np.ones(n, np.int64), fav])
             both = np.concatenate([np.arange(n), np.arange(n)])
-            self._scatter(
-                ring, bk[both], groups[both], cells, weights, (~late & ~gone)[both], gone[both]
-            )
+            ring.scatter(bk[both], groups[both], cells, weights, (~late & ~gone)[both], gone[both])
             admitted[sel[~late]] = True
             buckets[sel] = bk
         idx = order[admitted[order]]  # admitted events, in key order
@@ -289,8 +210,7 @@ class Engine:
             rows_ = np.concatenate(parts_row)
             k = len(spec.attribute_sets)
             live = ~late & ~gone
-            self._scatter(
-                ring,
+            ring.scatter(
                 bk[rows_],
                 e["groups"][rows_, :k],
                 np.concatenate(parts_cell),
@@ -310,28 +230,6 @@ class Engine:
                     cell[live],
                 )
 
-    @staticmethod
-    def _scatter(
-        ring: WindowRing,
-        buckets: I64,
-        groups: npt.NDArray[Any],
-        cells: I64,
-        weights: I64,
-        live: npt.NDArray[np.bool_],
-        gone: npt.NDArray[np.bool_],
-    ) -> None:
-        """Add ``weights`` to ``cells`` of every attribute set's group of each event."""
-        k = groups.shape[1]
-        rep = np.repeat
-        live_r = rep(live, k)
-        gone_r = rep(gone, k)
-        g = groups.reshape(-1)
-        b = rep(buckets, k)
-        c = rep(cells, k)
-        w = rep(weights, k)
-        ring.add(b[live_r], g[live_r], c[live_r], w[live_r])
-        ring.add_expired(g[gone_r], c[gone_r], w[gone_r])
-
     def _expire(self, st: PartitionState) -> None:
         heads = np.array(
             [r.head if r.head is not None else np.iinfo(np.int64).min // 2 for r in st.rings],
@@ -344,35 +242,9 @@ class Engine:
 
     # -- reading -------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        models: dict[str, ModelSnapshot] = {}
-        for m, spec in enumerate(self.models):
-            reg = self.registries[m]
-            g = len(reg)
-            rings = [st.rings[m] for st in self.partitions.values()]
-            for r in rings:
-                r.grow(g)
-            heads = [r.head for r in rings if r.head is not None]
-            windows: dict[str, WindowCounts] = {}
-            for w in spec.windows:
-                counts = np.zeros((g, n_cells(spec.score_bins)), dtype=np.int64)
-                start = end = 0
-                if heads:
-                    end = max(heads) + 1 - w.lag // spec.bucket
-                    start = end - w.length // spec.bucket
-                    for r in rings:
-                        counts += r.window(start, end)
-                windows[w.name] = WindowCounts(w, start * spec.bucket, end * spec.bucket, counts)
-            totals = sum(
-                (r.total() for r in rings), np.zeros((g, n_cells(spec.score_bins)), np.int64)
-            )
-            models[spec.name] = ModelSnapshot(
-                spec=spec,
-                set_names=reg.set_names,
-                groups=[reg.groups_of_set(s) for s in range(len(reg.sets))],
-                windows=windows,
-                totals=totals,
-            )
-        return Snapshot(models=models, counters=self.counters())
+        return take_snapshot(
+            self.models, self.registries, list(self.partitions.values()), self.counters()
+        )
 
     def low_watermark(self, m: int) -> int | None:
         """Oldest head bucket over the partitions that have data for model ``m``: every bucket
@@ -456,92 +328,16 @@ class Engine:
 
     def fingerprint(self) -> list[dict[str, Any]]:
         """What a checkpoint's arrays depend on; a mismatch makes a checkpoint incompatible."""
-        return [
-            {
-                "model": m.name,
-                "bucket": m.bucket,
-                "ring_buckets": m.ring_buckets,
-                "cells": n_cells(m.score_bins),
-                "sets": ["&".join(s) for s in m.attribute_sets],
-                "n_sets": self.n_sets,
-            }
-            for m in self.models
-        ]
+        return fingerprint(self.models, self.n_sets)
 
     def export_partition(self, p: int) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
         """(JSON-able metadata, arrays) describing partition ``p`` completely."""
-        st = self.partition(p)
-        for m, r in enumerate(st.rings):
-            r.grow(len(self.registries[m]))  # every registered group has a column
-        meta: dict[str, Any] = {
-            "fingerprint": self.fingerprint(),
-            "counters": st.counters,
-            "delay_counts": st.delay_counts.tolist(),
-            "delay_sum": st.delay_sum,
-            "invalid": st.invalid,
-            "watermark": None if not np.isfinite(st.watermark) else st.watermark,
-            "heads": [r.head for r in st.rings],
-            "firsts": [r.first for r in st.rings],
-            "groups": [[list(reg.set_of), list(reg.labels)] for reg in self.registries],
-            "overflow": [list(reg.overflow) for reg in self.registries],
-        }
-        arrays: dict[str, npt.NDArray[Any]] = {"pending": st.pending.data, "early": st.early.data}
-        for m, r in enumerate(st.rings):
-            arrays[f"counts{m}"] = r.counts
-            arrays[f"expired{m}"] = r.expired
-            arrays[f"ledger{m}"] = st.ledgers[m].export()
-        meta["label_watermark"] = (
-            None if not np.isfinite(st.label_watermark) else st.label_watermark
-        )
-        return meta, arrays
+        return self.partition(p).export(self.registries, self.fingerprint())
 
     def import_partition(
         self, p: int, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
     ) -> None:
         """Restore partition ``p``, remapping group indices onto this engine's registries."""
-        if meta["fingerprint"] != self.fingerprint():
-            raise ValueError("it was written for a different model configuration")
-        st = PartitionState(self.models, self.n_sets)
-        remaps = []
-        for m, (set_of, labels) in enumerate(meta["groups"]):
-            reg = self.registries[m]
-            remap = np.array(
-                [reg.index(s, lab) for s, lab in zip(set_of, labels, strict=True)], dtype=np.int64
-            )
-            remaps.append(remap)
-            ring = st.rings[m]
-            ring.grow(len(reg))
-            counts, expired = arrays[f"counts{m}"], arrays[f"expired{m}"]
-            if len(np.unique(remap)) == len(remap):
-                ring.counts[:, remap] = counts
-                ring.expired[remap] = expired
-            else:  # groups of the checkpoint that fold into one here (__other__) add up
-                for old, new in enumerate(remap.tolist()):
-                    ring.counts[:, new] += counts[:, old]
-                    ring.expired[new] += expired[old]
-            ring.head = meta["heads"][m]
-            ring.first = meta.get("firsts", meta["heads"])[m]
-            ledger = arrays.get(f"ledger{m}")
-            if ledger is not None:
-                st.ledgers[m].load(ring, ledger, remap)
-        pending = arrays["pending"].copy()
-        if len(pending):
-            groups = pending["groups"].astype(np.int64)
-            for m, remap in enumerate(remaps):
-                rows = pending["model"] == m
-                g = groups[rows]
-                ok = g >= 0
-                g[ok] = remap[g[ok]] if len(remap) else g[ok]
-                groups[rows] = g
-            pending["groups"] = groups
-        st.pending.load(pending)
-        st.early.load(arrays["early"])
-        st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
-        lw = meta.get("label_watermark")
-        st.label_watermark = -np.inf if lw is None else float(lw)
-        st.counters.update(meta["counters"])
-        if "delay_counts" in meta:
-            st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)
-            st.delay_sum = float(meta["delay_sum"])
-        st.invalid = dict(meta["invalid"])
-        self.partitions[p] = st
+        self.partitions[p] = PartitionState.restore(
+            self.models, self.n_sets, self.registries, meta, arrays
+        )

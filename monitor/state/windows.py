@@ -123,6 +123,29 @@ class WindowRing:
                 self.expired.reshape(-1), groups.astype(np.int64) * self.n_cells + cells, weights
             )
 
+    def scatter(
+        self,
+        buckets: I64,
+        groups: npt.NDArray[Any],
+        cells: I64,
+        weights: I64,
+        live: Bool,
+        gone: Bool,
+    ) -> None:
+        """Add ``weights`` to ``cells`` of every attribute set's group of each event
+        (``groups[event, set]``): into its bucket when ``live``, into ``expired`` when
+        ``gone`` (see :meth:`admit`), nowhere when late."""
+        k = groups.shape[1]
+        rep = np.repeat
+        live_r = rep(live, k)
+        gone_r = rep(gone, k)
+        g = groups.reshape(-1)
+        b = rep(buckets, k)
+        c = rep(cells, k)
+        w = rep(weights, k)
+        self.add(b[live_r], g[live_r], c[live_r], w[live_r])
+        self.add_expired(g[gone_r], c[gone_r], w[gone_r])
+
     def window(self, start: int, end: int) -> I64:
         """Sum of buckets ``start <= b < end`` that the ring holds: ``[group, cell]``."""
         if self.head is None:

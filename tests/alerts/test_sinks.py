@@ -14,7 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.sinks import Dispatcher, Outbox, permanent
+from monitor.alerts.outbox import Outbox
+from monitor.alerts.receivers import alert_json, alertmanager_body, iso, permanent
+from monitor.alerts.sinks import Dispatcher
 from monitor.config.rules import SinkSpec
 from tests.broker import free_port
 from tests.conftest import require
@@ -391,3 +393,36 @@ def test_resend_interval_is_validated_with_its_key_path() -> None:
         assert e.value.path == "alerts.sinks.resend_interval", e.value
     ok = parse_config({**base, "alerts": {"sinks": {"resend_interval": "2s"}}})
     assert ok.alerts.sinks.resend_interval == 2
+
+
+def test_alertmanager_body_ends_a_firing_alert_four_intervals_ahead_and_a_resolved_one_now() -> (
+    None
+):
+    """What Alertmanager is sent (receivers.py): a firing alert stays active four intervals
+    past each post, a resolved one ends now; it started when its condition did (or now)."""
+    now, interval = 2.0e9, 30.0
+    firing = transition("firing").alert
+    resolved = transition("resolved").alert
+    unstarted = Alert("X", {"alertname": "X"}, "firing", 0.0, 0.0, 1.0)
+    body = alertmanager_body([firing, resolved, unstarted], now, interval)
+    assert [b["endsAt"] for b in body] == [iso(now + 120), iso(now), iso(now + 120)]
+    assert [b["startsAt"] for b in body] == [iso(1.0e9), iso(1.0e9), iso(now)]
+    assert body[0]["labels"] == firing.labels and body[0]["annotations"] == firing.annotations
+    assert iso(0.0) == "1970-01-01T00:00:00Z"
+
+
+def test_each_configured_sink_gets_an_outbox_and_only_alertmanager_is_resent_everything() -> None:
+    sent: list[bytes] = []
+    spec = SinkSpec(alertmanager_url="http://am", webhook_url="http://hook", log=False)
+    d = Dispatcher(spec, kafka_send=sent.append)
+    assert list(d.outboxes) == ["alertmanager", "webhook", "kafka"] == list(d.senders)
+    assert {s: box.resend_all for s, box in d.outboxes.items()} == {
+        "alertmanager": True,
+        "webhook": False,
+        "kafka": False,
+    }
+    a = transition("firing").alert
+    d.senders["kafka"]([a])
+    assert [json.loads(b) for b in sent] == [json.loads(json.dumps(alert_json(a)))]
+    only_hook = Dispatcher(SinkSpec(webhook_url="http://hook", log=False))
+    assert list(only_hook.outboxes) == ["webhook"]

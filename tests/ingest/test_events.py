@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from monitor.config.spec import parse_config
-from monitor.ingest.events import RawRecord, Reason, parse_timestamp
+from monitor.ingest.events import RawRecord, Reason
+from monitor.ingest.fields import parse_timestamp
 from monitor.state.engine import Engine
 from tests.helpers import T0
 

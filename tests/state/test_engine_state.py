@@ -67,3 +67,24 @@ def test_groups_that_fold_into_one_on_import_add_up() -> None:
     meta, arrays = decode(encode(*b.export_partition(1)))
     a.import_partition(1, meta, arrays)
     assert totals(a) == {"x": 1, "y": 1, "__other__": 4}
+
+
+def test_state_of_another_model_configuration_is_refused_and_leaves_the_partition() -> None:
+    """The fingerprint (bucket, ring, cells, attribute sets) guards the arrays' shape: a
+    checkpoint written under another configuration is refused, and the partition keeps its
+    state (nothing half-restored)."""
+    import pytest
+
+    a = Engine(config(bucket="5m"))
+    run(a, [pred("x", T0, "a", 1)], partition=0)
+    meta, arrays = decode(encode(*a.export_partition(0)))
+    b = Engine(config())
+    run(b, [pred("y", T0, "b", 1), pred("z", T0, "b", 0)], partition=0)
+    before = build_report(b.snapshot())
+    with pytest.raises(ValueError, match="different model configuration"):
+        b.import_partition(0, meta, arrays)
+    assert build_report(b.snapshot()) == before
+    assert b.counters()["predictions"] == 2
+    c = Engine(config(bucket="5m"))
+    c.import_partition(0, meta, arrays)
+    assert build_report(c.snapshot()) == build_report(a.snapshot())

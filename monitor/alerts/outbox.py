@@ -1,0 +1,124 @@
+"""What one alert sink still owes, and when to try again: pure, every method takes the time.
+
+A page that failed is not lost: it is tried again with exponential backoff, capped at half of
+``resend_interval`` (so it arrives within one interval of the receiver's return), until it is
+delivered — a firing alert until it is delivered or resolved, a resolved one until it is
+delivered. Only the newest state of an alert is owed: a newer one replaces an undelivered older
+one (an alert that fired and resolved during an outage arrives as resolved, with its times).
+
+A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
+alert again each interval; the others only what they are owed. Notifications never delivered
+are counted by reason: ``dropped`` past ``max_owed``, ``given_up`` when the receiver rejected
+them for good.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
+
+from monitor.alerts.lifecycle import Alert
+
+MAX_OWED = 1_000  # undelivered notifications kept per sink (oldest dropped beyond)
+
+Key = tuple[tuple[str, str], ...]
+
+
+class Outbox:
+    """What one sink owes, and when to try (pure: every method takes the time)."""
+
+    def __init__(
+        self,
+        *,
+        resend_all: bool,
+        interval: float,
+        backoff: float = 0.2,
+        max_owed: int = MAX_OWED,
+    ) -> None:
+        self.resend_all = resend_all  # every post carries all active alerts (Alertmanager)
+        self.interval = interval
+        self.backoff = backoff
+        self.max_owed = max_owed
+        self.firing: dict[Key, Alert] = {}
+        self.owed: OrderedDict[Key, Alert] = OrderedDict()
+        self.failed_in_row = 0
+        self.next_try = -math.inf  # backoff after a failure
+        self.next_resend = math.inf
+        self.undelivered: Counter[str] = Counter()  # reason -> notifications
+
+    def add(self, a: Alert, now: float) -> None:
+        """A firing or resolved transition to deliver (it replaces an undelivered older one)."""
+        if a.state == "firing":
+            self.firing[a.key] = a
+            if self.resend_all and self.next_resend == math.inf:
+                self.next_resend = now + self.interval
+        elif a.state == "resolved":
+            self.firing.pop(a.key, None)
+        else:
+            return  # pending alerts are not paged
+        self.owed.pop(a.key, None)
+        self.owed[a.key] = a
+        while len(self.owed) > self.max_owed:
+            self.owed.popitem(last=False)
+            self.undelivered["dropped"] += 1
+
+    def seed(self, firing: Iterable[Alert], now: float) -> None:
+        """Alerts firing when the monitor (re)started: re-posted at once where the sink keeps
+        the active set (delivered to the others before the restart)."""
+        if not self.resend_all:
+            return
+        for a in firing:
+            self.firing[a.key] = a
+        if self.firing:
+            self.next_resend = now
+
+    def due(self, now: float) -> list[Alert]:
+        """What to send now (empty: nothing is due)."""
+        if now < self.next_try:
+            return []
+        if not self.resend_all:
+            return list(self.owed.values())
+        if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
+            resolved = [a for a in self.owed.values() if a.state == "resolved"]
+            return list(self.firing.values()) + resolved
+        return []
+
+    def wake(self, now: float) -> float:
+        """The earliest time :meth:`due` may return something (without a new transition)."""
+        if self.owed or (self.resend_all and self.firing and self.failed_in_row):
+            return max(now, self.next_try)
+        if self.resend_all and self.firing:
+            return max(now, self.next_try, self.next_resend)
+        return math.inf
+
+    def delivered(self, sent: list[Alert], now: float) -> None:
+        self._settle(sent)
+        self.failed_in_row = 0
+        self.next_try = -math.inf
+        if self.resend_all:
+            self.next_resend = now + self.interval if self.firing else math.inf
+
+    def failed(self, sent: list[Alert], now: float, *, rejected: bool = False) -> None:
+        """A transient failure backs off (capped at half an interval); a rejection gives the
+        owed notifications up (an Alertmanager's active set is posted again next interval)."""
+        if rejected:  # the receiver answered: no backoff, the owed ones are given up
+            self.undelivered["given_up"] += self._settle(sent)
+            self.failed_in_row, self.next_try = 0, -math.inf
+            if self.resend_all:
+                self.next_resend = now + self.interval if self.firing else math.inf
+            return
+        self.failed_in_row += 1
+        self.next_try = now + self.retry_delay()
+
+    def retry_delay(self) -> float:
+        n = max(0, self.failed_in_row - 1)
+        return min(self.backoff * float(2 ** min(n, 30)), self.interval / 2)
+
+    def _settle(self, sent: list[Alert]) -> int:
+        n = 0
+        for a in sent:
+            if self.owed.get(a.key) is a:  # not replaced by a newer state meanwhile
+                del self.owed[a.key]
+                n += 1
+        return n

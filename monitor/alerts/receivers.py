@@ -1,0 +1,107 @@
+"""How each alert receiver is spoken to: the alert's JSON, Alertmanager's v2 body, an HTTP
+POST, and which rejections are final.
+
+- **Alertmanager** expects clients to re-send firing alerts (its ``resolve_timeout`` logic relies
+  on it): every post carries *all* active alerts, with ``endsAt`` four intervals ahead (as
+  Prometheus does), so a monitor that died leaves no alert firing forever, and an Alertmanager
+  that restarted empty sees them again within one interval. A resolved alert is posted with
+  ``endsAt`` = now until Alertmanager takes it.
+- **Webhook** (one JSON alert per POST): failed deliveries are retried until delivered; delivered
+  alerts are *not* re-sent every interval — a generic receiver (chat, ticketing, a pager's event
+  API) would notify again each time.
+- **Kafka** (a log of transitions): like the webhook; periodic re-sends would put duplicate
+  transitions in the log. A send that timed out may still have landed, so delivery is
+  at-least-once: deduplicate on (labels, state, at).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor.alerts.lifecycle import Alert
+from monitor.config.rules import SinkSpec
+
+SINKS = ("alertmanager", "webhook", "kafka")
+RESEND_ALL = frozenset({"alertmanager"})  # sinks that keep the active set: sent it each interval
+
+Sender = Callable[[list[Alert]], None]
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def alert_json(alert: Alert) -> dict[str, Any]:
+    """The alert as the webhook and Kafka sinks send it (event times, state, evidence)."""
+    return {
+        "name": alert.name,
+        "state": alert.state,
+        "labels": alert.labels,
+        "annotations": alert.annotations,
+        "value": None if alert.value != alert.value else alert.value,
+        "since": iso(alert.since),
+        "at": iso(alert.at),
+    }
+
+
+def alertmanager_body(alerts: list[Alert], now: float, interval: float) -> list[dict[str, Any]]:
+    """Alertmanager API v2 alerts: a firing one ends four intervals ahead, a resolved one now."""
+    body = []
+    for a in alerts:
+        ends = now if a.state == "resolved" else now + 4 * interval
+        body.append(
+            {
+                "labels": a.labels,
+                "annotations": {k: str(v) for k, v in a.annotations.items()},
+                "startsAt": iso(min(now, a.since) if a.since > 0 else now),
+                "endsAt": iso(ends),
+            }
+        )
+    return body
+
+
+def post_json(url: str, body: Any, timeout: float) -> None:
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        if resp.status >= 300:
+            raise urllib.error.HTTPError(url, resp.status, "bad status", resp.headers, None)
+
+
+def permanent(exc: BaseException) -> bool:
+    """A rejection that a retry cannot fix (a 4xx other than timeout / rate limit)."""
+    return (
+        isinstance(exc, urllib.error.HTTPError)
+        and 400 <= exc.code < 500
+        and exc.code not in (408, 429)
+    )
+
+
+def senders(
+    spec: SinkSpec, kafka_send: Callable[[bytes], None] | None, clock: Callable[[], float]
+) -> dict[str, Sender]:
+    """The configured sinks, by name (in :data:`SINKS` order), each a function that delivers
+    a list of alerts or raises. The webhook and Kafka sinks get one alert per call."""
+    out: dict[str, Sender] = {}
+    if spec.alertmanager_url:
+        url = f"{spec.alertmanager_url}/api/v2/alerts"
+        interval = float(spec.resend_interval)
+        out["alertmanager"] = lambda alerts: post_json(
+            url, alertmanager_body(alerts, clock(), interval), spec.timeout
+        )
+    if spec.webhook_url:
+        hook = spec.webhook_url
+        out["webhook"] = lambda alerts: post_json(hook, alert_json(alerts[0]), spec.timeout)
+    if kafka_send is not None:
+        send = kafka_send
+        out["kafka"] = lambda alerts: send(json.dumps(alert_json(alerts[0])).encode())
+    return out

@@ -1,0 +1,184 @@
+"""The state of one input partition, and its serialisation for checkpoints.
+
+State is kept per input partition so that, in a consumer group, a partition's state can move
+with it: for each model a :class:`~monitor.state.windows.WindowRing` and a label-time ledger,
+plus one pending-prediction store and one early-label table shared by the partition's models
+(labels carry no model id; the prediction they join tells the model), its event counters, its
+label-delay histogram and its dead letters by reason.
+
+:meth:`PartitionState.export` gives JSON-able metadata and numpy arrays (``checkpoint.py``
+stores them without pickle); :meth:`PartitionState.restore` reads them back into another
+engine, remapping group indices by label (an instance that saw other groups first numbers
+them differently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config.spec import ModelSpec
+from monitor.ingest.groups import GroupRegistry
+from monitor.state.join import EarlyLabels, PendingStore
+from monitor.state.label_times import LabelLedger
+from monitor.state.windows import WindowRing, n_cells
+
+# label delay histogram bounds (seconds): a minute ... a month
+DELAY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
+
+COUNTERS = (
+    "predictions",
+    "labels",
+    "duplicate_predictions",
+    "late_predictions",
+    "duplicate_labels",
+    "late_labels",
+    "early_labels",
+    "orphan_labels",
+    "evicted_pending",
+    "expired_pending",
+)
+# What the join holds now (gauges, not event counts), by what each row waits for
+HELD = {
+    "awaiting_label": "predictions awaiting their label",
+    "labelled_kept_until_ttl": "labelled predictions kept until their TTL, to recognise a "
+    "repeated prediction or label",
+}
+
+
+def fingerprint(models: Sequence[ModelSpec], n_sets: int) -> list[dict[str, Any]]:
+    """What a checkpoint's arrays depend on; a mismatch makes a checkpoint incompatible."""
+    return [
+        {
+            "model": m.name,
+            "bucket": m.bucket,
+            "ring_buckets": m.ring_buckets,
+            "cells": n_cells(m.score_bins),
+            "sets": ["&".join(s) for s in m.attribute_sets],
+            "n_sets": n_sets,
+        }
+        for m in models
+    ]
+
+
+class PartitionState:
+    """Everything the engine keeps for one input partition."""
+
+    def __init__(self, models: Sequence[ModelSpec], n_sets: int) -> None:
+        self.rings = [
+            WindowRing(n_buckets=m.ring_buckets, n_cells=n_cells(m.score_bins)) for m in models
+        ]
+        self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
+        self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
+        self.watermark = -np.inf
+        self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
+        # per model: label increments by label time, for counts as of a boundary (as_of)
+        self.ledgers = [
+            LabelLedger(
+                n_buckets=m.ring_buckets,
+                n_cells=n_cells(m.score_bins),
+                n_sets=n_sets,
+                k=len(m.attribute_sets),
+            )
+            for m in models
+        ]
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
+        self.delay_sum = 0.0
+        self.invalid: dict[str, int] = {}
+
+    def count(self, name: str, value: int | np.integer[Any]) -> None:
+        self.counters[name] += int(value)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def export(
+        self, registries: Sequence[GroupRegistry], fingerprint: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+        """(JSON-able metadata, arrays) describing this partition completely."""
+        for m, r in enumerate(self.rings):
+            r.grow(len(registries[m]))  # every registered group has a column
+        meta: dict[str, Any] = {
+            "fingerprint": fingerprint,
+            "counters": self.counters,
+            "delay_counts": self.delay_counts.tolist(),
+            "delay_sum": self.delay_sum,
+            "invalid": self.invalid,
+            "watermark": None if not np.isfinite(self.watermark) else self.watermark,
+            "heads": [r.head for r in self.rings],
+            "firsts": [r.first for r in self.rings],
+            "groups": [[list(reg.set_of), list(reg.labels)] for reg in registries],
+            "overflow": [list(reg.overflow) for reg in registries],
+        }
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "pending": self.pending.data,
+            "early": self.early.data,
+        }
+        for m, r in enumerate(self.rings):
+            arrays[f"counts{m}"] = r.counts
+            arrays[f"expired{m}"] = r.expired
+            arrays[f"ledger{m}"] = self.ledgers[m].export()
+        meta["label_watermark"] = (
+            None if not np.isfinite(self.label_watermark) else self.label_watermark
+        )
+        return meta, arrays
+
+    @classmethod
+    def restore(
+        cls,
+        models: Sequence[ModelSpec],
+        n_sets: int,
+        registries: Sequence[GroupRegistry],
+        meta: dict[str, Any],
+        arrays: dict[str, npt.NDArray[Any]],
+    ) -> PartitionState:
+        """A partition's state from :meth:`export`'s output, its group indices remapped onto
+        ``registries`` (groups it names that they lack are registered)."""
+        if meta["fingerprint"] != fingerprint(models, n_sets):
+            raise ValueError("it was written for a different model configuration")
+        st = cls(models, n_sets)
+        remaps = []
+        for m, (set_of, labels) in enumerate(meta["groups"]):
+            reg = registries[m]
+            remap = np.array(
+                [reg.index(s, lab) for s, lab in zip(set_of, labels, strict=True)], dtype=np.int64
+            )
+            remaps.append(remap)
+            ring = st.rings[m]
+            ring.grow(len(reg))
+            counts, expired = arrays[f"counts{m}"], arrays[f"expired{m}"]
+            if len(np.unique(remap)) == len(remap):
+                ring.counts[:, remap] = counts
+                ring.expired[remap] = expired
+            else:  # groups of the checkpoint that fold into one here (__other__) add up
+                for old, new in enumerate(remap.tolist()):
+                    ring.counts[:, new] += counts[:, old]
+                    ring.expired[new] += expired[old]
+            ring.head = meta["heads"][m]
+            ring.first = meta.get("firsts", meta["heads"])[m]
+            ledger = arrays.get(f"ledger{m}")
+            if ledger is not None:
+                st.ledgers[m].load(ring, ledger, remap)
+        pending = arrays["pending"].copy()
+        if len(pending):
+            groups = pending["groups"].astype(np.int64)
+            for m, remap in enumerate(remaps):
+                rows = pending["model"] == m
+                g = groups[rows]
+                ok = g >= 0
+                g[ok] = remap[g[ok]] if len(remap) else g[ok]
+                groups[rows] = g
+            pending["groups"] = groups
+        st.pending.load(pending)
+        st.early.load(arrays["early"])
+        st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
+        lw = meta.get("label_watermark")
+        st.label_watermark = -np.inf if lw is None else float(lw)
+        st.counters.update(meta["counters"])
+        if "delay_counts" in meta:
+            st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)
+            st.delay_sum = float(meta["delay_sum"])
+        st.invalid = dict(meta["invalid"])
+        return st
