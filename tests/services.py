@@ -7,11 +7,15 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tests.broker import free_port
+from tests.helpers import records_accounted, wait_for
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
@@ -134,3 +138,43 @@ scrape_configs:
         port,
         tmp,
     )
+
+
+def wait_monitor_applied(port: int, produced: int, alive: Callable[[], None]) -> float:
+    """Until the monitor's published state (``/api/status``) accounts for every produced
+    record; returns the wall time then. From there on its ``/metrics`` no longer change."""
+
+    def applied() -> bool:
+        alive()  # fails with the monitor's log if it died
+        url = f"http://127.0.0.1:{port}/api/status"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            counters = json.loads(r.read())["counters"]
+        seen.append(counters)
+        return records_accounted(counters) == produced
+
+    seen: list[dict[str, int]] = []
+    wait_for(applied, 120, lambda: f"the monitor to apply all {produced} records: {seen[-1:]}")
+    return time.time()
+
+
+def wait_rules_evaluated_after(prom: Any, t: float) -> None:
+    """Until Prometheus has scraped the monitor after ``t`` and evaluated every rule group at
+    least one scrape interval (1 s) after that scrape, so the rules read data from after
+    ``t``."""
+
+    def newest(expr: str) -> float:
+        q = urllib.parse.urlencode({"query": expr})
+        result = prom.get(f"/api/v1/query?{q}")["data"]["result"]
+        return float(result[0]["value"][1]) if result else 0.0
+
+    def scraped_after(after: float) -> float:
+        s = newest('max(timestamp(up{job="fairness-monitor"}))')
+        return s if s > after else 0.0
+
+    def evaluated_after(after: float) -> bool:
+        groups = prom.get("/api/v1/rules")["data"]["groups"]
+        assert groups, "no rule group loaded"
+        return all(datetime.fromisoformat(g["lastEvaluation"]).timestamp() > after for g in groups)
+
+    scraped = wait_for(lambda: scraped_after(t), 30, "a scrape of the settled monitor")
+    wait_for(lambda: evaluated_after(scraped + 1), 30, "a rule evaluation after that scrape")

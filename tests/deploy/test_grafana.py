@@ -15,7 +15,6 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,8 @@ import pytest
 from monitor.app.demo import demo_config_text
 from tests.broker import free_port
 from tests.conftest import ROOT, require
-from tests.helpers import records_accounted, wait_for
 from tests.kafka_helpers import create_topics
-from tests.services import prometheus
+from tests.services import prometheus, wait_monitor_applied, wait_rules_evaluated_after
 
 DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
 
@@ -218,45 +216,8 @@ def _label_values(prom: Any, query: str, values: dict[str, str]) -> list[str]:
 POISON = 20  # malformed records sent in the middle of the traffic
 
 
-def wait_monitor_applied(
-    port: int, produced: int, proc: subprocess.Popen[bytes], log: Path
-) -> float:
-    """Until the monitor's published state (``/api/status``) accounts for every produced
-    record; returns the wall time then. From there on its ``/metrics`` no longer change."""
-
-    def applied() -> bool:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        url = f"http://127.0.0.1:{port}/api/status"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            counters = json.loads(r.read())["counters"]
-        seen.append(counters)
-        return records_accounted(counters) == produced
-
-    seen: list[dict[str, int]] = []
-    wait_for(applied, 120, lambda: f"the monitor to apply all {produced} records: {seen[-1:]}")
-    return time.time()
-
-
-def wait_rules_evaluated_after(prom: Any, t: float) -> None:
-    """Until Prometheus has scraped the monitor after ``t`` and evaluated every rule group at
-    least one scrape interval (1 s) after that scrape, so the rules read data from after
-    ``t``."""
-
-    def newest(expr: str) -> float:
-        result = _query(prom, "/api/v1/query", query=expr)["result"]
-        return float(result[0]["value"][1]) if result else 0.0
-
-    def scraped_after(after: float) -> float:
-        s = newest('max(timestamp(up{job="fairness-monitor"}))')
-        return s if s > after else 0.0
-
-    def evaluated_after(after: float) -> bool:
-        groups = _query(prom, "/api/v1/rules")["groups"]
-        assert groups, "no rule group loaded"
-        return all(datetime.fromisoformat(g["lastEvaluation"]).timestamp() > after for g in groups)
-
-    scraped = wait_for(lambda: scraped_after(t), 30, "a scrape of the settled monitor")
-    wait_for(lambda: evaluated_after(scraped + 1), 30, "a rule evaluation after that scrape")
+def _alive(proc: subprocess.Popen[bytes], log: Path) -> None:
+    assert proc.poll() is None, log.read_text()[-3000:]
 
 
 @pytest.mark.integration
@@ -320,7 +281,7 @@ def test_every_panel_query_returns_data(kafka, tmp_path: Path) -> None:  # type:
         producer.close()
         assert poisoned == [POISON]
         produced = sent[pred] + sent[lab] + POISON
-        settled_at = wait_monitor_applied(port, produced, proc, log)
+        settled_at = wait_monitor_applied(port, produced, lambda: _alive(proc, log))
         wait_rules_evaluated_after(prom, settled_at)
         assert proc.poll() is None, log.read_text()[-3000:]
         t1 = time.time()

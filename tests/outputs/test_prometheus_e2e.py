@@ -28,7 +28,12 @@ from tests.alerts.test_sinks import Receiver
 from tests.conftest import require
 from tests.helpers import wait_for
 from tests.kafka_helpers import MonitorProcess, create_topics, end_offsets, produce, wait_consumed
-from tests.services import alertmanager, prometheus
+from tests.services import (
+    alertmanager,
+    prometheus,
+    wait_monitor_applied,
+    wait_rules_evaluated_after,
+)
 
 pytestmark = pytest.mark.integration
 T0 = 1_767_225_600.0
@@ -73,6 +78,10 @@ def samples(prom: Any, expr: str) -> list[tuple[float, float]]:
     result = prom.get(f"/api/v1/query?query={q}")["data"]["result"]
     assert len(result) <= 1, result
     return [(float(t), float(v)) for t, v in result[0]["values"]] if result else []
+
+
+def _alive(m: Any) -> None:
+    assert m.proc is not None and m.proc.poll() is None, m.log.read_text()[-3000:]
 
 
 def instant(prom: Any, expr: str) -> float | None:
@@ -128,6 +137,10 @@ def test_prometheus_parity_alert_and_alertmanager_delivery(kafka, tmp_path: Path
         produce(kafka.bootstrap, pred, preds)
         produce(kafka.bootstrap, lab, labels)
         wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
+        # the monitor's published state holds every record (checkpointed offsets can run ahead
+        # of the snapshot /metrics serves); then a scrape and a rule evaluation after that
+        settled_at = wait_monitor_applied(m.port, 2 * (3000 + 6000), lambda: _alive(m))
+        wait_rules_evaluated_after(prom, settled_at)
 
         # parity: once the monitor's numbers settle (everything consumed), Prometheus's
         # recording rules evaluate to them
