@@ -38,11 +38,8 @@ OVERSIZED_TODO = {
     "monitor.app.demo",
     "monitor.app.service",
     "monitor.cli",
-    "monitor.config.spec",
-    "monitor.config.webconfig",
     "monitor.ingest.events",
     "monitor.outputs.audit",
-    "monitor.outputs.http",
     "monitor.state.checkpoint",
     "monitor.state.engine",
 }

@@ -1,4 +1,8 @@
-"""Reading configuration mappings with key paths in every error message."""
+"""Reading loosely-typed mappings with key paths in every error message.
+
+Only the CSV mapping file of ``replay --csv`` (monitor/ingest/file.py) still reads its YAML this
+way; the configuration itself is a msgspec schema (monitor/config/spec.py).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from monitor.config.durations import parse_duration
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with the dotted key path that caused it."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}" if path else reason)
-        self.path = path
-        self.reason = reason
+from monitor.config.errors import ConfigError as ConfigError
 
 
 class _Node:

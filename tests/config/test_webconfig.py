@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from monitor.cli import main
-from monitor.config import webconfig
 from monitor.config.spec import ConfigError, parse_config
-from monitor.config.webconfig import Authenticator, load_web_config
+from monitor.config.webconfig import load_web_config
+from monitor.outputs import web_auth
+from monitor.outputs.web_auth import Authenticator
 from tests.pki import CA, Pair
 
 PASSWORD = "correct horse battery staple"
@@ -251,13 +252,13 @@ def basic(user: str, password: str) -> str:
 
 def test_authenticator_caches_successes_only(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bytes] = []
-    real = webconfig._checkpw
+    real = web_auth._checkpw
 
     def counting(password: bytes, hashed: bytes) -> bool:
         calls.append(password)
         return real(password, hashed)
 
-    monkeypatch.setattr(webconfig, "_checkpw", counting)
+    monkeypatch.setattr(web_auth, "_checkpw", counting)
     auth = Authenticator({"prometheus": HASH.encode()})
     assert auth.check(basic("prometheus", PASSWORD)) and len(calls) == 1
     for _ in range(5):  # repeated scrapes: no further bcrypt round
