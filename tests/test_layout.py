@@ -37,7 +37,6 @@ OVERSIZED_TODO = {
     "monitor.alerts.sinks",
     "monitor.app.demo",
     "monitor.app.service",
-    "monitor.cli",
     "monitor.ingest.events",
     "monitor.outputs.audit",
     "monitor.state.checkpoint",
