@@ -35,6 +35,8 @@ class Doc(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class FieldsDoc(Doc, frozen=True):
+    """Where each field lives in an event (dotted paths)."""
+
     prediction_id: FieldPath = "prediction_id"
     model_id: FieldPath = "model_id"
     timestamp: FieldPath = "timestamp"
@@ -45,18 +47,24 @@ class FieldsDoc(Doc, frozen=True):
 
 
 class AttributeDoc(Doc, frozen=True):
+    """A protected attribute: categorical, or numeric bucketed by ``bins`` edges."""
+
     field: FieldPath | None = None
     bins: Annotated[list[int | float], Meta(extra_json_schema={"minItems": 1})] | None = None
     max_groups: Annotated[int, Meta(ge=1)] = 50
 
 
 class WindowDoc(Doc, frozen=True):
+    """A sliding window of ``length`` ending ``lag`` before now (whole buckets)."""
+
     length: Duration
     lag: Duration = 0
     name: str | None = None
 
 
 class JoinDoc(Doc, frozen=True):
+    """Bounds of the delayed-label join."""
+
     ttl: Duration = 30 * 86400
     max_pending: Annotated[int, Meta(ge=1)] = 2_000_000
     early_label_grace: Duration = 3600
@@ -67,6 +75,8 @@ ValueMap = Annotated[dict[str, int], Meta(description="event value -> 0 or 1")]
 
 
 class ModelDoc(Doc, frozen=True):
+    """One monitored model: its protected attributes, windows and prediction encoding."""
+
     attributes: Annotated[
         dict[str, AttributeDoc | None],
         Meta(description="protected attributes", extra_json_schema={"minProperties": 1}),
@@ -86,7 +96,9 @@ class ModelDoc(Doc, frozen=True):
     max_intersection_groups: Annotated[int, Meta(ge=1)] = 200
     score_bins: Annotated[int, Meta(ge=1)] = 10
     label_time: Literal["prediction", "arrival"] = "prediction"
-    reference_groups: dict[str, str] | None = None
+    reference_groups: (
+        Annotated[dict[str, str | int], Meta(description="attribute set -> reference group")] | None
+    ) = None
     join: JoinDoc | None = None
 
 
@@ -274,7 +286,7 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
         max_intersection_groups=doc.max_intersection_groups,
         score_bins=doc.score_bins,
         label_time=doc.label_time,
-        reference_groups=dict(refs),
+        reference_groups={k: str(v) for k, v in refs.items()},
         join=JoinSpec(
             ttl=seconds(join.ttl, sub(jpath, "ttl"), positive=True),
             max_pending=join.max_pending,

@@ -144,6 +144,8 @@ Names = Annotated[list[str], Meta(description="empty or absent: all")]
 
 
 class RuleDoc(Doc, frozen=True):
+    """An alert rule: a disparity metric beyond a bound, for a while."""
+
     name: Annotated[
         str, Meta(description="the alert name", extra_json_schema={"pattern": IDENTIFIER})
     ]
@@ -163,6 +165,8 @@ class RuleDoc(Doc, frozen=True):
 
 
 class DriftDoc(Doc, frozen=True):
+    """Fairness-drift detection per (model, attribute set, metric)."""
+
     enabled: bool = True
     detector: Detector = "page-hinkley"
     metrics: list[Metric] = key(
@@ -180,6 +184,8 @@ Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
 
 
 class SinkDoc(Doc, frozen=True):
+    """Where alerts go: Alertmanager, a webhook, a Kafka topic, the log."""
+
     alertmanager_url: Url | None = None
     webhook_url: Url | None = None
     kafka_topic: str | None = None
@@ -190,6 +196,8 @@ class SinkDoc(Doc, frozen=True):
 
 
 class AlertsDoc(Doc, frozen=True):
+    """Alert rules (absent: the defaults), drift detection and sinks."""
+
     rules: list[RuleDoc] | None = None
     drift: DriftDoc | None = None
     sinks: SinkDoc | None = None

@@ -109,6 +109,8 @@ Positive = Annotated[int, Meta(ge=1)]
 
 
 class KafkaDoc(Doc, frozen=True):
+    """The Kafka client: brokers, topics, consumer group, TLS and SASL."""
+
     bootstrap_servers: str | list[str] = "localhost:9092"
     client_id: Text = "fairness-monitor"
     group_id: Text = "fairness-monitor"
@@ -132,6 +134,8 @@ class KafkaDoc(Doc, frozen=True):
 
 
 class CheckpointDoc(Doc, frozen=True):
+    """Where and how often the state and offsets are checkpointed."""
+
     path: Text = "fairness-monitor.sqlite"
     interval: Duration = 10
     every_events: Positive = 200_000
@@ -142,6 +146,8 @@ Listen = Annotated[str, Meta(description="host:port, [v6]:port or :port")]
 
 
 class ServiceDoc(Doc, frozen=True):
+    """The HTTP endpoints, the invalid-record guard, logging and timeouts."""
+
     listen: Listen | None = None
     http_host: Text | None = None
     http_port: Annotated[int, Meta(ge=0, extra_json_schema={"maximum": 65535})] | None = None
@@ -167,6 +173,8 @@ class ServiceDoc(Doc, frozen=True):
 
 
 class LimitsDoc(Doc, frozen=True):
+    """Size limits on what one record may bring in."""
+
     max_record_bytes: Annotated[int, Meta(ge=64)] = 1 << 20
     max_id_length: Positive = 256
     max_value_length: Annotated[int, Meta(ge=16)] = 128
@@ -261,9 +269,10 @@ def resolve_service(doc: ServiceDoc | None, path: str) -> ServiceSpec:
     listen = _listen(doc.listen, sub(path, "listen"))
     if listen is not None and (doc.http_host is not None or doc.http_port is not None):
         raise ConfigError(sub(path, "listen"), "give listen or http_host/http_port, not both")
-    host, port = listen or (doc.http_host or d.http_host, doc.http_port or d.http_port)
-    if doc.http_port == 0:
-        port = 0
+    host, port = listen or (
+        doc.http_host or d.http_host,
+        d.http_port if doc.http_port is None else doc.http_port,
+    )
     if port > 65535:
         raise ConfigError(sub(path, "http_port"), f"{port} is not a port number")
     probe = _listen(doc.probe_listen, sub(path, "probe_listen"))

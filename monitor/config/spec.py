@@ -5,6 +5,14 @@ Every problem is reported as ``<key path>: <reason>`` (for example
 and tells the operator which line to fix. Unknown keys are errors too: a typo in a threshold
 must not silently fall back to a default.
 
+One schema: the ``*Doc`` msgspec Structs (this module's :class:`ConfigDoc` and its sections in
+``model.py``, ``settings.py``, ``rules.py``, ``webconfig.py``) say what the YAML may hold; they
+are decoded with ``msgspec.convert`` (types, unknown keys, choices, integer minimums) and
+``check-config --schema`` prints them as a JSON Schema. A resolve pass then does what a type
+cannot (durations, multiples of the bucket width, references between keys, secrets read from
+the environment or a file, files that must exist) and builds the frozen ``*Spec`` objects the
+rest of the monitor reads.
+
 Environment overrides: ``FAIRNESS_MONITOR__<path>`` with ``__`` between keys, the value read
 as YAML, e.g. ``FAIRNESS_MONITOR__MODELS__CREDIT__MIN_SAMPLES=50``.
 """

@@ -19,7 +19,6 @@ Threads and memory are bounded whatever the clients do:
 * at most ``max_connections`` are open; one more evicts the oldest connection not in a worker,
   so a flood of idle connections cannot lock out a scrape. Request heads are limited to 16 KiB
   (431), request bodies are not accepted (GET and HEAD only).
-
 """
 
 from __future__ import annotations
