@@ -11,7 +11,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from monitor.config.errors import ConfigError
+from monitor.config.decode import ConfigError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+)([smhdw])")

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from msgspec import Meta, Struct
+from msgspec import Meta
 from msgspec import field as key
 
+from monitor.config.decode import ConfigError, Doc, sub
 from monitor.config.durations import Duration, format_duration, seconds
-from monitor.config.errors import ConfigError, sub
 
 FIELD_PATH = r"^[^.]+(\.[^.]+)*$"
 FieldPath = Annotated[
@@ -27,11 +27,6 @@ FieldPath = Annotated[
         extra_json_schema={"pattern": FIELD_PATH},
     ),
 ]
-
-
-class Doc(Struct, frozen=True, forbid_unknown_fields=True):
-    """Base of the schema's Structs: immutable, and an unknown key is an error (a typo in a
-    threshold must not silently fall back to a default)."""
 
 
 class FieldsDoc(Doc, frozen=True):

@@ -16,9 +16,8 @@ from typing import Annotated, Literal, get_args
 from msgspec import Meta
 from msgspec import field as key
 
+from monitor.config.decode import ConfigError, Doc, sub
 from monitor.config.durations import Duration, seconds
-from monitor.config.errors import ConfigError, sub
-from monitor.config.model import Doc
 
 Metric = Literal[
     "disparate_impact_ratio",

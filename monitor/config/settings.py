@@ -13,9 +13,8 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import Meta
 
+from monitor.config.decode import ConfigError, Doc, sub
 from monitor.config.durations import Duration, seconds
-from monitor.config.errors import ConfigError, sub
-from monitor.config.model import Doc
 from monitor.config.webconfig import WebConfig, load_web_config
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]

@@ -32,12 +32,12 @@ import yaml
 from msgspec import Meta
 from msgspec import field as key
 
+from monitor.config.decode import ConfigError as ConfigError
+from monitor.config.decode import Doc, convert
 from monitor.config.durations import Duration, seconds
-from monitor.config.errors import ConfigError as ConfigError
-from monitor.config.errors import convert
 from monitor.config.model import AttributeSpec as AttributeSpec
-from monitor.config.model import Doc, FieldsDoc, ModelDoc, resolve_fields, resolve_model
 from monitor.config.model import FieldMap as FieldMap
+from monitor.config.model import FieldsDoc, ModelDoc, resolve_fields, resolve_model
 from monitor.config.model import JoinSpec as JoinSpec
 from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec

@@ -16,8 +16,7 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import Meta
 
-from monitor.config.errors import ConfigError
-from monitor.config.model import Doc
+from monitor.config.decode import ConfigError, Doc
 
 Pem = Annotated[str, Meta(description="inline PEM")]
 ClientAuthType = Literal[

@@ -41,8 +41,7 @@ import yaml
 from msgspec import Meta
 from msgspec import field as key
 
-from monitor.config.errors import ConfigError, convert
-from monitor.config.model import Doc
+from monitor.config.decode import ConfigError, Doc, convert
 from monitor.config.web_tls import CIPHER_SUITES as CIPHER_SUITES
 from monitor.config.web_tls import CLIENT_AUTH_TYPES as CLIENT_AUTH_TYPES
 from monitor.config.web_tls import TLS_VERSIONS as TLS_VERSIONS

@@ -18,9 +18,8 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from msgspec import Meta
 
+from monitor.config.decode import ConfigError, Doc, convert
 from monitor.config.durations import Duration, seconds
-from monitor.config.errors import ConfigError, convert
-from monitor.config.model import Doc
 from monitor.config.spec import FieldMap
 from monitor.ingest.events import Invalid, RawRecord, parse_timestamp
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from monitor.config.errors import ConfigError
+from monitor.config.decode import ConfigError
 from monitor.config.webconfig import WebConfig, load_web_config
 from monitor.outputs.http_requests import MAX_HEAD, Conn, HttpLimits, Page, Probe, Responder
 from monitor.outputs.web_auth import WebState, allowed_san, stamp

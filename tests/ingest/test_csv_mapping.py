@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.config.errors import ConfigError
+from monitor.config.decode import ConfigError
 from monitor.ingest.file import load_csv_mapping
 from tests.conftest import ROOT
 

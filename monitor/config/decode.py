@@ -1,4 +1,6 @@
-"""Configuration errors that name their key path, and msgspec's errors turned into them.
+"""Decoding YAML data into the configuration schema, with errors that name their key path.
+
+The schema's Structs derive from :class:`Doc` (frozen, unknown keys refused).
 
 msgspec reports ``Expected `int`, got `str` - at `$.models[...].min_samples``: the path of a
 mapping's key is elided (``[...]``) and the value is not quoted. The operator needs
@@ -19,6 +21,11 @@ T = TypeVar("T")
 SECRET_KEYS = frozenset({"sasl_username", "sasl_password", "key", "cert", "client_ca"})
 _MSG = re.compile(r"^(?P<reason>.*?)(?: - at `(?P<path>[^`]*)`(?: in `(?P<outer>[^`]*)`)?)?$")
 _TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+class Doc(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of the schema's Structs: immutable, and an unknown key is an error (a typo in a
+    threshold must not silently fall back to a default)."""
 
 
 class ConfigError(ValueError):
