@@ -29,74 +29,6 @@ FieldPath = Annotated[
 ]
 
 
-class FieldsDoc(Doc, frozen=True):
-    """Where each field lives in an event (dotted paths)."""
-
-    prediction_id: FieldPath = "prediction_id"
-    model_id: FieldPath = "model_id"
-    timestamp: FieldPath = "timestamp"
-    prediction: FieldPath = "prediction"
-    score: FieldPath = "score"
-    label: FieldPath = "label"
-    attributes: FieldPath = "attributes"
-
-
-class AttributeDoc(Doc, frozen=True):
-    """A protected attribute: categorical, or numeric bucketed by ``bins`` edges."""
-
-    field: FieldPath | None = None
-    bins: Annotated[list[int | float], Meta(extra_json_schema={"minItems": 1})] | None = None
-    max_groups: Annotated[int, Meta(ge=1)] = 50
-
-
-class WindowDoc(Doc, frozen=True):
-    """A sliding window of ``length`` ending ``lag`` before now (whole buckets)."""
-
-    length: Duration
-    lag: Duration = 0
-    name: str | None = None
-
-
-class JoinDoc(Doc, frozen=True):
-    """Bounds of the delayed-label join."""
-
-    ttl: Duration = 30 * 86400
-    max_pending: Annotated[int, Meta(ge=1)] = 2_000_000
-    early_label_grace: Duration = 3600
-    max_early_labels: Annotated[int, Meta(ge=0)] = 200_000
-
-
-ValueMap = Annotated[dict[str, int], Meta(description="event value -> 0 or 1")]
-
-
-class ModelDoc(Doc, frozen=True):
-    """One monitored model: its protected attributes, windows and prediction encoding."""
-
-    attributes: Annotated[
-        dict[str, AttributeDoc | None],
-        Meta(description="protected attributes", extra_json_schema={"minProperties": 1}),
-    ] = key(default_factory=dict)
-    intersections: list[list[str]] | None = None
-    favourable: Annotated[
-        int,
-        Meta(description="the favourable prediction value", extra_json_schema={"enum": [0, 1]}),
-    ] = 1
-    threshold: float | None = None
-    prediction_values: ValueMap | None = None
-    label_values: ValueMap | None = None
-    windows: list[Duration | WindowDoc] = key(default_factory=lambda: ["1h"])
-    bucket: Duration = 60
-    lateness: Duration = 3600
-    min_samples: Annotated[int, Meta(ge=0)] = 30
-    max_intersection_groups: Annotated[int, Meta(ge=1)] = 200
-    score_bins: Annotated[int, Meta(ge=1)] = 10
-    label_time: Literal["prediction", "arrival"] = "prediction"
-    reference_groups: (
-        Annotated[dict[str, str | int], Meta(description="attribute set -> reference group")] | None
-    ) = None
-    join: JoinDoc | None = None
-
-
 @dataclass(frozen=True)
 class AttributeSpec:
     """A protected attribute: categorical, or numeric bucketed by ``bins`` edges."""
@@ -168,6 +100,74 @@ class FieldMap:
     score: tuple[str, ...] = ("score",)
     label: tuple[str, ...] = ("label",)
     attributes: tuple[str, ...] = ("attributes",)
+
+
+class FieldsDoc(Doc, frozen=True):
+    """Where each field lives in an event (dotted paths)."""
+
+    prediction_id: FieldPath = ".".join(FieldMap.prediction_id)
+    model_id: FieldPath = ".".join(FieldMap.model_id)
+    timestamp: FieldPath = ".".join(FieldMap.timestamp)
+    prediction: FieldPath = ".".join(FieldMap.prediction)
+    score: FieldPath = ".".join(FieldMap.score)
+    label: FieldPath = ".".join(FieldMap.label)
+    attributes: FieldPath = ".".join(FieldMap.attributes)
+
+
+class AttributeDoc(Doc, frozen=True):
+    """A protected attribute: categorical, or numeric bucketed by ``bins`` edges."""
+
+    field: FieldPath | None = None
+    bins: Annotated[list[int | float], Meta(extra_json_schema={"minItems": 1})] | None = None
+    max_groups: Annotated[int, Meta(ge=1)] = AttributeSpec.max_groups
+
+
+class WindowDoc(Doc, frozen=True):
+    """A sliding window of ``length`` ending ``lag`` before now (whole buckets)."""
+
+    length: Duration
+    lag: Duration = 0
+    name: str | None = None
+
+
+class JoinDoc(Doc, frozen=True):
+    """Bounds of the delayed-label join."""
+
+    ttl: Duration = JoinSpec.ttl
+    max_pending: Annotated[int, Meta(ge=1)] = JoinSpec.max_pending
+    early_label_grace: Duration = JoinSpec.early_label_grace
+    max_early_labels: Annotated[int, Meta(ge=0)] = JoinSpec.max_early_labels
+
+
+ValueMap = Annotated[dict[str, int], Meta(description="event value -> 0 or 1")]
+
+
+class ModelDoc(Doc, frozen=True):
+    """One monitored model: its protected attributes, windows and prediction encoding."""
+
+    attributes: Annotated[
+        dict[str, AttributeDoc | None],
+        Meta(description="protected attributes", extra_json_schema={"minProperties": 1}),
+    ] = key(default_factory=dict)
+    intersections: list[list[str]] | None = None
+    favourable: Annotated[
+        int,
+        Meta(description="the favourable prediction value", extra_json_schema={"enum": [0, 1]}),
+    ] = ModelSpec.favourable
+    threshold: float | None = None
+    prediction_values: ValueMap | None = None
+    label_values: ValueMap | None = None
+    windows: list[Duration | WindowDoc] = key(default_factory=lambda: ["1h"])
+    bucket: Duration = ModelSpec.bucket
+    lateness: Duration = ModelSpec.lateness
+    min_samples: Annotated[int, Meta(ge=0)] = ModelSpec.min_samples
+    max_intersection_groups: Annotated[int, Meta(ge=1)] = ModelSpec.max_intersection_groups
+    score_bins: Annotated[int, Meta(ge=1)] = ModelSpec.score_bins
+    label_time: Literal["prediction", "arrival"] = ModelSpec.label_time
+    reference_groups: (
+        Annotated[dict[str, str | int], Meta(description="attribute set -> reference group")] | None
+    ) = None
+    join: JoinDoc | None = None
 
 
 def field_path(raw: str, path: str) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ DETECTORS: tuple[str, ...] = get_args(Detector)
 @dataclass(frozen=True)
 class AlertRule:
     name: str
-    metric: str
+    metric: Metric
     op: Literal["<", ">"]
     bound: float
     min_samples: int = 30
@@ -111,7 +111,7 @@ class DriftSpec:
 
     enabled: bool = True
     detector: Literal["page-hinkley", "adwin"] = "page-hinkley"
-    metrics: tuple[str, ...] = ("disparate_impact_ratio", "tpr_gap", "fpr_gap")
+    metrics: tuple[Metric, ...] = ("disparate_impact_ratio", "tpr_gap", "fpr_gap")
     bucket: int = 3600  # seconds per value fed to the detector (non-overlapping)
     min_samples: int = 30
     threshold: float = 8.0  # Page-Hinkley lambda, in baseline standard deviations
@@ -151,14 +151,14 @@ class RuleDoc(Doc, frozen=True):
     metric: Metric
     bound: float
     op: Literal["<", ">"] = "<"
-    min_samples: Annotated[int, Meta(ge=0)] = 30
+    min_samples: Annotated[int, Meta(ge=0)] = AlertRule.min_samples
     significant: Annotated[
         bool, Meta(description="the whole confidence interval must be beyond the bound")
-    ] = False
-    for_: Duration = key(name="for", default=600)
-    hysteresis: float = 0.02
-    severity: str = "page"
-    runbook_url: str = ""
+    ] = AlertRule.significant
+    for_: Duration = key(name="for", default=AlertRule.for_)
+    hysteresis: float = AlertRule.hysteresis
+    severity: str = AlertRule.severity
+    runbook_url: str = AlertRule.runbook_url
     windows: Names | None = None
     attributes: Names | None = None
 
@@ -166,17 +166,15 @@ class RuleDoc(Doc, frozen=True):
 class DriftDoc(Doc, frozen=True):
     """Fairness-drift detection per (model, attribute set, metric)."""
 
-    enabled: bool = True
-    detector: Detector = "page-hinkley"
-    metrics: list[Metric] = key(
-        default_factory=lambda: ["disparate_impact_ratio", "tpr_gap", "fpr_gap"]
-    )
-    bucket: Duration = 3600
-    min_samples: Annotated[int, Meta(ge=0)] = 30
-    threshold: float = 8.0
-    delta: float = 0.5
-    min_values: Annotated[int, Meta(ge=2)] = 12
-    severity: str = "ticket"
+    enabled: bool = DriftSpec.enabled
+    detector: Detector = DriftSpec.detector
+    metrics: list[Metric] = key(default_factory=lambda: list(DriftSpec.metrics))
+    bucket: Duration = DriftSpec.bucket
+    min_samples: Annotated[int, Meta(ge=0)] = DriftSpec.min_samples
+    threshold: float = DriftSpec.threshold
+    delta: float = DriftSpec.delta
+    min_values: Annotated[int, Meta(ge=2)] = DriftSpec.min_values
+    severity: str = DriftSpec.severity
 
 
 Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
@@ -188,10 +186,10 @@ class SinkDoc(Doc, frozen=True):
     alertmanager_url: Url | None = None
     webhook_url: Url | None = None
     kafka_topic: str | None = None
-    log: bool = True
-    resend_interval: Duration = 60
-    timeout: float = 5.0
-    max_retries: Annotated[int, Meta(ge=0)] = 5
+    log: bool = SinkSpec.log
+    resend_interval: Duration = SinkSpec.resend_interval
+    timeout: float = SinkSpec.timeout
+    max_retries: Annotated[int, Meta(ge=0)] = SinkSpec.max_retries
 
 
 class AlertsDoc(Doc, frozen=True):

@@ -81,7 +81,7 @@ class ServiceSpec:
     max_invalid_ratio: float = 0.5
     invalid_ratio_min_events: int = 1000
     log_format: Literal["text", "json"] = "text"
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     liveness_timeout: int = 60  # seconds without a main-loop iteration -> not alive
     shutdown_timeout: int = 10
 
@@ -111,12 +111,12 @@ class KafkaDoc(Doc, frozen=True):
     """The Kafka client: brokers, topics, consumer group, TLS and SASL."""
 
     bootstrap_servers: str | list[str] = "localhost:9092"
-    client_id: Text = "fairness-monitor"
-    group_id: Text = "fairness-monitor"
-    predictions_topic: Text = "predictions"
-    labels_topic: Text = "labels"
+    client_id: Text = KafkaSpec.client_id
+    group_id: Text = KafkaSpec.group_id
+    predictions_topic: Text = KafkaSpec.predictions_topic
+    labels_topic: Text = KafkaSpec.labels_topic
     dead_letter_topic: Text | None = None
-    security_protocol: SecurityProtocol = "PLAINTEXT"
+    security_protocol: SecurityProtocol = KafkaSpec.security_protocol
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: Secret | None = None
     sasl_username_env: Annotated[str, Meta(description="environment variable")] | None = None
@@ -127,18 +127,18 @@ class KafkaDoc(Doc, frozen=True):
     ssl_cafile: Text | None = None
     ssl_certfile: Text | None = None
     ssl_keyfile: Text | None = None
-    max_poll_records: Positive = 10_000
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    session_timeout_ms: Annotated[int, Meta(ge=1000)] = 30_000
+    max_poll_records: Positive = KafkaSpec.max_poll_records
+    auto_offset_reset: Literal["earliest", "latest"] = KafkaSpec.auto_offset_reset
+    session_timeout_ms: Annotated[int, Meta(ge=1000)] = KafkaSpec.session_timeout_ms
 
 
 class CheckpointDoc(Doc, frozen=True):
     """Where and how often the state and offsets are checkpointed."""
 
-    path: Text = "fairness-monitor.sqlite"
-    interval: Duration = 10
-    every_events: Positive = 200_000
-    on_corrupt: Literal["refuse", "fresh"] = "refuse"
+    path: Text = CheckpointSpec.path
+    interval: Duration = CheckpointSpec.interval
+    every_events: Positive = CheckpointSpec.every_events
+    on_corrupt: Literal["refuse", "fresh"] = CheckpointSpec.on_corrupt
 
 
 Listen = Annotated[str, Meta(description="host:port, [v6]:port or :port")]
@@ -156,27 +156,27 @@ class ServiceDoc(Doc, frozen=True):
         ]
         | None
     ) = None
-    http_workers: Positive = 8
-    http_timeout: Duration = 10
-    http_idle_timeout: Duration = 60
-    http_max_connections: Positive = 256
+    http_workers: Positive = ServiceSpec.http_workers
+    http_timeout: Duration = ServiceSpec.http_timeout
+    http_idle_timeout: Duration = ServiceSpec.http_idle_timeout
+    http_max_connections: Positive = ServiceSpec.http_max_connections
     probe_listen: Listen | None = None
     max_invalid_ratio: Annotated[
         float, Meta(extra_json_schema={"exclusiveMinimum": 0, "maximum": 1})
-    ] = 0.5
-    invalid_ratio_min_events: Positive = 1000
-    log_format: Literal["text", "json"] = "text"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    liveness_timeout: Duration = 60
-    shutdown_timeout: Duration = 10
+    ] = ServiceSpec.max_invalid_ratio
+    invalid_ratio_min_events: Positive = ServiceSpec.invalid_ratio_min_events
+    log_format: Literal["text", "json"] = ServiceSpec.log_format
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = ServiceSpec.log_level
+    liveness_timeout: Duration = ServiceSpec.liveness_timeout
+    shutdown_timeout: Duration = ServiceSpec.shutdown_timeout
 
 
 class LimitsDoc(Doc, frozen=True):
     """Size limits on what one record may bring in."""
 
-    max_record_bytes: Annotated[int, Meta(ge=64)] = 1 << 20
-    max_id_length: Positive = 256
-    max_value_length: Annotated[int, Meta(ge=16)] = 128
+    max_record_bytes: Annotated[int, Meta(ge=64)] = LimitsSpec.max_record_bytes
+    max_id_length: Positive = LimitsSpec.max_id_length
+    max_value_length: Annotated[int, Meta(ge=16)] = LimitsSpec.max_value_length
 
 
 def _secret(doc: KafkaDoc, key: str, path: str) -> str | None:

@@ -63,37 +63,6 @@ MISSING_GROUP = "__missing__"
 OTHER_GROUP = "__other__"
 
 
-class ConfigDoc(Doc, frozen=True):
-    """The configuration file of fairness-monitor (docs/deploy.md has the reference)."""
-
-    models: Annotated[
-        dict[str, ModelDoc],
-        Meta(
-            description="the monitored models by model id", extra_json_schema={"minProperties": 1}
-        ),
-    ] = key(default_factory=dict)
-    fields: FieldsDoc | None = None
-    unknown_models: Literal["refuse", "default"] = "refuse"
-    default_model: str | None = None
-    confidence: Annotated[
-        float,
-        Meta(
-            description="level of the confidence intervals",
-            extra_json_schema={"minimum": 0.5, "exclusiveMaximum": 1},
-        ),
-    ] = 0.95
-    min_timestamp: Annotated[
-        float | str,
-        Meta(description="events before this time (epoch seconds or ISO-8601) are invalid"),
-    ] = 946684800.0
-    max_future: Duration = 300
-    limits: LimitsDoc | None = None
-    kafka: KafkaDoc | None = None
-    checkpoint: CheckpointDoc | None = None
-    service: ServiceDoc | None = None
-    alerts: AlertsDoc | None = None
-
-
 @dataclass(frozen=True)
 class Config:
     models: Mapping[str, ModelSpec]
@@ -108,6 +77,37 @@ class Config:
     checkpoint: CheckpointSpec = CheckpointSpec()
     service: ServiceSpec = ServiceSpec()
     alerts: AlertsSpec = AlertsSpec()
+
+
+class ConfigDoc(Doc, frozen=True):
+    """The configuration file of fairness-monitor (docs/deploy.md has the reference)."""
+
+    models: Annotated[
+        dict[str, ModelDoc],
+        Meta(
+            description="the monitored models by model id", extra_json_schema={"minProperties": 1}
+        ),
+    ] = key(default_factory=dict)
+    fields: FieldsDoc | None = None
+    unknown_models: Literal["refuse", "default"] = Config.unknown_models
+    default_model: str | None = None
+    confidence: Annotated[
+        float,
+        Meta(
+            description="level of the confidence intervals",
+            extra_json_schema={"minimum": 0.5, "exclusiveMaximum": 1},
+        ),
+    ] = Config.confidence
+    min_timestamp: Annotated[
+        float | str,
+        Meta(description="events before this time (epoch seconds or ISO-8601) are invalid"),
+    ] = Config.min_timestamp
+    max_future: Duration = Config.max_future
+    limits: LimitsDoc | None = None
+    kafka: KafkaDoc | None = None
+    checkpoint: CheckpointDoc | None = None
+    service: ServiceDoc | None = None
+    alerts: AlertsDoc | None = None
 
 
 def json_schema() -> dict[str, Any]:

@@ -199,3 +199,24 @@ def test_yaml_forms_are_read_as_before(tmp_path: Path) -> None:
     assert c.models["credit"].reference_groups == {"race": "1"}
     assert c.models["credit"].label_values == {"0": 0, "True": 1}
     assert c.alerts.rules[0].for_ == 300 and c.alerts.rules[0].op == ">"
+
+
+def test_absent_keys_take_the_specs_defaults() -> None:
+    """The schema's defaults are the frozen specs' own (one place defines each default)."""
+    from monitor.config.spec import (
+        AlertsSpec,
+        AttributeSpec,
+        CheckpointSpec,
+        Config,
+        FieldMap,
+        KafkaSpec,
+        LimitsSpec,
+        ModelSpec,
+        ServiceSpec,
+    )
+
+    c = parse_config({"models": {"m": {"attributes": {"g": {}}}}})
+    model = ModelSpec(name="m", attributes=(AttributeSpec("g", ("attributes", "g")),))
+    assert c == Config(models={"m": model})
+    assert (c.kafka, c.checkpoint, c.limits) == (KafkaSpec(), CheckpointSpec(), LimitsSpec())
+    assert (c.service, c.alerts, c.fields) == (ServiceSpec(), AlertsSpec(), FieldMap())
