@@ -56,6 +56,8 @@ def generate(current: dict[str, Any]) -> dict[str, Any]:
     from monitor.config.spec import json_schema
 
     monitor = _refs(json_schema())
+    for key in ("$schema", "title"):  # the chart's file says which draft it is
+        del monitor[key]
     out = dict(current)
     out["definitions"] = monitor["$defs"]
     properties = dict(current["properties"])

@@ -80,7 +80,7 @@ class Config:
 
 
 class ConfigDoc(Doc, frozen=True):
-    """The configuration file of fairness-monitor (docs/deploy.md has the reference)."""
+    """The configuration file of fairness-monitor (the README's "Configuration" section)."""
 
     models: Annotated[
         dict[str, ModelDoc],
@@ -111,8 +111,14 @@ class ConfigDoc(Doc, frozen=True):
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the configuration file (``check-config --schema``)."""
-    return msgspec.json.schema(ConfigDoc)
+    """The JSON Schema of the configuration file (``check-config --schema``), for editors
+    and the Helm chart's values schema."""
+    schema = msgspec.json.schema(ConfigDoc)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fairness-monitor configuration",
+        **schema,
+    }
 
 
 def _timestamp(raw: float | str, path: str) -> float:
