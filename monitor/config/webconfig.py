@@ -26,6 +26,10 @@ request a certificate without verifying it) and ``curve_preferences`` are not su
 ``RequestClientCert`` is accepted and behaves as ``NoClientCert``: the toolkit requests but never
 verifies that certificate, so it authorises nothing either way. ``http2`` is accepted and
 ignored (the monitor speaks HTTP/1.1).
+
+This module is the file's schema (``WebDoc``) and its checks; the TLS part is
+:mod:`monitor.config.web_tls`, and what the HTTP server does with the result (bcrypt checks, the
+rate limit's bucket, reloading) is :mod:`monitor.outputs.web_auth`.
 """
 
 from __future__ import annotations
@@ -85,9 +89,7 @@ class WebConfig:
         return bool(self.users) or mtls
 
 
-GoDuration = Annotated[
-    str | int, Meta(description="a Go duration, e.g. 100ms, 1s", extra_json_schema={})
-]
+GoDuration = Annotated[str | int, Meta(description="a Go duration, e.g. 100ms, 1s")]
 
 
 class HeadersDoc(Doc, frozen=True):

@@ -68,6 +68,13 @@ def test_shipped_configs_are_valid_against_the_schema(path: Path) -> None:
     assert _errors(json_schema(), doc) == []
 
 
+def test_the_demos_config_is_valid_against_the_schema() -> None:
+    from monitor.app.demo import demo_config_text
+
+    doc = yaml.safe_load(demo_config_text("localhost:9092", host="127.0.0.1", port=8000))
+    assert _errors(json_schema(), doc) == []
+
+
 @pytest.mark.parametrize(
     ("change", "where"),
     [
