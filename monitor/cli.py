@@ -1,4 +1,7 @@
-"""Command line: ``fairness-monitor check-config | replay``.
+"""Command line: ``fairness-monitor check-config | run | status | replay | report | demo |
+simulate``: argument parsing and dispatch. Each command's work lives in the layer it belongs
+to (the backtest in ``app/backtest.py``, checkpoint reports in ``outputs/checkpoint_report.py``,
+``run`` in ``app/run_command.py``, ``simulate`` in ``app/simulate_command.py``).
 
 Errors a user can fix (bad config, unreadable file) print one clear line and exit 2, never a
 traceback.
@@ -8,22 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections import Counter
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from monitor import __version__
-from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.sinks import alert_json
-from monitor.app.replay import replay, stderr_progress
 from monitor.app.simulate import SCENARIOS
-from monitor.config.spec import Config, ConfigError, load_config
-from monitor.ingest.events import DeadLetter, RawRecord
-from monitor.ingest.file import UnreadableInput, load_csv_mapping, read_csv, read_jsonl
-from monitor.outputs.report import build_report, format_table
-from monitor.state.engine import Engine
+from monitor.config.spec import ConfigError, json_schema, load_config
+from monitor.ingest.file import UnreadableInput
+from monitor.outputs.report import format_table
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("check-config", help="validate a configuration file and exit")
-    c.add_argument("config", help="YAML configuration file")
+    c.add_argument("config", nargs="?", help="YAML configuration file")
+    c.add_argument(
+        "--schema", action="store_true", help="print the configuration's JSON Schema and exit"
+    )
 
     run = sub.add_parser("run", help="consume the Kafka topics and monitor continuously")
     run.add_argument("--config", "-c", required=True, help="YAML configuration file")
@@ -117,6 +117,12 @@ def _inputs(r: argparse.ArgumentParser, *, required: bool = True) -> None:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    if args.schema:
+        json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    if not args.config:
+        raise ConfigError("", "give a configuration file (or --schema)")
     cfg = load_config(args.config)
     for name, m in cfg.models.items():
         sets = ", ".join("&".join(s) for s in m.attribute_sets)
@@ -126,74 +132,28 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replayed(args: argparse.Namespace, series_points: int | None = 0) -> Any:
+    from monitor.app.backtest import replay_files
+
+    return replay_files(
+        load_config(args.config),
+        predictions=args.predictions,
+        labels=args.labels,
+        csv=args.csv,
+        csv_mapping=args.csv_mapping,
+        batch_size=args.batch_size,
+        series_points=series_points,
+    )
+
+
 def _replay(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
-    report, dead, _ = _replayed(args, cfg)
+    from monitor.app.backtest import write_dead_letters
+
+    report, dead, _ = _replayed(args)
     if args.dead_letters:
-        _write_dead_letters(args.dead_letters, dead)
+        write_dead_letters(args.dead_letters, dead)
     _print_report(report, args.format)
     return 0
-
-
-def _replayed(
-    args: argparse.Namespace, cfg: Config, *, series_points: int | None = 0
-) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
-    """Replay the events named on the command line: the report, dead letters, evaluator."""
-    if not (args.predictions or args.csv):
-        raise ConfigError("", "give --predictions FILE or --csv FILE")
-    preds: list[RawRecord] = []
-    labels: list[RawRecord] = []
-    for path in args.predictions:
-        preds.extend(read_jsonl(path))
-    for path in args.labels:
-        labels.extend(read_jsonl(path))
-    if args.csv:
-        if not args.csv_mapping:
-            raise ConfigError("", "--csv needs --csv-mapping")
-        mapping = load_csv_mapping(args.csv_mapping)
-        for path in args.csv:
-            p, lab, _ = read_csv(path, mapping, cfg.fields)
-            preds += p
-            labels += lab
-    engine = Engine(cfg)
-    evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
-    dead = replay(
-        engine,
-        preds,
-        labels,
-        batch_size=args.batch_size,
-        progress=stderr_progress,
-        evaluator=evaluator,
-    )
-    report = build_report(
-        engine.snapshot(),
-        confidence=cfg.confidence,
-        invalid=dict(Counter(d.reason.value for d in dead)),
-    )
-    # the backtest: when each alert would have fired and resolved, with its evidence
-    report["alerts"] = [
-        alert_json(t.alert) for t in evaluator.history if t.alert.state != "pending"
-    ]
-    return report, dead, evaluator
-
-
-def _write_dead_letters(path: str, dead: list[DeadLetter]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for d in dead:
-            raw = d.record.value
-            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else json.dumps(raw)
-            fh.write(
-                json.dumps(
-                    {
-                        "reason": d.reason.value,
-                        "detail": d.detail,
-                        "source": d.record.topic,
-                        "offset": d.record.offset,
-                        "value": text,
-                    }
-                )
-                + "\n"
-            )
 
 
 def _print_report(report: dict[str, object], fmt: str) -> None:
@@ -204,59 +164,36 @@ def _print_report(report: dict[str, object], fmt: str) -> None:
         print(format_table(report))
 
 
-def _restored(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], Any]:
-    """The engine state (and offsets, and the store) held in a run's checkpoint."""
-    from monitor.state.checkpoint import CheckpointStore
-
-    engine = Engine(cfg)
-    store = CheckpointStore(path)
-    offsets = {}
-    for p in store.partitions():
-        cp = store.load(p)
-        assert cp is not None
-        engine.import_partition(p, cp.meta, cp.arrays)
-        offsets[str(p)] = cp.offsets
-    return engine, offsets, store
-
-
 def _status(args: argparse.Namespace) -> int:
+    from monitor.outputs.checkpoint_report import status_report
     from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
     try:
-        engine, offsets, _ = _restored(cfg, args.checkpoint or cfg.checkpoint.path)
+        report = status_report(cfg, args.checkpoint or cfg.checkpoint.path)
     except (CheckpointError, ValueError) as exc:
         print(f"fairness-monitor: {exc}", file=sys.stderr)
         return 2
-    report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
-    report["offsets"] = offsets
     _print_report(report, args.format)
     return 0
 
 
-def _audit(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace) -> int:
     """``report``: the HTML audit report, from a replay or from a checkpoint."""
     from monitor.outputs.audit import write_html
+    from monitor.outputs.checkpoint_report import checkpoint_audit
     from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
     if args.checkpoint:
         try:
-            engine, _, store = _restored(cfg, args.checkpoint)
-            saved = AlertEvaluator(cfg, engine)
-            store.load_alerts(saved)
+            report, evaluator = checkpoint_audit(cfg, args.checkpoint)
         except (CheckpointError, ValueError) as exc:
             print(f"fairness-monitor: {exc}", file=sys.stderr)
             return 2
-        fired = [alert_json(a) for a in saved.book.firing()]
-        # the history of the retained span: its closed boundaries, evaluated afresh
-        evaluator = AlertEvaluator(cfg, engine, series_points=None)
-        evaluator.advance()
-        report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
-        report["alerts"] = fired
         source = f"checkpoint {args.checkpoint}"
     else:
-        report, _, evaluator = _replayed(args, cfg, series_points=None)
+        report, _, evaluator = _replayed(args, series_points=None)
         source = "replay of " + ", ".join(args.predictions + args.labels + args.csv)
     write_html(args.out, report, evaluator.series, config=cfg, title=args.title, source=source)
     print(f"wrote {args.out}", file=sys.stderr)
@@ -283,138 +220,56 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    import signal
-    import time
-
-    from monitor.app.simulate import LendingSimulation, run_simulation, scenario
+    from monitor.app.simulate import LendingSimulation, scenario
+    from monitor.app.simulate_command import simulate_to_files, simulate_to_kafka
 
     start = args.start if args.start is not None else time.time() // 60 * 60
     sim = LendingSimulation(
         scenario(args.scenario), seed=args.seed, start=start, rate_per_hour=args.rate
     )
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
-    topics = {"p": args.predictions_topic, "l": args.labels_topic}
+    topics = {"predictions_topic": args.predictions_topic, "labels_topic": args.labels_topic}
     if args.out:
-        import os
-
         if args.hours is None:
             raise ConfigError("", "--out needs --hours")
-        os.makedirs(args.out, exist_ok=True)
-        files = {
-            topics["p"]: open(os.path.join(args.out, "predictions.jsonl"), "wb"),  # noqa: SIM115
-            topics["l"]: open(os.path.join(args.out, "labels.jsonl"), "wb"),  # noqa: SIM115
-        }
-
-        def write(topic: str, _key: bytes, value: bytes) -> None:
-            files[topic].write(value + b"\n")
-
-        try:
-            n = run_simulation(
-                sim,
-                write,
-                predictions_topic=topics["p"],
-                labels_topic=topics["l"],
-                speed=math.inf,
-                hours=args.hours,
-            )
-        finally:
-            for fh in files.values():
-                fh.close()
-        print(f"wrote {n} events to {args.out}", file=sys.stderr)
-        return 0
-    if not args.bootstrap:
+        simulate_to_files(sim, args.out, hours=args.hours, **topics)
+    elif args.bootstrap:
+        simulate_to_kafka(sim, args.bootstrap, speed=args.speed, hours=args.hours, **topics)
+    else:
         raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap, linger_ms=20, acks=1, client_id="lending-simulator"
-    )
-
-    def progress(s: LendingSimulation, _b: object) -> None:
-        if s.now % 3600 == 0:
-            print(f"hour {s.hours:.0f}: weights {s.weights.round(2).tolist()}", flush=True)
-
-    try:
-        n = run_simulation(
-            sim,
-            lambda topic, k, v: producer.send(topic, key=k, value=v) and None,
-            predictions_topic=topics["p"],
-            labels_topic=topics["l"],
-            speed=args.speed,
-            hours=args.hours,
-            stop=lambda: bool(stopping),
-            on_step=progress,
-        )
-    finally:
-        producer.flush(10)
-        producer.close(5)
-    print(f"produced {n} events", flush=True)
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kafka.errors import KafkaError
+    from monitor.app.run_command import run
 
-    from monitor.app.logs import setup_logging
-    from monitor.app.service import EXIT_CONFIG, run_service
-    from monitor.ingest.kafka import TopicError
-    from monitor.ingest.kafka_auth import KafkaAuthError
-    from monitor.state.checkpoint import CheckpointCorrupt, CheckpointError
+    return run(load_config(args.config))
 
-    cfg = load_config(args.config)
-    setup_logging(cfg.service.log_format, cfg.service.log_level)
-    try:
-        return run_service(cfg)
-    except KafkaAuthError as exc:
-        print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except KafkaError as exc:
-        print(
-            f"fairness-monitor: cannot use Kafka at {','.join(cfg.kafka.bootstrap_servers)}: {exc}",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    except TopicError as exc:
-        print(f"fairness-monitor: refusing to start: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except CheckpointError as exc:
-        # the on_corrupt hint only where it would help: a corrupt file under "refuse"
-        hint = (
-            " (set checkpoint.on_corrupt: fresh to move it aside and start over)"
-            if isinstance(exc, CheckpointCorrupt) and cfg.checkpoint.on_corrupt == "refuse"
-            else ""
-        )
-        print(f"fairness-monitor: refusing to start: {exc}{hint}", file=sys.stderr)
-        return EXIT_CONFIG
+
+def _prometheus_rules(args: argparse.Namespace) -> int:
+    from monitor.outputs.promql import prometheus_rules_command
+
+    return prometheus_rules_command(args.config, args.out)
+
+
+COMMANDS = {
+    "check-config": _check_config,
+    "run": _run,
+    "status": _status,
+    "replay": _replay,
+    "report": _report,
+    "demo": _demo,
+    "simulate": _simulate,
+    "prometheus-rules": _prometheus_rules,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "check-config":
-            return _check_config(args)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "run":
-            return _run(args)
-        if args.command == "status":
-            return _status(args)
-        if args.command == "report":
-            return _audit(args)
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "simulate":
-            return _simulate(args)
-        if args.command == "prometheus-rules":
-            from monitor.outputs.promql import prometheus_rules_command
-
-            return prometheus_rules_command(args.config, args.out)
+        return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {exc}", file=sys.stderr)
         return 2
     except (OSError, UnreadableInput) as exc:
         print(f"fairness-monitor: {exc}", file=sys.stderr)
         return 2
-    return 1

@@ -36,10 +36,6 @@ MODULES = _modules()
 OVERSIZED_TODO = {
     "monitor.app.demo",
     "monitor.app.service",
-    "monitor.cli",
-    "monitor.config.spec",
-    "monitor.config.webconfig",
-    "monitor.outputs.http",
     "monitor.state.checkpoint",
 }
 SHAPE_TODO = {"monitor_class"}

@@ -7,6 +7,11 @@ integers keep bucket arithmetic exact.
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from msgspec import Meta
+
+from monitor.config.decode import ConfigError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+)([smhdw])")
@@ -45,3 +50,23 @@ def format_duration(seconds: int) -> str:
         if n:
             out.append(f"{n}{unit}")
     return "".join(out)
+
+
+# what the JSON Schema says of a duration (the checks themselves are parse_duration's)
+DURATION_PATTERN = r"^\s*[0-9]+\s*$|^(\s*[0-9]+\s*[smhdwSMHDW])+\s*$"
+Duration = Annotated[
+    Annotated[int, Meta(extra_json_schema={"minimum": 0})]
+    | Annotated[str, Meta(extra_json_schema={"pattern": DURATION_PATTERN})],
+    Meta(description="seconds, or a duration such as 90s, 5m, 1h30m, 7d, 2w"),
+]
+
+
+def seconds(raw: object, path: str, *, positive: bool = False) -> int:
+    """:func:`parse_duration` of the value at ``path``; a :class:`ConfigError` naming it."""
+    try:
+        value = parse_duration(raw)
+    except ValueError as exc:
+        raise ConfigError(path, str(exc)) from None
+    if positive and value <= 0:
+        raise ConfigError(path, f"{raw!r} must be longer than zero")
+    return value

@@ -9,12 +9,17 @@ duration, and a hysteresis margin for resolving (an alert that flaps pages twice
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Literal, get_args
 
-from monitor.config.node import ConfigError, _Node
+from msgspec import Meta
+from msgspec import field as key
 
-METRICS = (
+from monitor.config.decode import ConfigError, Doc, sub
+from monitor.config.durations import Duration, seconds
+
+Metric = Literal[
     "disparate_impact_ratio",
     "statistical_parity_difference",
     "tpr_gap",
@@ -23,14 +28,16 @@ METRICS = (
     "equalized_odds_difference",
     "equal_opportunity_difference",
     "predictive_parity_difference",
-)
-DETECTORS = ("page-hinkley", "adwin")
+]
+Detector = Literal["page-hinkley", "adwin"]
+METRICS: tuple[str, ...] = get_args(Metric)
+DETECTORS: tuple[str, ...] = get_args(Detector)
 
 
 @dataclass(frozen=True)
 class AlertRule:
     name: str
-    metric: str
+    metric: Metric
     op: Literal["<", ">"]
     bound: float
     min_samples: int = 30
@@ -104,7 +111,7 @@ class DriftSpec:
 
     enabled: bool = True
     detector: Literal["page-hinkley", "adwin"] = "page-hinkley"
-    metrics: tuple[str, ...] = ("disparate_impact_ratio", "tpr_gap", "fpr_gap")
+    metrics: tuple[Metric, ...] = ("disparate_impact_ratio", "tpr_gap", "fpr_gap")
     bucket: int = 3600  # seconds per value fed to the detector (non-overlapping)
     min_samples: int = 30
     threshold: float = 8.0  # Page-Hinkley lambda, in baseline standard deviations
@@ -131,89 +138,129 @@ class AlertsSpec:
     sinks: SinkSpec = field(default_factory=SinkSpec)
 
 
-def _rule(node: _Node) -> AlertRule:
-    name = node.get("name")
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ConfigError(node.sub("name"), f"{name!r} must be an identifier (AlertName)")
-    metric = node.choice("metric", "", METRICS)
-    op = node.choice("op", "<", ("<", ">"))
-    bound = node.number("bound", None)
-    if bound is None:
-        raise ConfigError(node.sub("bound"), "a bound is required")
-    hysteresis = node.number("hysteresis", 0.02) or 0.0
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+Names = Annotated[list[str], Meta(description="empty or absent: all")]
 
-    def names(key: str) -> tuple[str, ...]:
-        raw = node.get(key, []) or []
-        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-            raise ConfigError(node.sub(key), "expected a list of names")
-        return tuple(raw)
 
-    rule = AlertRule(
-        name=name,
-        metric=metric,
-        op=op,  # type: ignore[arg-type]
-        bound=bound,
-        min_samples=node.integer("min_samples", 30),
-        significant=bool(node.get("significant", False)),
-        for_=node.duration("for", 600),
-        hysteresis=hysteresis,
-        severity=str(node.get("severity", "page")),
-        runbook_url=str(node.get("runbook_url", "")),
-        windows=names("windows"),
-        attributes=names("attributes"),
+class RuleDoc(Doc, frozen=True):
+    """An alert rule: a disparity metric beyond a bound, for a while."""
+
+    name: Annotated[
+        str, Meta(description="the alert name", extra_json_schema={"pattern": IDENTIFIER})
+    ]
+    metric: Metric
+    bound: float
+    op: Literal["<", ">"] = "<"
+    min_samples: Annotated[int, Meta(ge=0)] = AlertRule.min_samples
+    significant: Annotated[
+        bool, Meta(description="the whole confidence interval must be beyond the bound")
+    ] = AlertRule.significant
+    for_: Duration = key(name="for", default=AlertRule.for_)
+    hysteresis: float = AlertRule.hysteresis
+    severity: str = AlertRule.severity
+    runbook_url: str = AlertRule.runbook_url
+    windows: Names | None = None
+    attributes: Names | None = None
+
+
+class DriftDoc(Doc, frozen=True):
+    """Fairness-drift detection per (model, attribute set, metric)."""
+
+    enabled: bool = DriftSpec.enabled
+    detector: Detector = DriftSpec.detector
+    metrics: list[Metric] = key(default_factory=lambda: list(DriftSpec.metrics))
+    bucket: Duration = DriftSpec.bucket
+    min_samples: Annotated[int, Meta(ge=0)] = DriftSpec.min_samples
+    threshold: float = DriftSpec.threshold
+    delta: float = DriftSpec.delta
+    min_values: Annotated[int, Meta(ge=2)] = DriftSpec.min_values
+    severity: str = DriftSpec.severity
+
+
+Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
+
+
+class SinkDoc(Doc, frozen=True):
+    """Where alerts go: Alertmanager, a webhook, a Kafka topic, the log."""
+
+    alertmanager_url: Url | None = None
+    webhook_url: Url | None = None
+    kafka_topic: str | None = None
+    log: bool = SinkSpec.log
+    resend_interval: Duration = SinkSpec.resend_interval
+    timeout: float = SinkSpec.timeout
+    max_retries: Annotated[int, Meta(ge=0)] = SinkSpec.max_retries
+
+
+class AlertsDoc(Doc, frozen=True):
+    """Alert rules (absent: the defaults), drift detection and sinks."""
+
+    rules: list[RuleDoc] | None = None
+    drift: DriftDoc | None = None
+    sinks: SinkDoc | None = None
+
+
+def _finite(value: float, path: str) -> float:
+    if not math.isfinite(value):
+        raise ConfigError(path, f"{value!r} is not a finite number")
+    return value
+
+
+def _rule(doc: RuleDoc, path: str) -> AlertRule:
+    if not doc.name.isidentifier():
+        raise ConfigError(sub(path, "name"), f"{doc.name!r} must be an identifier (AlertName)")
+    return AlertRule(
+        name=doc.name,
+        metric=doc.metric,
+        op=doc.op,
+        bound=_finite(doc.bound, sub(path, "bound")),
+        min_samples=doc.min_samples,
+        significant=doc.significant,
+        for_=seconds(doc.for_, sub(path, "for")),
+        hysteresis=_finite(doc.hysteresis, sub(path, "hysteresis")),
+        severity=doc.severity,
+        runbook_url=doc.runbook_url,
+        windows=tuple(doc.windows or ()),
+        attributes=tuple(doc.attributes or ()),
     )
-    node.finish()
-    return rule
 
 
-def parse_alerts(node: _Node) -> AlertsSpec:
+def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
+    doc = doc or AlertsDoc()
     rules: tuple[AlertRule, ...] = DEFAULT_RULES
-    raw_rules = node.get("rules")
-    if raw_rules is not None:
-        if not isinstance(raw_rules, list):
-            raise ConfigError(node.sub("rules"), "expected a list of rules")
-        rules = tuple(_rule(_Node(r, f"{node.sub('rules')}[{i}]")) for i, r in enumerate(raw_rules))
+    if doc.rules is not None:
+        rpath = sub(path, "rules")
+        rules = tuple(_rule(r, sub(rpath, i)) for i, r in enumerate(doc.rules))
         if len({r.name for r in rules}) != len(rules):
-            raise ConfigError(node.sub("rules"), "rule names must be unique")
-    d = node.node("drift")
-    dd = DriftSpec()
-    metrics = d.get("metrics", list(dd.metrics))
-    if not isinstance(metrics, list) or any(m not in METRICS for m in metrics):
-        raise ConfigError(
-            d.sub("metrics"), f"{metrics!r}: each must be one of {', '.join(METRICS)}"
-        )
+            raise ConfigError(rpath, "rule names must be unique")
+    d, dpath = doc.drift or DriftDoc(), sub(path, "drift")
     drift = DriftSpec(
-        enabled=bool(d.get("enabled", True)),
-        detector=d.choice("detector", dd.detector, DETECTORS),  # type: ignore[arg-type]
-        metrics=tuple(metrics),
-        bucket=d.duration("bucket", dd.bucket, positive=True),
-        min_samples=d.integer("min_samples", dd.min_samples),
-        threshold=d.number("threshold", dd.threshold) or dd.threshold,
-        delta=d.number("delta", dd.delta) or dd.delta,
-        min_values=d.integer("min_values", dd.min_values, minimum=2),
-        severity=str(d.get("severity", dd.severity)),
+        enabled=d.enabled,
+        detector=d.detector,
+        metrics=tuple(d.metrics),
+        bucket=seconds(d.bucket, sub(dpath, "bucket"), positive=True),
+        min_samples=d.min_samples,
+        threshold=_finite(d.threshold, sub(dpath, "threshold")),
+        delta=_finite(d.delta, sub(dpath, "delta")),
+        min_values=d.min_values,
+        severity=d.severity,
     )
-    d.finish()
-    s = node.node("sinks")
-    sd = SinkSpec()
+    s, spath = doc.sinks or SinkDoc(), sub(path, "sinks")
     sinks = SinkSpec(
-        alertmanager_url=_url(s, "alertmanager_url"),
-        webhook_url=_url(s, "webhook_url"),
-        kafka_topic=s.get("kafka_topic"),
-        log=bool(s.get("log", True)),
-        resend_interval=s.duration("resend_interval", sd.resend_interval, positive=True),
-        timeout=s.number("timeout", sd.timeout) or sd.timeout,
-        max_retries=s.integer("max_retries", sd.max_retries),
+        alertmanager_url=_url(s.alertmanager_url, sub(spath, "alertmanager_url")),
+        webhook_url=_url(s.webhook_url, sub(spath, "webhook_url")),
+        kafka_topic=s.kafka_topic,
+        log=s.log,
+        resend_interval=seconds(s.resend_interval, sub(spath, "resend_interval"), positive=True),
+        timeout=_finite(s.timeout, sub(spath, "timeout")),
+        max_retries=s.max_retries,
     )
-    s.finish()
-    node.finish()
     return AlertsSpec(rules=rules, drift=drift, sinks=sinks)
 
 
-def _url(node: _Node, key: str) -> str | None:
-    raw: Any = node.get(key)
+def _url(raw: str | None, path: str) -> str | None:
     if raw is None:
         return None
-    if not isinstance(raw, str) or not raw.startswith(("http://", "https://")):
-        raise ConfigError(node.sub(key), f"{raw!r} is not an http(s) URL")
+    if not raw.startswith(("http://", "https://")):
+        raise ConfigError(path, f"{raw!r} is not an http(s) URL")
     return raw.rstrip("/")

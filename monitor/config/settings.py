@@ -9,13 +9,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, get_args
 
-from monitor.config.node import ConfigError, _Node
+from msgspec import Meta
+
+from monitor.config.decode import ConfigError, Doc, sub
+from monitor.config.durations import Duration, seconds
 from monitor.config.webconfig import WebConfig, load_web_config
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+SECURITY_PROTOCOLS: tuple[str, ...] = get_args(SecurityProtocol)
+SASL_MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -38,8 +43,8 @@ class KafkaSpec:
     predictions_topic: str = "predictions"
     labels_topic: str = "labels"
     dead_letter_topic: str | None = None
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     ssl_cafile: str | None = None
@@ -76,7 +81,7 @@ class ServiceSpec:
     max_invalid_ratio: float = 0.5
     invalid_ratio_min_events: int = 1000
     log_format: Literal["text", "json"] = "text"
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     liveness_timeout: int = 60  # seconds without a main-loop iteration -> not alive
     shutdown_timeout: int = 10
 
@@ -97,167 +102,204 @@ class LimitsSpec:
     max_value_length: int = 128
 
 
-def _secret(node: _Node, key: str) -> str | None:
+Secret = Annotated[str, Meta(description="prefer the _env or _file variant")]
+Text = Annotated[str, Meta(min_length=1)]
+Positive = Annotated[int, Meta(ge=1)]
+
+
+class KafkaDoc(Doc, frozen=True):
+    """The Kafka client: brokers, topics, consumer group, TLS and SASL."""
+
+    bootstrap_servers: str | list[str] = "localhost:9092"
+    client_id: Text = KafkaSpec.client_id
+    group_id: Text = KafkaSpec.group_id
+    predictions_topic: Text = KafkaSpec.predictions_topic
+    labels_topic: Text = KafkaSpec.labels_topic
+    dead_letter_topic: Text | None = None
+    security_protocol: SecurityProtocol = KafkaSpec.security_protocol
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: Secret | None = None
+    sasl_username_env: Annotated[str, Meta(description="environment variable")] | None = None
+    sasl_username_file: Annotated[str, Meta(description="a mounted file")] | None = None
+    sasl_password: Secret | None = None
+    sasl_password_env: Annotated[str, Meta(description="environment variable")] | None = None
+    sasl_password_file: Annotated[str, Meta(description="a mounted file")] | None = None
+    ssl_cafile: Text | None = None
+    ssl_certfile: Text | None = None
+    ssl_keyfile: Text | None = None
+    max_poll_records: Positive = KafkaSpec.max_poll_records
+    auto_offset_reset: Literal["earliest", "latest"] = KafkaSpec.auto_offset_reset
+    session_timeout_ms: Annotated[int, Meta(ge=1000)] = KafkaSpec.session_timeout_ms
+
+
+class CheckpointDoc(Doc, frozen=True):
+    """Where and how often the state and offsets are checkpointed."""
+
+    path: Text = CheckpointSpec.path
+    interval: Duration = CheckpointSpec.interval
+    every_events: Positive = CheckpointSpec.every_events
+    on_corrupt: Literal["refuse", "fresh"] = CheckpointSpec.on_corrupt
+
+
+Listen = Annotated[str, Meta(description="host:port, [v6]:port or :port")]
+
+
+class ServiceDoc(Doc, frozen=True):
+    """The HTTP endpoints, the invalid-record guard, logging and timeouts."""
+
+    listen: Listen | None = None
+    http_host: Text | None = None
+    http_port: Annotated[int, Meta(ge=0, extra_json_schema={"maximum": 65535})] | None = None
+    web_config_file: (
+        Annotated[
+            str, Meta(description="TLS and basic auth, the Prometheus exporter-toolkit format")
+        ]
+        | None
+    ) = None
+    http_workers: Positive = ServiceSpec.http_workers
+    http_timeout: Duration = ServiceSpec.http_timeout
+    http_idle_timeout: Duration = ServiceSpec.http_idle_timeout
+    http_max_connections: Positive = ServiceSpec.http_max_connections
+    probe_listen: Listen | None = None
+    max_invalid_ratio: Annotated[
+        float, Meta(extra_json_schema={"exclusiveMinimum": 0, "maximum": 1})
+    ] = ServiceSpec.max_invalid_ratio
+    invalid_ratio_min_events: Positive = ServiceSpec.invalid_ratio_min_events
+    log_format: Literal["text", "json"] = ServiceSpec.log_format
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = ServiceSpec.log_level
+    liveness_timeout: Duration = ServiceSpec.liveness_timeout
+    shutdown_timeout: Duration = ServiceSpec.shutdown_timeout
+
+
+class LimitsDoc(Doc, frozen=True):
+    """Size limits on what one record may bring in."""
+
+    max_record_bytes: Annotated[int, Meta(ge=64)] = LimitsSpec.max_record_bytes
+    max_id_length: Positive = LimitsSpec.max_id_length
+    max_value_length: Annotated[int, Meta(ge=16)] = LimitsSpec.max_value_length
+
+
+def _secret(doc: KafkaDoc, key: str, path: str) -> str | None:
     """``key``, ``key_env`` (environment variable name) or ``key_file`` (path)."""
-    value = node.get(key)
-    env = node.get(f"{key}_env")
-    path = node.get(f"{key}_file")
-    if sum(v is not None for v in (value, env, path)) > 1:
-        raise ConfigError(node.sub(key), f"give only one of {key}, {key}_env, {key}_file")
+    value = getattr(doc, key)
+    env = getattr(doc, f"{key}_env")
+    file = getattr(doc, f"{key}_file")
+    if sum(v is not None for v in (value, env, file)) > 1:
+        raise ConfigError(sub(path, key), f"give only one of {key}, {key}_env, {key}_file")
     if env is not None:
-        if str(env) not in os.environ:
-            raise ConfigError(node.sub(f"{key}_env"), f"environment variable {env} is not set")
-        return os.environ[str(env)]
-    if path is not None:
+        if env not in os.environ:
+            raise ConfigError(sub(path, f"{key}_env"), f"environment variable {env} is not set")
+        return os.environ[env]
+    if file is not None:
         try:
-            return Path(str(path)).read_text(encoding="utf-8").strip()
+            return Path(file).read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(
-                node.sub(f"{key}_file"), f"cannot read {path}: {exc.strerror}"
+                sub(path, f"{key}_file"), f"cannot read {file}: {exc.strerror}"
             ) from None
-    if value is not None and not isinstance(value, str):
-        # YAML (and FAIRNESS_MONITOR__… overrides, read as YAML) turns 0123 into 83 and yes
-        # into True: a secret that is not text would silently be another secret
-        raise ConfigError(
-            node.sub(key),
-            f"must be text, got a {type(value).__name__} (quote it, or use {key}_env / {key}_file)",
-        )
+    return value  # type: ignore[no-any-return]
+
+
+def _file(value: str | None, path: str) -> str | None:
+    if value is not None and not Path(value).is_file():
+        raise ConfigError(path, f"{value} is not a readable file")
     return value
 
 
-def _text(node: _Node, key: str, default: str | None) -> str | None:
-    raw = node.get(key, default)
-    if raw is not None and (not isinstance(raw, str) or not raw):
-        raise ConfigError(node.sub(key), f"{raw!r} must be a non-empty string")
-    return raw
-
-
-def _file(node: _Node, key: str) -> str | None:
-    path = _text(node, key, None)
-    if path is not None and not Path(path).is_file():
-        raise ConfigError(node.sub(key), f"{path} is not a readable file")
-    return path
-
-
-def parse_kafka(node: _Node) -> KafkaSpec:
-    d = KafkaSpec()
-    servers = node.get("bootstrap_servers", list(d.bootstrap_servers))
+def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
+    doc = doc or KafkaDoc()
+    servers = doc.bootstrap_servers
     if isinstance(servers, str):
         servers = [s.strip() for s in servers.split(",") if s.strip()]
-    if (
-        not isinstance(servers, list)
-        or not servers
-        or not all(isinstance(s, str) and ":" in s for s in servers)
-    ):
-        raise ConfigError(node.sub("bootstrap_servers"), f"{servers!r} must be host:port entries")
-    protocol = node.choice("security_protocol", d.security_protocol, SECURITY_PROTOCOLS)
-    mechanism = node.get("sasl_mechanism")
-    if mechanism is not None and mechanism not in SASL_MECHANISMS:
+    if not servers or not all(":" in s for s in servers):
         raise ConfigError(
-            node.sub("sasl_mechanism"), f"{mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
+            sub(path, "bootstrap_servers"), f"{doc.bootstrap_servers!r} must be host:port entries"
         )
-    if protocol.startswith("SASL") and mechanism is None:
-        raise ConfigError(node.sub("sasl_mechanism"), f"required with {protocol}")
-    spec = KafkaSpec(
+    if doc.security_protocol.startswith("SASL") and doc.sasl_mechanism is None:
+        raise ConfigError(sub(path, "sasl_mechanism"), f"required with {doc.security_protocol}")
+    if doc.predictions_topic == doc.labels_topic:
+        raise ConfigError(sub(path, "labels_topic"), "must differ from predictions_topic")
+    return KafkaSpec(
         bootstrap_servers=tuple(servers),
-        client_id=_text(node, "client_id", d.client_id) or d.client_id,
-        group_id=_text(node, "group_id", d.group_id) or d.group_id,
-        predictions_topic=_text(node, "predictions_topic", d.predictions_topic) or "",
-        labels_topic=_text(node, "labels_topic", d.labels_topic) or "",
-        dead_letter_topic=_text(node, "dead_letter_topic", None),
-        security_protocol=protocol,
-        sasl_mechanism=mechanism,
-        sasl_username=_secret(node, "sasl_username"),
-        sasl_password=_secret(node, "sasl_password"),
-        ssl_cafile=_file(node, "ssl_cafile"),
-        ssl_certfile=_file(node, "ssl_certfile"),
-        ssl_keyfile=_file(node, "ssl_keyfile"),
-        max_poll_records=node.integer("max_poll_records", d.max_poll_records, minimum=1),
-        auto_offset_reset=node.choice(
-            "auto_offset_reset",
-            "earliest",  # type: ignore[arg-type]
-            ("earliest", "latest"),
-        ),
-        session_timeout_ms=node.integer("session_timeout_ms", d.session_timeout_ms, minimum=1000),
+        client_id=doc.client_id,
+        group_id=doc.group_id,
+        predictions_topic=doc.predictions_topic,
+        labels_topic=doc.labels_topic,
+        dead_letter_topic=doc.dead_letter_topic,
+        security_protocol=doc.security_protocol,
+        sasl_mechanism=doc.sasl_mechanism,
+        sasl_username=_secret(doc, "sasl_username", path),
+        sasl_password=_secret(doc, "sasl_password", path),
+        ssl_cafile=_file(doc.ssl_cafile, sub(path, "ssl_cafile")),
+        ssl_certfile=_file(doc.ssl_certfile, sub(path, "ssl_certfile")),
+        ssl_keyfile=_file(doc.ssl_keyfile, sub(path, "ssl_keyfile")),
+        max_poll_records=doc.max_poll_records,
+        auto_offset_reset=doc.auto_offset_reset,
+        session_timeout_ms=doc.session_timeout_ms,
     )
-    if spec.predictions_topic == spec.labels_topic:
-        raise ConfigError(node.sub("labels_topic"), "must differ from predictions_topic")
-    node.finish()
-    return spec
 
 
-def parse_checkpoint(node: _Node) -> CheckpointSpec:
-    d = CheckpointSpec()
-    spec = CheckpointSpec(
-        path=_text(node, "path", d.path) or d.path,
-        interval=node.duration("interval", d.interval, positive=True),
-        every_events=node.integer("every_events", d.every_events, minimum=1),
-        on_corrupt=node.choice("on_corrupt", d.on_corrupt, ("refuse", "fresh")),  # type: ignore[arg-type]
+def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
+    doc = doc or CheckpointDoc()
+    return CheckpointSpec(
+        path=doc.path,
+        interval=seconds(doc.interval, sub(path, "interval"), positive=True),
+        every_events=doc.every_events,
+        on_corrupt=doc.on_corrupt,
     )
-    node.finish()
-    return spec
 
 
-def _listen(node: _Node, key: str) -> tuple[str, int] | None:
-    raw = node.get(key)
+def _listen(raw: str | None, path: str) -> tuple[str, int] | None:
     if raw is None:
         return None
-    if not isinstance(raw, str):
-        raise ConfigError(node.sub(key), f"{raw!r} is not host:port")
     try:
         return parse_listen(raw)
     except ValueError as exc:
-        raise ConfigError(node.sub(key), str(exc)) from None
+        raise ConfigError(path, str(exc)) from None
 
 
-def parse_limits(node: _Node) -> LimitsSpec:
-    d = LimitsSpec()
-    spec = LimitsSpec(
-        max_record_bytes=node.integer("max_record_bytes", d.max_record_bytes, minimum=64),
-        max_id_length=node.integer("max_id_length", d.max_id_length, minimum=1),
-        max_value_length=node.integer("max_value_length", d.max_value_length, minimum=16),
-    )
-    node.finish()
-    return spec
+def resolve_limits(doc: LimitsDoc | None) -> LimitsSpec:
+    doc = doc or LimitsDoc()
+    return LimitsSpec(doc.max_record_bytes, doc.max_id_length, doc.max_value_length)
 
 
-def parse_service(node: _Node) -> ServiceSpec:
-    d = ServiceSpec()
-    listen = _listen(node, "listen")
-    if listen is not None and (node.has("http_host") or node.has("http_port")):
-        raise ConfigError(node.sub("listen"), "give listen or http_host/http_port, not both")
+def resolve_service(doc: ServiceDoc | None, path: str) -> ServiceSpec:
+    doc, d = doc or ServiceDoc(), ServiceSpec()
+    listen = _listen(doc.listen, sub(path, "listen"))
+    if listen is not None and (doc.http_host is not None or doc.http_port is not None):
+        raise ConfigError(sub(path, "listen"), "give listen or http_host/http_port, not both")
     host, port = listen or (
-        _text(node, "http_host", d.http_host) or d.http_host,
-        node.integer("http_port", d.http_port, minimum=0),
+        doc.http_host or d.http_host,
+        d.http_port if doc.http_port is None else doc.http_port,
     )
     if port > 65535:
-        raise ConfigError(node.sub("http_port"), f"{port} is not a port number")
-    web_file = _text(node, "web_config_file", None)
-    probe = _listen(node, "probe_listen")
-    ratio = node.number("max_invalid_ratio", d.max_invalid_ratio)
-    if ratio is None or not 0 < ratio <= 1:
-        raise ConfigError(node.sub("max_invalid_ratio"), f"{ratio} must be in (0, 1]")
-    spec = ServiceSpec(
+        raise ConfigError(sub(path, "http_port"), f"{port} is not a port number")
+    probe = _listen(doc.probe_listen, sub(path, "probe_listen"))
+    ratio = doc.max_invalid_ratio
+    if not 0 < ratio <= 1:
+        raise ConfigError(sub(path, "max_invalid_ratio"), f"{ratio} must be in (0, 1]")
+    web_file = doc.web_config_file or None
+    return ServiceSpec(
         http_host=host,
         http_port=port,
         web_config_file=web_file,
         web_config=load_web_config(web_file) if web_file else None,
-        http_workers=node.integer("http_workers", d.http_workers, minimum=1),
-        http_timeout=node.duration("http_timeout", d.http_timeout, positive=True),
-        http_idle_timeout=node.duration("http_idle_timeout", d.http_idle_timeout, positive=True),
-        http_max_connections=node.integer(
-            "http_max_connections", d.http_max_connections, minimum=1
+        http_workers=doc.http_workers,
+        http_timeout=seconds(doc.http_timeout, sub(path, "http_timeout"), positive=True),
+        http_idle_timeout=seconds(
+            doc.http_idle_timeout, sub(path, "http_idle_timeout"), positive=True
         ),
+        http_max_connections=doc.http_max_connections,
         probe_host=probe[0] if probe else None,
         probe_port=probe[1] if probe else None,
         max_invalid_ratio=ratio,
-        invalid_ratio_min_events=node.integer(
-            "invalid_ratio_min_events", d.invalid_ratio_min_events, minimum=1
+        invalid_ratio_min_events=doc.invalid_ratio_min_events,
+        log_format=doc.log_format,
+        log_level=doc.log_level,
+        liveness_timeout=seconds(
+            doc.liveness_timeout, sub(path, "liveness_timeout"), positive=True
         ),
-        log_format=node.choice("log_format", d.log_format, ("text", "json")),  # type: ignore[arg-type]
-        log_level=node.choice("log_level", d.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
-        liveness_timeout=node.duration("liveness_timeout", d.liveness_timeout, positive=True),
-        shutdown_timeout=node.duration("shutdown_timeout", d.shutdown_timeout, positive=True),
+        shutdown_timeout=seconds(
+            doc.shutdown_timeout, sub(path, "shutdown_timeout"), positive=True
+        ),
     )
-    node.finish()
-    return spec

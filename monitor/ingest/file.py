@@ -13,16 +13,16 @@ import csv
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from msgspec import Meta
 
-from monitor.config.node import ConfigError, _Node
+from monitor.config.decode import ConfigError, Doc, convert
+from monitor.config.durations import Duration, seconds
 from monitor.config.spec import FieldMap
 from monitor.ingest.events import Invalid, RawRecord
 from monitor.ingest.fields import parse_timestamp
-
-OPS = ("eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "between")
 
 
 def read_jsonl(path: str | Path, *, topic: str = "") -> Iterator[RawRecord]:
@@ -74,48 +74,63 @@ class CsvMapping:
     where: tuple[RowFilter, ...]
 
 
+Column = Annotated[str, Meta(min_length=1)]
+Op = Literal["eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "between"]
+OPS: tuple[str, ...] = get_args(Op)
+
+
+class FilterDoc(Doc, frozen=True):
+    """A row filter of the CSV mapping: ``{column, op, value}``."""
+
+    column: Column
+    op: Op = "eq"
+    value: Any = None
+
+
+class CsvMappingDoc(Doc, frozen=True):
+    """The CSV mapping file of ``replay --csv``: which column is which, which rows to keep."""
+
+    id: Column
+    timestamp: Column
+    attributes: dict[str, str]
+    model: str | None = None
+    prediction: Column | None = None
+    score: Column | None = None
+    label: Column | None = None
+    label_timestamp: Column | None = None
+    label_delay: Duration = 0
+    where: list[FilterDoc] | None = None
+
+
 def load_csv_mapping(path: str | Path) -> CsvMapping:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError("", f"cannot read CSV mapping {path}: {exc}") from None
-    node = _Node(data, "")
-    attrs = node.get("attributes", {})
-    if not isinstance(attrs, Mapping) or not attrs:
+    doc = convert(data, CsvMappingDoc)
+    if not doc.attributes:
         raise ConfigError("attributes", "map each protected attribute to a CSV column")
     filters = []
-    for i, f in enumerate(node.get("where", []) or []):
-        fn = _Node(f, f"where[{i}]")
-        op = fn.choice("op", "eq", OPS)
-        col = fn.get("column")
-        if not isinstance(col, str):
-            raise ConfigError(fn.sub("column"), "a column name is required")
-        value = fn.get("value")
-        if op == "between" and (not isinstance(value, list) or len(value) != 2):
-            raise ConfigError(fn.sub("value"), "between needs [low, high]")
-        if op in ("in", "not_in") and not isinstance(value, list):
-            raise ConfigError(fn.sub("value"), f"{op} needs a list")
-        fn.finish()
-        filters.append(RowFilter(col, op, value))
-    for key in ("id", "timestamp"):
-        if not isinstance(node.data.get(key), str):
-            raise ConfigError(key, "a column name is required")
-    mapping = CsvMapping(
-        model=node.get("model"),
-        id=node.get("id"),
-        timestamp=node.get("timestamp"),
-        prediction=node.get("prediction"),
-        score=node.get("score"),
-        attributes={str(k): str(v) for k, v in attrs.items()},
-        label=node.get("label"),
-        label_timestamp=node.get("label_timestamp"),
-        label_delay=node.duration("label_delay", 0),
+    for i, f in enumerate(doc.where or ()):
+        if f.op == "between" and (not isinstance(f.value, list) or len(f.value) != 2):
+            raise ConfigError(f"where[{i}].value", "between needs [low, high]")
+        if f.op in ("in", "not_in") and not isinstance(f.value, list):
+            raise ConfigError(f"where[{i}].value", f"{f.op} needs a list")
+        filters.append(RowFilter(f.column, f.op, f.value))
+    if doc.prediction is None and doc.score is None:
+        raise ConfigError("prediction", "map a prediction column or a score column")
+    return CsvMapping(
+        model=doc.model,
+        id=doc.id,
+        timestamp=doc.timestamp,
+        prediction=doc.prediction,
+        score=doc.score,
+        attributes=dict(doc.attributes),
+        label=doc.label,
+        label_timestamp=doc.label_timestamp,
+        label_delay=seconds(doc.label_delay, "label_delay"),
         where=tuple(filters),
     )
-    node.finish()
-    if mapping.prediction is None and mapping.score is None:
-        raise ConfigError("prediction", "map a prediction column or a score column")
-    return mapping
 
 
 class UnreadableInput(ValueError):

@@ -1,6 +1,7 @@
 """The monitor's HTTP endpoints: ``/healthz`` (liveness), ``/readyz`` (readiness), ``/metrics``,
 and the status page (``/`` and its data, ``/api/status``); optionally behind TLS, client
-certificates and basic authentication (``service.web_config_file``, see :mod:`monitor.config.webconfig`).
+certificates and basic authentication (``service.web_config_file``). This module is the
+connection side; answering a request is :mod:`monitor.outputs.http_requests`.
 
 Scrapes and probes never touch the consumer's thread: they only read state the loop publishes.
 
@@ -18,18 +19,12 @@ Threads and memory are bounded whatever the clients do:
 * at most ``max_connections`` are open; one more evicts the oldest connection not in a worker,
   so a flood of idle connections cannot lock out a scrape. Request heads are limited to 16 KiB
   (431), request bodies are not accepted (GET and HEAD only).
-
-Authentication, when configured, covers every path, the probes included, as with the Prometheus
-exporter-toolkit; Kubernetes probes then use the separate plain listener that serves only
-``/healthz`` and ``/readyz`` (``service.probe_listen``; ``probes_only=True`` here).
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
-import os
 import queue
 import selectors
 import socket
@@ -38,79 +33,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from email.utils import formatdate
-from http import HTTPStatus
-from io import BytesIO
-from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
-from monitor.config.node import ConfigError
-from monitor.config.webconfig import (
-    Authenticator,
-    TokenBucket,
-    WebConfig,
-    allowed_san,
-    load_web_config,
-    server_context,
-)
+from monitor.config.decode import ConfigError
+from monitor.config.webconfig import WebConfig, load_web_config
+from monitor.outputs.http_requests import MAX_HEAD, Conn, HttpLimits, Page, Probe, Responder
+from monitor.outputs.web_auth import WebState, allowed_san, stamp
+
+__all__ = ["HttpLimits", "HttpServer", "Page", "Probe"]
 
 log = logging.getLogger(__name__)
 
-Probe = Callable[[], tuple[bool, str]]
-Page = Callable[[], tuple[bytes, str]]  # body, content type
-
-MAX_HEAD = 16 * 1024
-REALM = "fairness-monitor"
-PROBES = ("/healthz", "/readyz")
 _HANDSHAKE, _READ, _BUSY = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    workers: int = 8
-    timeout: float = 10.0  # accept (or a request's first byte) -> request head; response write
-    idle_timeout: float = 60.0  # between requests on a kept-alive connection
-    max_connections: int = 256
-
-
-class _Conn:
-    __slots__ = ("addr", "buf", "deadline", "events", "idle", "keep", "sock", "state")
-
-    def __init__(self, sock: socket.socket, addr: str, deadline: float, state: int) -> None:
-        self.sock, self.addr, self.deadline, self.state = sock, addr, deadline, state
-        self.buf = bytearray()
-        self.events = 0  # selector interest; 0 = not registered
-        self.idle = False  # kept alive, waiting for the next request
-        self.keep = False  # set by the worker: keep the connection open after the response
-
-
-class _WebState:
-    """The web configuration in force and what is derived from it (swapped whole on reload)."""
-
-    def __init__(self, config: WebConfig | None) -> None:
-        self.config = config
-        self.context = server_context(config.tls) if config and config.tls else None
-        self.auth = Authenticator(config.users if config else {})
-        self.bucket = TokenBucket(config.rate_limit) if config and config.rate_limit else None
-        self.headers = config.headers if config else ()
-        self.stamp = _stamp(config.files()) if config else ()
-
-
-def _stamp(files: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
-    out: list[tuple[int, int] | None] = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-class _BadRequest(Exception):
-    pass
 
 
 def _ensure_fds(needed: int) -> None:
@@ -148,12 +83,18 @@ class HttpServer:
         probes_only: bool = False,
         name: str = "http",
     ) -> None:
-        self.live, self.ready, self.registry, self.extra = live, ready, registry, extra
-        self.pages = pages or {}
         self.limits = limits or HttpLimits()
-        self.probes_only = probes_only
+        self.responder = Responder(
+            live=live,
+            ready=ready,
+            registry=registry,
+            extra=extra,
+            pages=pages or {},
+            limits=self.limits,
+            probes_only=probes_only,
+        )
         self.name = name
-        self.web = _WebState(web_config)
+        self.web = WebState(web_config)
         self._web_path = web_config.path if web_config else None
         self._failed_stamp: tuple[tuple[int, int] | None, ...] | None = None
         _ensure_fds(self.limits.max_connections + 128)
@@ -176,11 +117,11 @@ class HttpServer:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.sel.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self.conns: dict[_Conn, None] = {}  # oldest activity first
-        self.jobs: queue.Queue[tuple[_Conn, bytes | None] | None] = queue.Queue(
+        self.conns: dict[Conn, None] = {}  # oldest activity first
+        self.jobs: queue.Queue[tuple[Conn, bytes | None] | None] = queue.Queue(
             maxsize=self.limits.max_connections + self.limits.workers
         )
-        self._returned: deque[_Conn] = deque()
+        self._returned: deque[Conn] = deque()
         self._stopping = False
         self._accept_paused_until = 0.0
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -263,7 +204,7 @@ class HttpServer:
             if context is not None:
                 sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
                 state = _HANDSHAKE
-            conn = _Conn(sock, f"{addr[0]}:{addr[1]}", now + self.limits.timeout, state)
+            conn = Conn(sock, f"{addr[0]}:{addr[1]}", now + self.limits.timeout, state)
             self.conns[conn] = None
             self._want(conn, selectors.EVENT_READ)
 
@@ -276,7 +217,7 @@ class HttpServer:
                 return True
         return False
 
-    def _advance(self, conn: _Conn) -> None:
+    def _advance(self, conn: Conn) -> None:
         """Handshake and read as far as possible without blocking; hand a complete head over."""
         try:
             if conn.state == _HANDSHAKE:
@@ -313,7 +254,7 @@ class HttpServer:
             self._close(conn)
 
     @staticmethod
-    def _take_head(conn: _Conn) -> bytes | None:
+    def _take_head(conn: Conn) -> bytes | None:
         buf = conn.buf
         while buf[:2] == b"\r\n" or buf[:1] == b"\n":  # empty lines before a request
             del buf[: 2 if buf[:1] == b"\r" else 1]
@@ -325,12 +266,12 @@ class HttpServer:
         del buf[:end]
         return head
 
-    def _dispatch(self, conn: _Conn, head: bytes | None) -> None:
+    def _dispatch(self, conn: Conn, head: bytes | None) -> None:
         self._want(conn, 0)
         conn.state = _BUSY
         self.jobs.put_nowait((conn, head))
 
-    def _want(self, conn: _Conn, events: int) -> None:
+    def _want(self, conn: Conn, events: int) -> None:
         if events == conn.events:
             return
         if not events:
@@ -341,7 +282,7 @@ class HttpServer:
             self.sel.register(conn.sock, events, conn)
         conn.events = events
 
-    def _close(self, conn: _Conn) -> None:
+    def _close(self, conn: Conn) -> None:
         if conn.events:
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(conn.sock)
@@ -374,17 +315,17 @@ class HttpServer:
 
     def _reload(self) -> None:
         assert self._web_path is not None
-        stamp = _stamp(self.web.config.files() if self.web.config else (self._web_path,))
-        if stamp == self.web.stamp or stamp == self._failed_stamp:
+        now = stamp(self.web.config.files() if self.web.config else (self._web_path,))
+        if now == self.web.stamp or now == self._failed_stamp:
             return
         try:
-            state = _WebState(load_web_config(self._web_path))
+            state = WebState(load_web_config(self._web_path))
         except ConfigError as exc:  # messages never carry secrets
-            self._failed_stamp = stamp
+            self._failed_stamp = now
             log.error("web config not reloaded, keeping the previous one: %s", exc)
             return
         if (state.context is None) != (self.web.context is None):
-            self._failed_stamp = stamp
+            self._failed_stamp = now
             log.error("web config not reloaded: turning TLS on or off needs a restart")
             return
         self.web, self._failed_stamp = state, None
@@ -398,114 +339,10 @@ class HttpServer:
                 return
             conn, head = job
             try:
-                conn.keep = self._serve(conn, head)
+                conn.keep = self.responder.serve(conn, head, self.web)
             except Exception as exc:  # a broken connection, a timeout, a bug in a page
                 if not isinstance(exc, OSError):
                     log.exception("http: error answering %s", conn.addr)
                 conn.keep = False
             self._returned.append(conn)
             self._wake()
-
-    def _serve(self, conn: _Conn, head: bytes | None) -> bool:
-        deadline = time.monotonic() + self.limits.timeout
-        conn.sock.settimeout(self.limits.timeout)
-        web = self.web
-        if head is None:
-            self._send(conn, web, deadline, 431, b"request head too large\n", keep=False)
-            return False
-        try:
-            method, target, version, headers = _parse_head(head)
-        except _BadRequest as exc:
-            self._send(conn, web, deadline, 400, f"{exc}\n".encode(), keep=False)
-            return False
-        keep = _persistent(version, headers)
-        if headers.get("Content-Length", "0").strip() != "0" or "Transfer-Encoding" in headers:
-            keep = False  # bodies are not read: the connection cannot be reused
-        send_body = method != "HEAD"
-        extra: list[tuple[str, str]] = []
-        if method not in ("GET", "HEAD"):
-            code, body, ctype = 405, b"method not allowed\n", "text/plain"
-            extra.append(("Allow", "GET, HEAD"))
-            keep = False
-        elif web.bucket is not None and not web.bucket.take():
-            code, body, ctype = 429, b"too many requests\n", "text/plain"
-        elif not web.auth.check(headers.get("Authorization")):
-            code, body, ctype = 401, b"unauthorized\n", "text/plain"
-            extra.append(("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"'))
-        else:
-            code, body, ctype = self._route(target)
-        self._send(conn, web, deadline, code, body, keep=keep, ctype=ctype, extra=extra,
-                   send_body=send_body)  # fmt: skip
-        return keep
-
-    def _route(self, target: str) -> tuple[int, bytes, str]:
-        path = urlsplit(target).path if "://" in target else target.split("?", 1)[0]
-        if path in PROBES:
-            ok, why = (self.live if path == "/healthz" else self.ready)()
-            return 200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8"
-        if self.probes_only:
-            return 404, b"not found\n", "text/plain"
-        if path == "/metrics":
-            return 200, generate_latest(self.registry) + self.extra(), CONTENT_TYPE_LATEST
-        if path in self.pages:
-            body, ctype = self.pages[path]()
-            return 200, body, ctype
-        return 404, b"not found\n", "text/plain"
-
-    def _send(
-        self,
-        conn: _Conn,
-        web: _WebState,
-        deadline: float,
-        code: int,
-        body: bytes,
-        *,
-        keep: bool,
-        ctype: str = "text/plain",
-        extra: list[tuple[str, str]] | None = None,
-        send_body: bool = True,
-    ) -> None:
-        lines = [
-            f"HTTP/1.1 {code} {HTTPStatus(code).phrase}",
-            f"Date: {formatdate(usegmt=True)}",
-            f"Content-Type: {ctype}",
-            f"Content-Length: {len(body)}",
-            "Connection: keep-alive" if keep else "Connection: close",
-        ]
-        if keep:
-            lines.append(f"Keep-Alive: timeout={int(self.limits.idle_timeout)}")
-        lines += [f"{k}: {v}" for k, v in (*(extra or ()), *web.headers)]
-        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body if send_body else b"")
-        view = memoryview(data)
-        while view:  # the deadline bounds the whole write, however slowly the client reads
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("response write timed out")
-            conn.sock.settimeout(left)
-            sent = conn.sock.send(view)
-            view = view[sent:]
-        conn.sock.setblocking(False)
-
-
-def _parse_head(head: bytes) -> tuple[str, str, str, http.client.HTTPMessage]:
-    line, _, rest = head.partition(b"\n")
-    try:
-        method, target, version = line.decode("ascii").strip().split(" ")
-    except (UnicodeDecodeError, ValueError):
-        raise _BadRequest("bad request line") from None
-    if version not in ("HTTP/1.0", "HTTP/1.1"):
-        raise _BadRequest("unsupported HTTP version")
-    if not target.startswith("/") and "://" not in target:
-        raise _BadRequest("bad request target")
-    try:
-        headers = http.client.parse_headers(BytesIO(rest))
-    except (http.client.HTTPException, UnicodeDecodeError):
-        raise _BadRequest("bad request headers") from None
-    return method, target, version, headers
-
-
-def _persistent(version: str, headers: http.client.HTTPMessage) -> bool:
-    tokens = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
-    if version == "HTTP/1.1":
-        return "close" not in tokens
-    return "keep-alive" in tokens

@@ -383,7 +383,7 @@ def test_alertmanager_restarted_empty_sees_the_alerts_again_within_one_interval(
 def test_resend_interval_is_validated_with_its_key_path() -> None:
     import pytest
 
-    from monitor.config.node import ConfigError
+    from monitor.config.decode import ConfigError
     from monitor.config.spec import parse_config
 
     base = {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}

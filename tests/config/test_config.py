@@ -119,3 +119,104 @@ def test_a_secret_that_yaml_reads_as_a_number_is_refused_not_changed() -> None:
         assert raw not in str(err.value)
     quoted = apply_env_overrides(dict(base), {"FAIRNESS_MONITOR__KAFKA__SASL_PASSWORD": '"0123"'})
     assert parse_config(quoted).kafka.sasl_password == "0123"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        # msgspec elides a mapping's key (`$.models[...]`): the error still names it
+        (
+            {
+                "models": {
+                    "ok": {"attributes": {"g": {}}},
+                    "credit": {"attributes": {"sex": {"max_groups": 0}}},
+                }
+            },
+            "models.credit.attributes.sex.max_groups: 0 is below the minimum 1",
+        ),
+        (
+            {"models": {"credit": {"attributes": {"sex": {"bins": ["a"]}}}}},
+            "models.credit.attributes.sex.bins[0]: 'a' is not",
+        ),
+        (
+            {
+                "models": {"credit": {"attributes": {"sex": {}}}},
+                "kafka": {"security_protocol": "TLS"},
+            },
+            "kafka.security_protocol: 'TLS' is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+        ),
+        (
+            {
+                "models": {"m": {"attributes": {"g": {}}}},
+                "alerts": {
+                    "rules": [{"name": "A", "metric": "tpr_gap", "bound": 0.1, "for_": "5m"}]
+                },
+            },
+            "alerts.rules[0].for_: unknown key",
+        ),
+        (
+            {
+                "models": {"m": {"attributes": {"g": {}}}},
+                "alerts": {"rules": [{"name": "A", "metric": "tpr_gap"}]},
+            },
+            "alerts.rules[0].bound: required",
+        ),
+        (
+            {
+                "models": {"m": {"attributes": {"g": {}}}},
+                "alerts": {"rules": [{"name": "9lives", "metric": "tpr_gap", "bound": 1}]},
+            },
+            "alerts.rules[0].name: '9lives' must be an identifier",
+        ),
+        (
+            {"models": {"m": {"attributes": {"g": {}}, "windows": [True]}}},
+            "models.m.windows[0]: expected int | str | mapping, got bool",
+        ),
+        (
+            {"models": {"m": {"attributes": {"g": {}}}}, "confidence": 1},
+            "confidence: 1.0 must be in [0.5, 1)",
+        ),
+        (["models"], "expected a mapping, got array"),
+    ],
+)
+def test_schema_errors_name_the_key_and_the_value(doc: object, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_yaml_forms_are_read_as_before(tmp_path: Path) -> None:
+    """YAML's own types: numeric mapping keys and group names, dates, `for` of a rule."""
+    p = write(
+        tmp_path,
+        "min_timestamp: 2020-01-01\n"
+        "models:\n  credit:\n    attributes: {race: {}}\n"
+        "    reference_groups: {race: 1}\n    label_values: {0: 0, yes: 1}\n"
+        "alerts:\n  rules:\n    - {name: A, metric: tpr_gap, op: '>', bound: 0.1, for: 5m}\n",
+    )
+    c = load_config(p, env={})
+    assert c.min_timestamp == 1577836800.0
+    assert c.models["credit"].reference_groups == {"race": "1"}
+    assert c.models["credit"].label_values == {"0": 0, "True": 1}
+    assert c.alerts.rules[0].for_ == 300 and c.alerts.rules[0].op == ">"
+
+
+def test_absent_keys_take_the_specs_defaults() -> None:
+    """The schema's defaults are the frozen specs' own (one place defines each default)."""
+    from monitor.config.spec import (
+        AlertsSpec,
+        AttributeSpec,
+        CheckpointSpec,
+        Config,
+        FieldMap,
+        KafkaSpec,
+        LimitsSpec,
+        ModelSpec,
+        ServiceSpec,
+    )
+
+    c = parse_config({"models": {"m": {"attributes": {"g": {}}}}})
+    model = ModelSpec(name="m", attributes=(AttributeSpec("g", ("attributes", "g")),))
+    assert c == Config(models={"m": model})
+    assert (c.kafka, c.checkpoint, c.limits) == (KafkaSpec(), CheckpointSpec(), LimitsSpec())
+    assert (c.service, c.alerts, c.fields) == (ServiceSpec(), AlertsSpec(), FieldMap())

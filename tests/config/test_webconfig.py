@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from monitor.cli import main
-from monitor.config import webconfig
 from monitor.config.spec import ConfigError, parse_config
-from monitor.config.webconfig import Authenticator, load_web_config
+from monitor.config.webconfig import load_web_config
+from monitor.outputs.web_auth import Authenticator
 from tests.pki import CA, Pair
 
 PASSWORD = "correct horse battery staple"
@@ -247,36 +247,6 @@ def test_listen_and_http_host_port() -> None:
 
 def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def test_authenticator_caches_successes_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[bytes] = []
-    real = webconfig._checkpw
-
-    def counting(password: bytes, hashed: bytes) -> bool:
-        calls.append(password)
-        return real(password, hashed)
-
-    monkeypatch.setattr(webconfig, "_checkpw", counting)
-    auth = Authenticator({"prometheus": HASH.encode()})
-    assert auth.check(basic("prometheus", PASSWORD)) and len(calls) == 1
-    for _ in range(5):  # repeated scrapes: no further bcrypt round
-        assert auth.check(basic("prometheus", PASSWORD))
-    assert len(calls) == 1
-    for _ in range(3):  # failures are never cached: each costs a round
-        assert not auth.check(basic("prometheus", "wrong"))
-    assert len(calls) == 4
-    assert not auth.check(basic("nobody", PASSWORD))  # unknown user: still a bcrypt round
-    assert len(calls) == 5
-    assert auth.check(basic("prometheus", PASSWORD)) and len(calls) == 5  # still cached
-    # a prefix, a suffix or another user's name never matches the cached credentials
-    assert not auth.check(basic("prometheus", PASSWORD + "x"))
-    assert not auth.check(basic("prometheus", PASSWORD[:-1]))
-    for header in (None, "", "Bearer abc", "Basic !!!", "Basic " + base64.b64encode(b"nocolon").decode()):  # fmt: skip
-        assert not auth.check(header)
-    # the toolkit's $2y$ hashes (htpasswd) verify too
-    y = "$2y$" + HASH[4:]
-    assert Authenticator({"u": y.encode()}).check(basic("u", PASSWORD))
 
 
 def test_the_shipped_compose_example_parses_and_its_hash_is_of_the_documented_password() -> None:

@@ -218,6 +218,10 @@ def test_prometheus_rule_is_the_shipped_rules_file() -> None:
         ("persistence.accessMode=ReadManyTimes", "accessMode"),
         ("securityContext.allowPrivilegeEscalation=true", "allowPrivilegeEscalation"),
         ("config.kafka.sasl_password=hunter2", "sasl_password"),
+        # config is checked against the monitor's own schema (check-config --schema)
+        ("config.kafka.grup_id=fm", "grup_id"),
+        ("config.models.lending.bucket=5x", "bucket"),
+        ("config.service.log_format=xml", "log_format"),
         ("webConfig.probePort=0", "probePort"),
         ("serviceMonitor.scheme=ftp", "scheme"),
         ("replicas=2", "additional properties 'replicas' not allowed"),

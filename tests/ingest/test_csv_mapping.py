@@ -1,0 +1,52 @@
+"""The CSV mapping file of ``replay --csv``: the shipped one reads, mistakes name their key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.config.decode import ConfigError
+from monitor.ingest.file import load_csv_mapping
+from tests.conftest import ROOT
+
+
+def test_the_compas_mapping_reads() -> None:
+    m = load_csv_mapping(ROOT / "examples/compas/mapping.yaml")
+    assert (m.model, m.id, m.prediction, m.label) == (
+        "compas",
+        "id",
+        "score_text",
+        "two_year_recid",
+    )
+    assert m.attributes == {"race": "race", "sex": "sex", "age": "age"}
+    assert m.label_delay == 730 * 86400
+    assert [(f.column, f.op) for f in m.where][:2] == [("days_b_screening_arrest", "between"), ("is_recid", "ne")]  # fmt: skip
+    assert m.where[0].value == [-30, 30]
+
+
+BASE = "id: id\ntimestamp: t\nprediction: p\nattributes: {race: race}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("timestamp: t\nprediction: p\nattributes: {race: race}\n", "id: required"),
+        (BASE + "labels: y\n", "labels: unknown key"),
+        (BASE + "label_delay: soon\n", "label_delay: 'soon' is not a duration"),
+        (
+            BASE + "where: [{column: a, op: like, value: x}]\n",
+            "where[0].op: 'like' is not one of eq",
+        ),
+        (BASE + "where: [{column: a, op: between, value: 3}]\n", "where[0].value: between needs"),
+        (BASE + "where: [{op: eq, value: 3}]\n", "where[0].column: required"),
+        ("id: id\ntimestamp: t\nattributes: {race: race}\n", "prediction: map a prediction"),
+        ("id: id\ntimestamp: t\nprediction: p\nattributes: {}\n", "attributes: map each"),
+    ],
+)
+def test_mapping_mistakes_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "mapping.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_csv_mapping(path)
+    assert str(err.value).startswith(message), str(err.value)
