@@ -33,8 +33,7 @@ def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
         [pred("a", T0, "g1", 1), pred("b", T0, "g1", 0), pred("c", T0, "g1", 1)],
         [label("a", T0 + 30, 1), label("b", T0 + 2 * 3600, 0), label("c", T0 + 3 * 86400, 1)],
     )
-    m.published = m.engine.counters()
-    m.published_delays = m.engine.label_delays()
+    m.publish(force=True)
     families = {
         f.name: f for f in text_string_to_metric_families(generate_latest(m.registry).decode())
     }
@@ -151,7 +150,7 @@ def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: P
     )
 
     def gauge() -> float:
-        m.evaluation_behind = m.alerts_behind()
+        m.publish(force=True)
         text = generate_latest(m.registry).decode()
         fam = {f.name: f for f in text_string_to_metric_families(text)}
         (sample,) = fam["fairness_alert_evaluation_behind_seconds"].samples
