@@ -232,6 +232,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     """``report``: the HTML audit report, from a replay or from a checkpoint."""
+    from monitor.alerts import persist
     from monitor.outputs.audit import write_html
     from monitor.state.checkpoint import CheckpointError
 
@@ -240,7 +241,7 @@ def _audit(args: argparse.Namespace) -> int:
         try:
             engine, _, store = _restored(cfg, args.checkpoint)
             saved = AlertEvaluator(cfg, engine)
-            store.load_alerts(saved)
+            persist.restore(saved, store.load_alerts())
         except (CheckpointError, ValueError) as exc:
             print(f"fairness-monitor: {exc}", file=sys.stderr)
             return 2

@@ -347,7 +347,10 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
 
         feed(m, 0, 400)
         tick(5)
-        assert m.ownership.consumer.commits[-1] == {TopicPartition(PRED, 0): 400, TopicPartition(LAB, 0): 200}
+        assert m.ownership.consumer.commits[-1] == {
+            TopicPartition(PRED, 0): 400,
+            TopicPartition(LAB, 0): 200,
+        }
         good = stored(path, cfg)
         filler = fill(d)
 
@@ -356,7 +359,9 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
         ok, why = m.ready()
         print(f"disk full: ready={ok}: {why}")
         assert not ok and str(path) in why and "full" in why.replace(str(path), "")
-        assert m.checkpoints.failures == 1 and len(m.ownership.consumer.commits) == 1  # nothing committed
+        assert (
+            m.checkpoints.failures == 1 and len(m.ownership.consumer.commits) == 1
+        )  # nothing committed
         assert stored(path, cfg) == good  # the last good checkpoint is intact
         tick(1)
         assert m.checkpoints.failures == 1  # retried once per interval, not every loop
