@@ -128,9 +128,14 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
     ev.drift_quiet = {k: n for k, n in s.quiet}
 
 
+def encode(state: EvaluatorState) -> str:
+    """JSON text (NaN kept as the JSON extension ``NaN``: a metric can be undefined)."""
+    return json.dumps(msgspec.to_builtins(state), separators=(",", ":"))
+
+
 def dumps(ev: AlertEvaluator) -> str:
-    """The evaluator's state as JSON text (NaN kept as the JSON extension ``NaN``)."""
-    return json.dumps(msgspec.to_builtins(to_state(ev)), separators=(",", ":"))
+    """The evaluator's state as stored."""
+    return encode(to_state(ev))
 
 
 def loads(text: str) -> EvaluatorState:
