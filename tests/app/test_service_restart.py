@@ -1,0 +1,97 @@
+"""A restarted service neither re-pages an alert that was firing nor forgets it: the alert state
+written with the last checkpoint comes back with the partitions (no broker: a stand-in
+consumer)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from kafka import TopicPartition
+
+from monitor.app.service import Monitor
+from monitor.config.spec import parse_config
+from tests.alerts.streams import run_stream
+from tests.app.fake_consumer import FakeConsumer
+
+PRED, LAB = "preds", "labels"
+TPS = {TopicPartition(PRED, 0), TopicPartition(LAB, 0)}
+
+
+def config(path: Path) -> Any:
+    return parse_config(
+        {
+            "models": {
+                "credit": {
+                    "attributes": {"group": {}},
+                    "windows": ["1h"],
+                    "bucket": "1m",
+                    "lateness": "5m",
+                    "min_samples": 30,
+                }
+            },
+            "kafka": {"predictions_topic": PRED, "labels_topic": LAB},
+            "checkpoint": {"path": str(path)},
+            "alerts": {
+                "rules": [
+                    {
+                        "name": "FourFifthsRule",
+                        "metric": "disparate_impact_ratio",
+                        "op": "<",
+                        "bound": 0.8,
+                        "for": "5m",
+                        "min_samples": 30,
+                    }
+                ],
+                "sinks": {"log": False},
+            },
+        }
+    )
+
+
+def started(path: Path) -> Monitor:
+    """A monitor as ``run`` leaves it after start-up and the first assignment."""
+    m = Monitor(config(path))
+    m.ownership.consumer = FakeConsumer(TPS)
+    m.checkpoints.restore_alerts(m.evaluator)
+    m.ownership.restore(TPS)
+    return m
+
+
+def pages(m: Monitor) -> list[str]:
+    """Evaluate as the loop does; the firing transitions handed to the sinks."""
+    m._alerts()
+    out = []
+    while not m.dispatcher.queue.empty():
+        t = m.dispatcher.queue.get_nowait()
+        if t.alert.state == "firing":
+            out.append(t.alert.name)
+    return out
+
+
+def test_a_restart_does_not_page_again_for_an_alert_that_was_firing(tmp_path: Path) -> None:
+    path = tmp_path / "cp.sqlite"
+    m = started(path)
+    run_stream(m.engine, 90, 0.5, lambda _: 0.2, per_min_b=20, seed=5, on_minute=lambda _: None)
+    assert pages(m) == ["FourFifthsRule"]
+    firing = [a.labels for a in m.evaluator.book.firing()]
+    m.checkpoint()  # partitions and the alert state, one transaction
+    m.checkpoints.close()
+
+    again = started(path)
+    assert [a.labels for a in again.evaluator.book.firing()] == firing
+    assert again.evaluator.last == m.evaluator.last
+    assert pages(again) == []  # still firing: no second page
+    again.publish(force=True)
+    assert [a.labels for a in again.status.alerts] == firing  # the status page shows it
+    again.checkpoints.close()
+
+    # the control: without the alert state the same restart pages again
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM meta WHERE key = 'alerts'")
+    db.commit()
+    db.close()
+    forgetful = started(path)
+    assert pages(forgetful) == ["FourFifthsRule"]
+    forgetful.checkpoints.close()
