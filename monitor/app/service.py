@@ -157,6 +157,7 @@ class Monitor:
             log.error("%s", exc)
             self._close(checkpoint=False)
             return EXIT_INVALID_RATIO
+        log.info("stopping: final checkpoint, then leaving the group")
         self.ownership.apply(self.listener.drain(), revoked)
         self._close(checkpoint=True)
         return EXIT_OK

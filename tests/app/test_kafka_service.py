@@ -240,8 +240,10 @@ def test_second_instance_joins_and_leaves_without_loss(
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 30_000])
     # consumption of the second half has begun while both own partitions
     wait_progress(a.checkpoint, first_half + 1, procs=[a, b])
+    t_stop = time.monotonic()
     b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
     assert b.wait(15) == 0
+    print(f"b stopped {time.monotonic() - t_stop:.1f}s after SIGTERM")
     ends = settled_end_offsets(
         kafka.bootstrap, {pred: len(preds), lab: len(labels)}, client=kafka.client
     )
