@@ -61,6 +61,10 @@ EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_INVALID_RATIO = 3
 HISTORY_KEEP = 1000  # alert transitions kept in memory by a long-running monitor
+# boundaries judged per model per loop turn: a backlog (a restore, a second instance taking
+# partitions with hours of new data) is worked off over several turns, so polls, checkpoints and
+# a SIGTERM never wait for it (judging 1000 boundaries held a stop up for over 15 s under load)
+ALERT_BOUNDARIES_PER_TURN = 32
 CHECKPOINT_FAILURES_BEFORE_PAUSE = FAILURES_BEFORE_PAUSE
 PHASES = ("start", "poll", "process", "checkpoint", "alerts")
 __all__ = ["InvalidRatioExceeded", "Monitor", "run_service"]
@@ -185,7 +189,8 @@ class Monitor:
     def _alerts(self) -> None:
         """Evaluate the closed boundaries; hand transitions to the sinks, the status page and
         the listeners. A backtest keeps every transition; a long-running service the latest."""
-        for t in self.evaluator.advance(self.ownership.labels_caught_up):
+        caught_up = self.ownership.labels_caught_up
+        for t in self.evaluator.advance(caught_up, limit=ALERT_BOUNDARIES_PER_TURN):
             self.dispatcher.submit(t)
             if t.alert.state != "pending":
                 self.recent_transitions.appendleft(alert_json(t.alert))

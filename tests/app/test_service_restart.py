@@ -95,3 +95,51 @@ def test_a_restart_does_not_page_again_for_an_alert_that_was_firing(tmp_path: Pa
     forgetful = started(path)
     assert pages(forgetful) == ["FourFifthsRule"]
     forgetful.checkpoints.close()
+
+
+def rate(minute: int) -> float:
+    return 0.2 if minute < 60 else 0.5
+
+
+def turn(evaluate: Any) -> Any:
+    return lambda minute: evaluate() if minute < 100 else None
+
+
+def test_a_backlog_of_boundaries_is_judged_over_several_turns_with_the_same_result(
+    tmp_path: Path,
+) -> None:
+    """One loop turn judges at most ALERT_BOUNDARIES_PER_TURN boundaries (a SIGTERM waited
+    over 15 s for a backlog); turn by turn the transitions are those of judging it at once."""
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.app.service import ALERT_BOUNDARIES_PER_TURN
+    from monitor.state.engine import Engine
+
+    m = started(tmp_path / "cp.sqlite")
+    at_once = AlertEvaluator(m.config, Engine(m.config))  # the same stream, its own engine
+    # judged minute by minute for 100 minutes (the small group's rate drops: an alert
+    # fires), then 60 minutes arrive unjudged (it recovers): a backlog of ~60 boundaries
+    run_stream(m.engine, 160, 0.5, rate, per_min_b=20, seed=5, on_minute=turn(m._alerts))
+    run_stream(
+        at_once.engine,
+        160,
+        0.5,
+        rate,
+        per_min_b=20,
+        seed=5,
+        on_minute=turn(lambda: at_once.advance(lambda p: False)),
+    )
+    assert m.evaluator.last == at_once.last
+    judged = len(m.evaluator.history)
+    expected = [t.alert for t in at_once.advance(lambda p: False)]
+    turns = 0
+    while m.evaluator.last != at_once.last:
+        before = dict(m.evaluator.last)
+        m._alerts()
+        turns += 1
+        moved = [m.evaluator.last[k] - before[k] for k in before]
+        assert all(0 < d <= ALERT_BOUNDARIES_PER_TURN for d in moved), moved
+    print(f"backlog: {len(expected)} transitions over {turns} turns")
+    assert turns >= 2
+    assert [t.alert for t in m.evaluator.history[judged:]] == expected
+    assert "resolved" in {a.state for a in expected}
+    m.checkpoints.close()

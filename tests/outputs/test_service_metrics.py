@@ -87,7 +87,7 @@ def test_transitions_reach_sinks_page_and_listeners_and_history_is_bounded(
     m.evaluator.history = list(old)
     new = [alert(-1, "pending"), alert(-2, "firing")]
 
-    def advance(labels_caught_up: object = None) -> list[Transition]:
+    def advance(labels_caught_up: object = None, limit: int | None = None) -> list[Transition]:
         m.evaluator.history += new
         return new
 
