@@ -99,12 +99,18 @@ def tracker_from_state(t: DriftTracker, s: TrackerState) -> DriftTracker:
     return t
 
 
+def _text(d: dict[str, str]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in d.items()}  # the schema's type, whatever a caller put
+
+
 def to_state(ev: AlertEvaluator) -> EvaluatorState:
     return EvaluatorState(
         version=VERSION,
         last=sorted(ev.last.items()),
         alerts=[
-            AlertState(a.name, dict(a.labels), a.state, a.since, a.at, a.value, dict(a.annotations))
+            AlertState(
+                a.name, _text(a.labels), a.state, a.since, a.at, a.value, _text(a.annotations)
+            )
             for a in ev.book.active.values()
         ],
         quiet=sorted(ev.drift_quiet.items()),
