@@ -114,13 +114,11 @@ class DriftTracker:
         return self.sign * slope * span_hours > self.scale
 
     def _feed(self, value: float) -> None:
-        x = (
-            value
-            if self.spec.detector == "adwin"
-            else self.sign * (value - self.baseline) / self.scale
-        )
-        self.detector.update(x)
-        self.fed.append(x)
+        if self.spec.detector == "adwin":
+            self.detector.update(value)
+        else:
+            self.detector.update(self.sign * (value - self.baseline) / self.scale)
+        self.fed.append(value)
 
     def _trend(self, n: int = 12) -> tuple[float, float | None]:
         pts = list(self.history)[-n:]

@@ -62,7 +62,7 @@ class TrackerState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     baseline: float
     scale: float
     seen: int
-    fed: list[float]
+    fed: list[float]  # values fed to the current detector (after the warm-up, raw)
 
 
 class EvaluatorState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -93,9 +93,9 @@ def tracker_from_state(t: DriftTracker, s: TrackerState) -> DriftTracker:
     t.history = deque(s.history, maxlen=t.history.maxlen)
     t.warmup, t.warmup_se = list(s.warmup), list(s.warmup_se)
     t.baseline, t.scale, t.seen = s.baseline, s.scale, s.seen
-    for x in s.fed:  # the detector's state is what it was fed since it (re)started
-        t.detector.update(x)
-    t.fed = list(s.fed)
+    t.fed = []
+    for value in s.fed:  # the detector's state is what it was fed since it (re)started
+        t._feed(value)
     return t
 
 
