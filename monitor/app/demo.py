@@ -36,6 +36,7 @@ from monitor.app.demo_processes import (
     LABELS,
     PREDICTIONS,
     create_topics,
+    free_port,  # noqa: F401 - part of this module's interface (the demo's tests use it)
     spawn,
     start_tansu,
     stop,
