@@ -117,7 +117,8 @@ class Demo:
             n = sum(v for (name, _), v in m.items() if name == "fairness_events_total")
             lag = sum(v for (name, _), v in m.items() if name == "fairness_consumer_lag")
             last.append(n)
-            return len(last) > 8 and lag == 0 and last[-8] == n
+            # n > 0: before the first records (start-up, the first publish) nothing moves either
+            return len(last) > 8 and n > 0 and lag == 0 and last[-8] == n
 
         self.wait(idle, timeout, "the end of the simulated traffic")
         time.sleep(1.5)  # one more publish of the snapshot
