@@ -159,11 +159,12 @@ class Monitor:
                 self.last_loop = self.clock()
         except InvalidRatioExceeded as exc:
             log.error("%s", exc)
-            self._close(checkpoint=False)
+            self._close()  # no checkpoint: a restart after the fix reads these records again
             return EXIT_INVALID_RATIO
         log.info("stopping: final checkpoint, then leaving the group")
         self.ownership.apply(self.listener.drain(), revoked)
-        self._close(checkpoint=True)
+        self.checkpoint()
+        self._close()
         return EXIT_OK
 
     def request_stop(self, *_: object) -> None:
@@ -174,9 +175,7 @@ class Monitor:
         """SIGTERM/SIGINT: an atomic store, no lock (a signal inside the handler deadlocked)."""
         self.stop_signalled = True
 
-    def _close(self, *, checkpoint: bool) -> None:
-        if checkpoint:
-            self.checkpoint()
+    def _close(self) -> None:
         self.ownership.close()  # leaves the group
         self.intake.close()
         self.dispatcher.close()
@@ -213,6 +212,7 @@ class Monitor:
         if not parts:
             return
         self.intake.flush()  # dead letters are durable before their offsets move on
+        self.publish(force=True)  # what a checkpoint holds, /metrics shows already
         own, export = self.ownership, self.engine.export_partition
         items = [(p, own.offsets_of(p), encode(*export(p))) for p in parts]
         outcome = self.checkpoints.save(
