@@ -162,9 +162,13 @@ class PartitionOwnership:
         return True
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """Records behind the partition end, per (topic, partition), as of the last fetch."""
-        out = {}
+        """Records behind the partition end, per (topic, partition), as of the last fetch. Only
+        assigned ones: kafka-python raises for any other (a revoked partition is still in
+        ``next_offsets`` while its last checkpoint is written)."""
+        out, assigned = {}, self.consumer.assignment()
         for tp, nxt in self.next_offsets.items():
+            if tp not in assigned:
+                continue
             high = self.consumer.highwater(tp)
             if high is not None:
                 out[(tp.topic, tp.partition)] = max(0, high - nxt)

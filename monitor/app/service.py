@@ -212,7 +212,7 @@ class Monitor:
         if not parts:
             return
         self.intake.flush()  # dead letters are durable before their offsets move on
-        self.publish(force=True)  # what a checkpoint holds, /metrics shows already
+        self.publish(force=partitions is None)  # what a checkpoint holds, /metrics shows
         own, export = self.ownership, self.engine.export_partition
         items = [(p, own.offsets_of(p), encode(*export(p))) for p in parts]
         outcome = self.checkpoints.save(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from kafka import TopicPartition
+from kafka.errors import IllegalStateError
 
 
 class Rec(NamedTuple):
@@ -62,4 +63,6 @@ class FakeConsumer:
         self.commits.append({tp: o.offset for tp, o in offsets.items()})
 
     def highwater(self, tp: TopicPartition) -> int | None:
+        if tp not in self.tps:  # as kafka-python does
+            raise IllegalStateError(f"Partition {tp} is not assigned")
         return self.high.get(tp)

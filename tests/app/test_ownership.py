@@ -158,6 +158,8 @@ def test_started_lag_and_labels_caught_up_read_the_fetch_watermarks() -> None:
     assert own.started() and own.labels_caught_up(0)
     assert own.lag() == {(PRED, 0): 0, (LAB, 0): 0}
     assert own.select() == [0] and own.select({0, 5}) == [0]
+    consumer.tps = set()  # revoked, its last checkpoint not yet written: lag must not raise
+    assert own.lag() == {}
 
 
 def test_connected_follows_the_coordinator(tmp_path: Path) -> None:

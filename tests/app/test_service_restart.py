@@ -143,3 +143,20 @@ def test_a_backlog_of_boundaries_is_judged_over_several_turns_with_the_same_resu
     assert [t.alert for t in m.evaluator.history[judged:]] == expected
     assert "resolved" in {a.state for a in expected}
     m.checkpoints.close()
+
+
+def test_a_revoke_checkpoints_without_asking_kafka_about_revoked_partitions(
+    tmp_path: Path,
+) -> None:
+    """kafka-python raises for a partition no longer assigned (``highwater``, ``pause``...);
+    the revoke path checkpoints partitions that already are (a publish there crashed it)."""
+    m = started(tmp_path / "cp.sqlite")
+    run_stream(m.engine, 30, 0.5, lambda _: 0.5, per_min_b=20, seed=5)
+    m.publish(force=True)
+    assert m.ops.lag == {}  # highwater unknown in the stand-in
+    m.ownership.consumer.tps = set()  # what kafka-python's assignment is during the revoke
+    m.last_publish = -1e18  # a publish is due in this turn
+    m.ownership.apply([("revoked", TPS)], lambda parts: m.checkpoint(parts, commit=False))
+    m.publish()
+    assert m.ownership.owned == set() and m.store.partitions() == [0]
+    m.checkpoints.close()
