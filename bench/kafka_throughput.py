@@ -104,7 +104,7 @@ class _TimedMonitor(Monitor):
             self.first = (time.perf_counter(), sum(len(r) for r in batch.values()))
             self.poll_before_first = self.seconds["poll"]
         super()._process(batch)
-        got = {(tp.topic, tp.partition): o for tp, o in self.next_offsets.items()}
+        got = {(tp.topic, tp.partition): o for tp, o in self.ownership.next_offsets.items()}
         if self.target and all(got.get(k, -1) >= v for k, v in self.target.items()):
             self.end = time.perf_counter()
             self.request_stop()

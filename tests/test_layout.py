@@ -10,6 +10,7 @@ service's ``Monitor`` class under 150 lines.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -30,19 +31,6 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
-
-# Known violations while the restructuring lands, each a strict xfail: the entry must go when
-# its module is fixed (an XPASS fails). The issue is done when both sets are empty.
-OVERSIZED_TODO = {
-    "monitor.app.demo",
-    "monitor.app.service",
-    "monitor.state.checkpoint",
-}
-SHAPE_TODO = {"monitor_class"}
-
-
-def _todo(kind: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(kind in SHAPE_TODO, reason="issue 13 in progress", strict=True)
 
 
 def _imports(name: str, path: Path) -> set[str]:
@@ -93,7 +81,6 @@ def test_every_module_is_in_a_layer() -> None:
         layer(name)
 
 
-@_todo("upward")
 def test_no_module_imports_from_a_layer_above_it() -> None:
     upward = sorted(
         f"{a} ({LAYERS[layer(a)]}) imports {b} ({LAYERS[layer(b)]})"
@@ -155,29 +142,16 @@ def test_cycle_finder_finds_a_circle() -> None:
     assert sorted(_cycles(graph)) == [["a", "b", "c"], ["f", "g"]]
 
 
-@_todo("circle")
 def test_no_import_circle() -> None:
     assert _cycles(GRAPH) == []
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(reason="issue 13 in progress", strict=True)
-            if n in OVERSIZED_TODO
-            else (),
-        )
-        for n in sorted(MODULES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_at_most_350_lines(name: str) -> None:
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{MODULES[name]}: {lines} lines; split it by responsibility"
 
 
-@_todo("monitor_class")
 def test_monitor_class_reads_in_one_sitting() -> None:
     path = PACKAGE / "app" / "service.py"
     tree = ast.parse(path.read_text())
@@ -185,3 +159,30 @@ def test_monitor_class_reads_in_one_sitting() -> None:
     assert cls.end_lineno is not None
     lines = cls.end_lineno - cls.lineno + 1
     assert lines < MAX_MONITOR_LINES, f"Monitor is {lines} lines"
+
+
+def _documented_modules() -> set[str]:
+    """``layer.module`` for every module named in docs/architecture.md's module table."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    table = text.split("## Data flow and modules", 1)[1].split("\n## ", 1)[0]
+    found: set[str] = set()
+    current = ""
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) != 3 or not row.startswith("|") or re.fullmatch(r"[-|\s]+", row):
+            continue
+        current = cells[0].strip("`/") or current
+        for name in re.findall(r"`(\w+)\.py`", cells[1]):
+            found.add(name if name == "cli" else f"{current}.{name}")
+    return found
+
+
+def test_architecture_table_names_every_module_where_it_is() -> None:
+    """The module table in docs/architecture.md is true to the package: every module is
+    listed under its layer, and every listed module exists."""
+    actual = {
+        name.removeprefix("monitor.")
+        for name in MODULES
+        if "." in name and not name.endswith("__main__") and name.count(".") in (1, 2)
+    } - set(LAYERS[:-1])  # the layer packages themselves
+    assert _documented_modules() == actual

@@ -53,6 +53,7 @@ class DriftTracker:
         self.baseline = math.nan
         self.scale = math.nan
         self.seen = 0
+        self.fed: list[float] = []  # what the current detector was given (persist.py replays it)
 
     def _new_detector(self) -> Any:
         from river import drift
@@ -93,6 +94,7 @@ class DriftTracker:
             return None
         slope, hours = self._trend()
         self.detector = self._new_detector()  # a new regime starts after a detection
+        self.fed = []
         return DriftSignal(self.metric, value, self.baseline, value - self.baseline, slope, hours)
 
     def still_worsening(self) -> bool:
@@ -114,6 +116,7 @@ class DriftTracker:
             self.detector.update(value)
         else:
             self.detector.update(self.sign * (value - self.baseline) / self.scale)
+        self.fed.append(value)
 
     def _trend(self, n: int = 12) -> tuple[float, float | None]:
         pts = list(self.history)[-n:]

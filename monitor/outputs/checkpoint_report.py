@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.sinks import alert_json
 from monitor.config.spec import Config
@@ -43,7 +44,7 @@ def checkpoint_audit(cfg: Config, path: str) -> tuple[dict[str, Any], AlertEvalu
     written, and an evaluator holding the retained span's history (evaluated afresh)."""
     engine, _, store = restore(cfg, path)
     saved = AlertEvaluator(cfg, engine)
-    store.load_alerts(saved)
+    persist.restore(saved, store.load_alerts())
     fired = [alert_json(a) for a in saved.book.firing()]
     # the history of the retained span: its closed boundaries, evaluated afresh
     evaluator = AlertEvaluator(cfg, engine, series_points=None)

@@ -224,8 +224,9 @@ class CheckpointStore:
     def save(
         self, items: list[tuple[int, dict[str, int], bytes]], *, alerts: str | None = None
     ) -> None:
-        """Write (partition, offsets, state blob) rows — and the alert state, if given — in one
-        transaction. Raises :class:`CheckpointError` (naming the file) when it cannot."""
+        """Write (partition, offsets, state blob) rows and the alert state evaluated from them
+        (JSON text, if given) in one transaction. Raises :class:`CheckpointError` (naming the
+        file) when it cannot."""
         now = time.time()
         db = self.conn
         try:
@@ -263,39 +264,17 @@ class CheckpointStore:
             ) from None
         return PartitionCheckpoint(partition, offsets, meta, arrays, float(row[0]))
 
-    @staticmethod
-    def alerts_state(evaluator: Any) -> str:
-        """Alert lifecycle and drift-detector state (pickled: our own objects, our own file)."""
-        import pickle
+    def save_alerts(self, alerts: str) -> None:
+        """The alert state alone (``save`` writes it with the partitions it was evaluated from)."""
+        self.save([], alerts=alerts)
 
-        state = (evaluator.book, evaluator.last, evaluator.trackers, evaluator.drift_quiet)
-        return pickle.dumps(state).hex()
-
-    def save_alerts(self, evaluator: Any) -> None:
-        try:
-            self.conn.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('alerts', ?)", (self.alerts_state(evaluator),)
-            )
-        except sqlite3.Error as exc:
-            raise _fault(self.path, exc, "write") from None
-
-    def load_alerts(self, evaluator: Any) -> None:
-        import pickle
-
+    def load_alerts(self) -> str | None:
+        """The alert state written by the newest save (its schema: ``alerts/persist.py``)."""
         try:
             row = self.conn.execute("SELECT value FROM meta WHERE key='alerts'").fetchone()
         except sqlite3.Error as exc:
             raise _fault(self.path, exc, "read") from None
-        if row is None:
-            return
-        try:
-            book, last, trackers, quiet = pickle.loads(bytes.fromhex(row[0]))
-        except Exception as exc:
-            raise CheckpointCorrupt(
-                f"checkpoint {self.path}: alert state is corrupt ({exc})", self.path
-            ) from None
-        evaluator.book, evaluator.last = book, last
-        evaluator.trackers, evaluator.drift_quiet = trackers, quiet
+        return None if row is None else str(row[0])
 
     def partitions(self) -> list[int]:
         try:

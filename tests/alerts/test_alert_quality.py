@@ -77,6 +77,7 @@ def test_slow_drift_fires_fairness_drift_before_the_bound() -> None:
 
 def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A firing alert and the drift detectors come back from the checkpoint: no re-page."""
+    from monitor.alerts import persist
     from monitor.state.checkpoint import CheckpointStore, encode
 
     cfg = alert_config(
@@ -95,13 +96,13 @@ def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-un
     assert fired(ev, "FourFifthsRule")
     store = CheckpointStore(tmp_path / "cp.sqlite")
     store.save([(0, {}, encode(*engine.export_partition(0)))])
-    store.save_alerts(ev)
+    store.save_alerts(persist.dumps(ev))
     engine2 = Engine(cfg)
     cp = store.load(0)
     assert cp is not None
     engine2.import_partition(0, cp.meta, cp.arrays)
     ev2 = AlertEvaluator(cfg, engine2)
-    store.load_alerts(ev2)
+    persist.restore(ev2, store.load_alerts())
     assert [a.labels for a in ev2.book.firing()] == [a.labels for a in ev.book.firing()]
     assert ev2.last == ev.last and set(ev2.trackers) == set(ev.trackers)
     run_stream(engine2, 1, 0.5, lambda m: 0.2, per_min_a=20, per_min_b=20, seed=6)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.app.test_replay import make_events
+from tests.helpers import wait_for
 from tests.kafka_helpers import (
     MonitorProcess,
     checkpoint_offsets,
@@ -142,7 +143,7 @@ def test_crash_at_random_moments_loses_and_doubles_nothing(kafka, tmp_path: Path
         m.start()
         mark = min(before + rng.uniform(0.03, 0.08) * total, 0.9 * total)
         wait_progress(m.checkpoint, mark, procs=[m])
-        time.sleep(rng.uniform(0.0, 0.1))
+        time.sleep(rng.uniform(0.0, 0.1))  # jitter of the kill moment, not a wait
         m.signal(signal.SIGKILL)
         m.wait(10)
         progress.append((before, sum(checkpoint_offsets(m.checkpoint).values())))
@@ -239,8 +240,10 @@ def test_second_instance_joins_and_leaves_without_loss(
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 30_000])
     # consumption of the second half has begun while both own partitions
     wait_progress(a.checkpoint, first_half + 1, procs=[a, b])
+    t_stop = time.monotonic()
     b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
     assert b.wait(15) == 0
+    print(f"b stopped {time.monotonic() - t_stop:.1f}s after SIGTERM")
     ends = settled_end_offsets(
         kafka.bootstrap, {pred: len(preds), lab: len(labels)}, client=kafka.client
     )
@@ -341,16 +344,16 @@ def test_broker_outage_not_ready_then_recovers_exactly(kafka, tmp_path: Path) ->
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) < 20_000])
     m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     m.wait_ready()
-    time.sleep(2)
+    wait_progress(m.checkpoint, 1, procs=[m])  # consuming (and checkpointing) before the outage
     kafka.stop()
-    t_down = time.monotonic()
-    saw_not_ready = False
-    while time.monotonic() - t_down < 30:
-        code, _ = m.get("/readyz")
-        saw_not_ready |= code == 503
+
+    def not_ready() -> bool:
         assert m.get("/healthz")[0] == 200  # alive: the loop keeps running, no crash
-        time.sleep(0.5)
-    assert saw_not_ready, "readiness must drop while the broker is unreachable"
+        return m.get("/readyz")[0] == 503
+
+    # readiness must drop while the broker is unreachable
+    wait_for(not_ready, 60, "/readyz to fail during the outage", every=0.5)
+    assert m.get("/healthz")[0] == 200
     kafka.start()
     produce(kafka.bootstrap, pred, preds[20_000:])
     produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 20_000])
@@ -410,12 +413,12 @@ checkpoint: {{path: {tmp_path / "cp.sqlite"}}}
     m = Counting(load_config(cfg))
     th = threading.Thread(target=m.run, daemon=True)
     th.start()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        got = {(tp.topic, tp.partition): o for tp, o in dict(m.next_offsets).items()}
-        if all(got.get(k, -1) >= v for k, v in target.items()):
-            break
-        time.sleep(0.05)
+
+    def read_to_the_end() -> bool:
+        got = {(tp.topic, tp.partition): o for tp, o in dict(m.ownership.next_offsets).items()}
+        return all(got.get(k, -1) >= v for k, v in target.items())
+
+    wait_for(read_to_the_end, 120, "the monitor to read both topics to their end")
     m.request_stop()
     th.join(30)
     assert not th.is_alive()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.app.service import Monitor
@@ -33,8 +33,7 @@ def test_label_delay_histogram_and_operational_families(tmp_path: Path) -> None:
         [pred("a", T0, "g1", 1), pred("b", T0, "g1", 0), pred("c", T0, "g1", 1)],
         [label("a", T0 + 30, 1), label("b", T0 + 2 * 3600, 0), label("c", T0 + 3 * 86400, 1)],
     )
-    m.published = m.engine.counters()
-    m.published_delays = m.engine.label_delays()
+    m.publish(force=True)
     families = {
         f.name: f for f in text_string_to_metric_families(generate_latest(m.registry).decode())
     }
@@ -91,7 +90,7 @@ def test_transitions_reach_sinks_page_and_listeners_and_history_is_bounded(
     m.evaluator.history = list(old)
     new = [alert(-1, "pending"), alert(-2, "firing")]
 
-    def advance(labels_caught_up: object = None) -> list[Transition]:
+    def advance(labels_caught_up: object = None, limit: int | None = None) -> list[Transition]:
         m.evaluator.history += new
         return new
 
@@ -154,7 +153,7 @@ def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: P
     )
 
     def gauge() -> float:
-        m.evaluation_behind = m.alerts_behind()
+        m.publish(force=True)
         text = generate_latest(m.registry).decode()
         fam = {f.name: f for f in text_string_to_metric_families(text)}
         (sample,) = fam["fairness_alert_evaluation_behind_seconds"].samples
@@ -166,3 +165,70 @@ def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: P
     m.evaluator.advance(lambda p: True)
     assert gauge() == 0
     m.store.close()
+
+
+def test_the_collector_reads_only_the_published_snapshot(tmp_path: Path) -> None:
+    """A scrape sees the moment the loop last published, never the live state: records
+    applied since do not show until the next publish, and the snapshot cannot be changed."""
+    import dataclasses
+
+    import pytest
+
+    from monitor.outputs.ops import GroupBounds, OpsCollector, OpsSnapshot
+
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+
+    def pending() -> float:
+        text = generate_latest(m.registry).decode()
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        return fam["fairness_pending_labels"].samples[0].value
+
+    run(m.engine, [pred("a", T0, "g1", 1), pred("b", T0, "g2", 0)])
+    assert pending() == 0  # not published yet
+    m.publish(force=True)
+    assert pending() == 2
+    run(m.engine, [pred("c", T0 + 1, "g1", 1)])
+    assert pending() == 2  # the live engine moved on; the snapshot did not
+    m.publish()  # within a second of the last one: not yet
+    assert pending() == 2
+    m.publish(force=True)
+    assert pending() == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.ops.checkpoint_failures = 1  # type: ignore[misc]
+    m.store.close()
+
+    # the collector needs nothing but a snapshot (and the dispatcher's delivery counters)
+    snap = OpsSnapshot(
+        "p",
+        "l",
+        outcomes={("p", "ok"): 7, ("l", "invalid"): 2},
+        counters={"late_labels": 4, "pending": 1},
+        lag={("p", 0): 5},
+        groups=(GroupBounds("m", "g", 3, 1),),
+        dead_letters={"sent": 2, "truncated": 1, "failed": 0},
+        checkpoint_failures=2,
+        checkpoint_failed_in_row=1,
+    )
+    registry = CollectorRegistry()
+    registry.register(OpsCollector(lambda: snap, lambda: m.dispatcher))
+    text = generate_latest(registry).decode()
+    for line in (
+        'fairness_events_total{outcome="ok",topic="p"} 7.0',
+        'fairness_events_total{outcome="invalid",topic="l"} 2.0',
+        'fairness_events_total{outcome="late",topic="l"} 4.0',
+        "fairness_pending_labels 1.0",
+        'fairness_consumer_lag{partition="0",topic="p"} 5.0',
+        'fairness_group_values_shortened_total{attribute="g",model="m"} 3.0',
+        'fairness_group_overflow_total{attribute="g",model="m"} 1.0',
+        'fairness_dead_letters_total{outcome="truncated"} 1.0',
+        "fairness_checkpoint_failures_total 2.0",
+        "fairness_checkpoint_failing 1.0",
+        "fairness_checkpoint_age_seconds NaN",
+    ):
+        assert line in text, line

@@ -193,19 +193,19 @@ def test_a_row_found_corrupt_at_load_follows_on_corrupt(
     tps = {TopicPartition(t, p) for t in (PRED, LAB) for p in (0, 1)}
 
     m = Monitor(config(path, "refuse"))
-    m.consumer = FakeConsumer(tps)
+    m.ownership.consumer = FakeConsumer(tps)
     with pytest.raises(CheckpointCorrupt, match=rf"{path}.*partition 1"):
-        m._restore(tps)
+        m.ownership.restore(tps)
     m.store.close()
 
     m = Monitor(config(path, "fresh"))
-    m.consumer = FakeConsumer(tps)
-    m._restore(tps)
+    m.ownership.consumer = FakeConsumer(tps)
+    m.ownership.restore(tps)
     (aside,) = asides(path)
     assert str(path) in caplog.text and str(aside) in caplog.text
-    assert m.owned == {0, 1}
-    assert m.consumer.sought[TopicPartition(PRED, 0)] == 100  # from the checkpoint
-    assert m.consumer.sought[TopicPartition(PRED, 1)] == 0  # fresh: from the beginning
+    assert m.ownership.owned == {0, 1}
+    assert m.ownership.consumer.sought[TopicPartition(PRED, 0)] == 100  # from the checkpoint
+    assert m.ownership.consumer.sought[TopicPartition(PRED, 1)] == 0  # fresh: from the beginning
     assert m.store.partitions() == []  # a new file, written at the next checkpoint
     m.store.close()
 
@@ -335,18 +335,22 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
         cfg = config(path, interval=5)
         m = Monitor(cfg, clock=lambda: now[0])
         tps = {TopicPartition(PRED, 0), TopicPartition(LAB, 0)}
-        m.consumer = FakeConsumer(tps)
-        m.pending_assignment = False
-        m.owned = {0}
-        m.next_offsets = {TopicPartition(PRED, 0): 0, TopicPartition(LAB, 0): 0}
+        m.ownership.consumer = FakeConsumer(tps)
+        m.ownership.pending = False
+        m.ownership.owned = {0}
+        m.ownership.next_offsets = {TopicPartition(PRED, 0): 0, TopicPartition(LAB, 0): 0}
 
         def tick(seconds: float) -> None:
             now[0] += seconds
-            m._maybe_checkpoint()
+            if m.checkpoints.due():
+                m.checkpoint()
 
         feed(m, 0, 400)
         tick(5)
-        assert m.consumer.commits[-1] == {TopicPartition(PRED, 0): 400, TopicPartition(LAB, 0): 200}
+        assert m.ownership.consumer.commits[-1] == {
+            TopicPartition(PRED, 0): 400,
+            TopicPartition(LAB, 0): 200,
+        }
         good = stored(path, cfg)
         filler = fill(d)
 
@@ -355,15 +359,17 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
         ok, why = m.ready()
         print(f"disk full: ready={ok}: {why}")
         assert not ok and str(path) in why and "full" in why.replace(str(path), "")
-        assert m.checkpoint_failures == 1 and len(m.consumer.commits) == 1  # nothing committed
+        assert (
+            m.checkpoints.failures == 1 and len(m.ownership.consumer.commits) == 1
+        )  # nothing committed
         assert stored(path, cfg) == good  # the last good checkpoint is intact
         tick(1)
-        assert m.checkpoint_failures == 1  # retried once per interval, not every loop
+        assert m.checkpoints.failures == 1  # retried once per interval, not every loop
         for _ in range(CHECKPOINT_FAILURES_BEFORE_PAUSE - 1):
             feed(m, 400 + 400 * (_ + 1), 400)
             tick(5)
-        assert m.checkpoint_failures == CHECKPOINT_FAILURES_BEFORE_PAUSE
-        assert m.consumer.paused == tps and m.consumption_paused  # bounded run-ahead
+        assert m.checkpoints.failures == CHECKPOINT_FAILURES_BEFORE_PAUSE
+        assert m.ownership.consumer.paused == tps and m.checkpoints.paused  # bounded run-ahead
         assert "paused" in m.ready()[1]
         text = metrics(m)
         assert f"fairness_checkpoint_failures_total {CHECKPOINT_FAILURES_BEFORE_PAUSE}.0" in text
@@ -374,16 +380,16 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
         tick(5)  # space is back: the retry succeeds, with no new record in between
         ok, why = m.ready()
         assert ok, why
-        assert not m.consumer.paused and not m.consumption_paused
+        assert not m.ownership.consumer.paused and not m.checkpoints.paused
         total = 400 * (1 + CHECKPOINT_FAILURES_BEFORE_PAUSE)
-        assert m.consumer.commits[-1] == {
+        assert m.ownership.consumer.commits[-1] == {
             TopicPartition(PRED, 0): total,
             TopicPartition(LAB, 0): total // 2,
         }
 
         # the same records, once, with no fault: the counts must be identical
         ref = Monitor(config(tmp_path / "ref.sqlite"))
-        ref.next_offsets = {TopicPartition(PRED, 0): 0, TopicPartition(LAB, 0): 0}
+        ref.ownership.next_offsets = {TopicPartition(PRED, 0): 0, TopicPartition(LAB, 0): 0}
         for k in range(1 + CHECKPOINT_FAILURES_BEFORE_PAUSE):
             feed(ref, 400 * k, 400)
         counters, offsets = stored(path, cfg)
@@ -400,6 +406,7 @@ def test_disk_full_mid_run_the_service_survives_and_resumes_without_loss(
 def metrics(m: Monitor) -> str:
     from prometheus_client import generate_latest
 
+    m.publish(force=True)  # what a scrape reads is the loop's published snapshot
     return generate_latest(m.registry).decode()
 
 

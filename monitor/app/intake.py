@@ -1,0 +1,60 @@
+"""Intake: what happens to one poll's records once ownership has accepted them.
+
+Per partition: decode predictions and labels, apply the valid ones to the engine, count the
+invalid ones (per reason, in the engine's state, so they survive a restart) and send them to
+the dead-letter topic, count outcomes per topic for ``fairness_events``, and let the
+invalid-ratio guard judge the partition (it raises :class:`InvalidRatioExceeded`, after the
+batch is applied but before any checkpoint, so a restart after the fix reads it again).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from monitor.app.ownership import Accepted
+from monitor.config.settings import KafkaSpec
+from monitor.ingest.events import RawBatch
+from monitor.ingest.invalid_guard import InvalidRatioGuard
+from monitor.state.engine import Engine
+
+
+class Intake:
+    """Decode → apply → dead-letter → guard, for the records of accepted partitions."""
+
+    def __init__(self, engine: Engine, kafka: KafkaSpec, guard: InvalidRatioGuard) -> None:
+        self.engine = engine
+        self.k = kafka
+        self.guard = guard
+        self.dlq: Any = None  # a DeadLetterSink once the service runs with a dead-letter topic
+        self.outcomes: Counter[tuple[str, str]] = Counter()  # (topic, "ok" / "invalid")
+
+    def apply(self, accepted: Accepted) -> int:
+        """Apply the accepted records; returns how many records were read (valid or not)."""
+        decoder, empty, read = self.engine.decoder, RawBatch((), ()), 0
+        for p, (maybe_p, maybe_l) in accepted.items():
+            praw, lraw = maybe_p or empty, maybe_l or empty
+            pb, d1 = decoder.decode_predictions(praw)
+            lb, d2 = decoder.decode_labels(lraw)
+            self.engine.apply(p, pb, lb)
+            dead = d1 + d2
+            reasons = [d.reason.value for d in dead]
+            if dead:
+                self.engine.count_invalid(p, reasons)
+                if self.dlq is not None:
+                    self.dlq.send(dead)
+            self.outcomes[(self.k.predictions_topic, "ok")] += len(pb)
+            self.outcomes[(self.k.labels_topic, "ok")] += len(lb)
+            self.outcomes.update((d.record.topic, "invalid") for d in dead)
+            read += len(praw) + len(lraw)
+            self.guard.observe(p, len(praw) + len(lraw), reasons)
+        return read
+
+    def flush(self) -> None:
+        """Dead letters sent so far are durable (before the offsets past them are saved)."""
+        if self.dlq is not None:
+            self.dlq.flush()
+
+    def close(self) -> None:
+        if self.dlq is not None:
+            self.dlq.close()

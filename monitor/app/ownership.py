@@ -1,0 +1,235 @@
+"""Partition ownership: which partitions this instance owns and where each of its inputs stands.
+
+Exactly-once counting without transactions rests here. On assignment a partition's state is
+restored from its checkpoint and the consumer seeks both topics to the offsets that state
+reflects (or to ``auto_offset_reset`` without a checkpoint); records below the offset expected
+next are skipped, so a record fetched before the seek is never counted twice. On revocation the
+partition's state is checkpointed (not on *lost*: another instance may own it already) and
+dropped. The rebalance listener paused newly assigned partitions; they resume once sought.
+
+Everything the consumer is asked goes through ``self.consumer`` (set when the service starts),
+so the logic is tested with a stand-in consumer, without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from monitor.app.checkpointing import Outcome
+from monitor.config.settings import KafkaSpec
+from monitor.ingest.events import ConsumerBatch
+from monitor.state.checkpoint import CheckpointError, PartitionCheckpoint
+from monitor.state.engine import Engine
+
+log = logging.getLogger("monitor.app.ownership")
+
+# per partition: (predictions, labels) records to apply, either may be absent
+Accepted = dict[int, tuple[ConsumerBatch | None, ConsumerBatch | None]]
+
+
+class PartitionOwnership:
+    """Owned partitions, the next offset of each (topic, partition), and the consumer calls
+    that keep them true: restore + seek on assign, checkpoint + drop on revoke."""
+
+    def __init__(
+        self,
+        kafka: KafkaSpec,
+        engine: Engine,
+        load: Callable[[int], PartitionCheckpoint | None],
+    ) -> None:
+        self.k = kafka
+        self.engine = engine
+        self.load = load  # a partition's checkpoint (the checkpoint policy decides on damage)
+        self.consumer: Any = None
+        self.owned: set[int] = set()
+        self.next_offsets: dict[TopicPartition, int] = {}
+        self.pending = True  # no assignment restored yet
+
+    # -- rebalance -------------------------------------------------------------------------
+    def apply(
+        self,
+        events: Iterable[tuple[str, set[TopicPartition]]],
+        checkpoint: Callable[[set[int]], None],
+    ) -> None:
+        """Rebalance events in order; ``checkpoint(parts)`` saves revoked partitions first."""
+        for kind, tps in events:
+            if kind in ("revoked", "lost"):
+                self.revoke({tp.partition for tp in tps}, checkpoint if kind == "revoked" else None)
+                log.info("partitions %s %s", sorted({tp.partition for tp in tps}), kind)
+            else:
+                self.restore(tps)
+        if self.pending and self.consumer.assignment():
+            self.pending = False
+
+    def revoke(self, parts: set[int], checkpoint: Callable[[set[int]], None] | None) -> None:
+        mine = parts & self.owned
+        if checkpoint is not None and mine:
+            checkpoint(mine)
+        for p in mine:
+            self.engine.drop_partition(p)
+        self.next_offsets = {
+            tp: o for tp, o in self.next_offsets.items() if tp.partition not in parts
+        }
+        self.owned -= parts
+
+    def restore(self, tps: set[TopicPartition]) -> None:
+        """Restore each newly assigned partition and seek its topics; then resume them."""
+        for p in sorted({tp.partition for tp in tps} - self.owned):
+            cp = self.load(p)
+            if cp is not None:
+                try:
+                    self.engine.import_partition(p, cp.meta, cp.arrays)
+                except (ValueError, KeyError) as exc:
+                    raise CheckpointError(
+                        f"checkpoint partition {p} cannot be restored: {exc}"
+                    ) from None
+            for topic in (self.k.predictions_topic, self.k.labels_topic):
+                tp = TopicPartition(topic, p)
+                if tp not in tps:
+                    continue
+                if cp is not None and topic in cp.offsets:
+                    self.consumer.seek(tp, cp.offsets[topic])
+                    self.next_offsets[tp] = cp.offsets[topic]
+                else:
+                    if self.k.auto_offset_reset == "earliest":
+                        self.consumer.seek_to_beginning(tp)
+                    else:
+                        self.consumer.seek_to_end(tp)
+                    self.next_offsets[tp] = self.consumer.position(tp)
+            self.owned.add(p)
+            log.info(
+                "partition %d restored (%s) from offsets %s",
+                p,
+                "checkpoint" if cp else "no checkpoint",
+                self.offsets_of(p),
+            )
+        # the listener paused them on assignment; fetching starts at the sought offsets
+        self.consumer.resume(*(tp for tp in tps if tp.partition in self.owned))
+        self.pending = False
+
+    # -- records ---------------------------------------------------------------------------
+    def accept(self, batch: dict[TopicPartition, list[Any]]) -> Accepted:
+        """The records to apply, per partition: none of a partition not restored yet (it is
+        fetched again after the seek), none below the offset expected next."""
+        out: Accepted = {}
+        for tp, records in batch.items():
+            expected = self.next_offsets.get(tp)
+            if expected is None or not records:
+                continue
+            if records[0].offset < expected:
+                records = [r for r in records if r.offset >= expected]
+                if not records:
+                    continue
+            raw = ConsumerBatch(records, tp.topic, tp.partition)
+            preds, labels = out.get(tp.partition, (None, None))
+            is_pred = tp.topic == self.k.predictions_topic
+            out[tp.partition] = (raw, labels) if is_pred else (preds, raw)
+            self.next_offsets[tp] = records[-1].offset + 1
+        return out
+
+    def offsets_of(self, partition: int) -> dict[str, int]:
+        return {tp.topic: o for tp, o in self.next_offsets.items() if tp.partition == partition}
+
+    def select(self, partitions: set[int] | None = None) -> list[int]:
+        """The owned partitions among ``partitions`` (all owned ones for None), sorted."""
+        return sorted(self.owned if partitions is None else partitions & self.owned)
+
+    # -- what the consumer knows -----------------------------------------------------------
+    def labels_caught_up(self, partition: int) -> bool:
+        """Has this partition's label topic been read to its end (as of the last fetch)?"""
+        tp = TopicPartition(self.k.labels_topic, partition)
+        nxt, high = self.next_offsets.get(tp), self.consumer.highwater(tp)
+        return nxt is not None and high is not None and nxt >= high
+
+    def started(self) -> bool:
+        """Has every owned partition either delivered predictions or is it known to be empty?
+        Alert evaluation waits until then: otherwise the low watermark would pass boundaries
+        whose data still sits unread in a partition not fetched yet."""
+        for tp, nxt in self.next_offsets.items():
+            if tp.topic != self.k.predictions_topic:
+                continue
+            st = self.engine.partitions.get(tp.partition)
+            if st is not None and any(r.head is not None for r in st.rings):
+                continue
+            high = self.consumer.highwater(tp)
+            if high is None or high > nxt:
+                return False
+        return True
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Records behind the partition end, per (topic, partition), as of the last fetch. Only
+        assigned ones: kafka-python raises for any other (a revoked partition is still in
+        ``next_offsets`` while its last checkpoint is written)."""
+        out, assigned = {}, self.consumer.assignment()
+        for tp, nxt in self.next_offsets.items():
+            if tp not in assigned:
+                continue
+            high = self.consumer.highwater(tp)
+            if high is not None:
+                out[(tp.topic, tp.partition)] = max(0, high - nxt)
+        return out
+
+    def connected(self) -> bool:
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        try:
+            return coordinator is None or not coordinator.coordinator_unknown()
+        except Exception:  # private API of kafka-python: never let a probe crash
+            return True
+
+    def rebalancing(self) -> bool:
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        try:
+            return bool(coordinator is not None and coordinator.rebalance_in_progress())
+        except Exception:  # private API of kafka-python
+            return False
+
+    # -- consumer actions ------------------------------------------------------------------
+    def commit(self, parts: list[int]) -> None:
+        """Commit checkpointed offsets, for lag monitoring only (the checkpoint is the source
+        of truth). Not while the group rebalances (the revoke path, or a rebalance the
+        coordinator reports): such a commit fails anyway, and in a CI run a consumer that
+        tried one during its first rebalance never rejoined (kafka-python 3.0.12)."""
+        if self.rebalancing():
+            return
+        offsets = {
+            tp: OffsetAndMetadata(o, "", -1)
+            for tp, o in self.next_offsets.items()
+            if tp.partition in parts
+        }
+        try:
+            self.consumer.commit(offsets=offsets)
+        except Exception as exc:
+            log.warning("offset commit failed (checkpoint is saved): %s", exc)
+
+    def settle(self, outcome: Outcome, parts: list[int], *, commit: bool) -> None:
+        """What a checkpoint's outcome asks of the consumer: pause everything after too many
+        failures, resume the owned partitions once a write succeeds again, and commit the
+        offsets of a good checkpoint (unless ``commit`` is off: the revoke path)."""
+        if outcome == "paused":
+            self.pause_all()
+        elif outcome == "resumed":
+            self.resume_owned()
+        if commit and outcome in ("saved", "resumed"):
+            self.commit(parts)
+
+    def pause_all(self) -> None:
+        """Every assigned partition, including ones assigned and not restored yet."""
+        self.consumer.pause(*self.consumer.assignment())
+
+    def resume_owned(self) -> None:
+        """Restored ones only: a partition assigned meanwhile waits for its restore."""
+        self.consumer.resume(
+            *(tp for tp in self.consumer.assignment() if tp.partition in self.owned)
+        )
+
+    def close(self) -> None:
+        """Leave the group (no offset commit: the checkpoint holds the truth)."""
+        try:
+            self.consumer.close(autocommit=False, timeout_ms=5000)
+        except Exception as exc:
+            log.warning("closing the consumer: %s", exc)

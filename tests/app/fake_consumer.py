@@ -1,0 +1,68 @@
+"""A stand-in for kafka-python's consumer: records what the service asks of Kafka."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from kafka import TopicPartition
+from kafka.errors import IllegalStateError
+
+
+class Rec(NamedTuple):
+    offset: int
+    value: bytes
+    timestamp: int = 0
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class Coordinator:
+    def __init__(self) -> None:
+        self.rebalancing = False
+        self.unknown = False
+
+    def rebalance_in_progress(self) -> bool:
+        return self.rebalancing
+
+    def coordinator_unknown(self) -> bool:
+        return self.unknown
+
+
+class FakeConsumer:
+    def __init__(self, tps: set[TopicPartition], high: dict[TopicPartition, int] | None = None):
+        self.tps = set(tps)
+        self.high = dict(high or {})
+        self.paused: set[TopicPartition] = set()
+        self.commits: list[dict[TopicPartition, int]] = []
+        self.sought: dict[TopicPartition, int] = {}
+        self.ends: dict[TopicPartition, int] = {}
+        self._coordinator = Coordinator()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.tps)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.paused |= set(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.paused -= set(tps)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.sought[tp] = offset
+
+    def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self.sought[tp] = 0
+
+    def seek_to_end(self, tp: TopicPartition) -> None:
+        self.sought[tp] = self.high.get(tp, 0)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.sought[tp]
+
+    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+        self.commits.append({tp: o.offset for tp, o in offsets.items()})
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        if tp not in self.tps:  # as kafka-python does
+            raise IllegalStateError(f"Partition {tp} is not assigned")
+        return self.high.get(tp)

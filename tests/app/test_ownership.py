@@ -1,0 +1,169 @@
+"""Partition ownership without a broker: restore + seek on assign, checkpoint + drop on revoke
+(not on lost), records below the expected offset skipped, commits never during a rebalance, and
+a checkpoint's outcome applied to the consumer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kafka import TopicPartition
+
+from monitor.app.ownership import PartitionOwnership
+from monitor.config.spec import parse_config
+from monitor.state.checkpoint import PartitionCheckpoint
+from monitor.state.engine import Engine
+from tests.app.fake_consumer import FakeConsumer, Rec
+from tests.helpers import T0, pred, run
+
+PRED, LAB = "preds", "labels"
+
+
+def cfg(reset: str = "earliest") -> Any:
+    return parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"], "bucket": "1m"}},
+            "kafka": {"predictions_topic": PRED, "labels_topic": LAB, "auto_offset_reset": reset},
+        }
+    )
+
+
+def tps(*parts: int) -> set[TopicPartition]:
+    return {TopicPartition(t, p) for t in (PRED, LAB) for p in parts}
+
+
+def saved_state(c: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    engine = Engine(c)
+    run(engine, [pred(f"p{i}", T0 + i, "ab"[i % 2], i % 2) for i in range(20)])
+    return engine.export_partition(0)
+
+
+def owner(c: Any, checkpoints: dict[int, PartitionCheckpoint], consumer: FakeConsumer) -> Any:
+    own = PartitionOwnership(c.kafka, Engine(c), checkpoints.get)
+    own.consumer = consumer
+    return own
+
+
+def test_assign_restores_and_seeks_to_the_checkpointed_offsets_then_resumes() -> None:
+    c = cfg()
+    meta, arrays = saved_state(c)
+    cp = PartitionCheckpoint(0, {PRED: 120, LAB: 60}, meta, arrays, 0.0)
+    consumer = FakeConsumer(tps(0, 1))
+    consumer.paused = tps(0, 1)  # as the rebalance listener leaves them
+    own = owner(c, {0: cp}, consumer)
+    assert own.pending
+    own.apply([("assigned", tps(0, 1))], lambda parts: None)
+    assert own.owned == {0, 1} and not own.pending
+    assert consumer.sought == {
+        TopicPartition(PRED, 0): 120,
+        TopicPartition(LAB, 0): 60,
+        TopicPartition(PRED, 1): 0,  # no checkpoint: auto_offset_reset earliest
+        TopicPartition(LAB, 1): 0,
+    }
+    assert own.offsets_of(0) == {PRED: 120, LAB: 60}
+    assert consumer.paused == set()  # fetching starts at the sought offsets
+    assert own.engine.counters()["predictions"] == 20  # the state came back
+
+
+def test_latest_without_a_checkpoint_starts_at_the_end() -> None:
+    c = cfg("latest")
+    consumer = FakeConsumer(tps(0), high={TopicPartition(PRED, 0): 500})
+    own = owner(c, {}, consumer)
+    own.restore(tps(0))
+    assert own.offsets_of(0) == {PRED: 500, LAB: 0}
+
+
+def test_records_below_the_expected_offset_and_of_unrestored_partitions_are_skipped() -> None:
+    c = cfg()
+    own = owner(c, {}, FakeConsumer(tps(0, 1)))
+    own.restore(tps(0))
+    own.next_offsets[TopicPartition(PRED, 0)] = 5
+    value = json.dumps({"prediction_id": "x"}).encode()
+    batch = {
+        TopicPartition(PRED, 0): [Rec(o, value) for o in range(3, 9)],  # 3, 4 were counted
+        TopicPartition(LAB, 0): [],
+        TopicPartition(PRED, 1): [Rec(0, value)],  # not restored yet: fetched again later
+    }
+    accepted = own.accept(batch)
+    assert list(accepted) == [0]
+    preds, labels = accepted[0]
+    assert preds is not None and labels is None
+    assert [r.offset for r in preds.records] == [5, 6, 7, 8]
+    assert own.offsets_of(0) == {PRED: 9, LAB: 0}
+    assert own.accept({TopicPartition(PRED, 0): [Rec(8, value)]}) == {}  # a re-delivery
+
+
+def test_revoke_checkpoints_first_and_drops_lost_does_not_checkpoint() -> None:
+    c = cfg()
+    meta, arrays = saved_state(c)
+    cps = {p: PartitionCheckpoint(p, {PRED: 10}, meta, arrays, 0.0) for p in (0, 1, 2)}
+    own = owner(c, cps, FakeConsumer(tps(0, 1, 2)))
+    own.restore(tps(0, 1, 2))
+    saved: list[set[int]] = []
+
+    def checkpoint(parts: set[int]) -> None:
+        assert parts <= own.owned and all(p in own.engine.partitions for p in parts)
+        saved.append(parts)
+
+    own.apply([("revoked", {TopicPartition(PRED, 0), TopicPartition(LAB, 0)})], checkpoint)
+    assert saved == [{0}] and own.owned == {1, 2} and 0 not in own.engine.partitions
+    assert own.offsets_of(0) == {}
+    own.apply([("lost", tps(1))], checkpoint)  # another instance may own it already
+    assert saved == [{0}] and own.owned == {2} and 1 not in own.engine.partitions
+    own.apply([("revoked", tps(7))], checkpoint)  # never owned: nothing to save
+    assert saved == [{0}]
+
+
+def test_commits_the_checkpointed_offsets_but_not_during_a_rebalance() -> None:
+    c = cfg()
+    consumer = FakeConsumer(tps(0, 1))
+    own = owner(c, {}, consumer)
+    own.restore(tps(0, 1))
+    own.next_offsets[TopicPartition(PRED, 0)] = 40
+    own.settle("saved", [0], commit=True)
+    assert consumer.commits == [{TopicPartition(PRED, 0): 40, TopicPartition(LAB, 0): 0}]
+    consumer._coordinator.rebalancing = True
+    own.settle("saved", [0], commit=True)
+    assert len(consumer.commits) == 1  # it would fail (and once stalled the rejoin)
+    consumer._coordinator.rebalancing = False
+    own.settle("saved", [0], commit=False)  # the revoke path
+    own.settle("failed", [0], commit=True)  # nothing past the last good checkpoint
+    assert len(consumer.commits) == 1
+
+
+def test_a_checkpoint_outcome_pauses_everything_and_resumes_only_owned_partitions() -> None:
+    c = cfg()
+    consumer = FakeConsumer(tps(0))
+    own = owner(c, {}, consumer)
+    own.restore(tps(0))
+    consumer.tps |= tps(1)  # assigned meanwhile, not restored yet
+    own.settle("paused", [0], commit=True)
+    assert consumer.paused == tps(0, 1) and consumer.commits == []
+    own.settle("resumed", [0], commit=True)
+    assert consumer.paused == tps(1)  # waits for its restore
+    assert len(consumer.commits) == 1
+
+
+def test_started_lag_and_labels_caught_up_read_the_fetch_watermarks() -> None:
+    c = cfg()
+    high = {TopicPartition(PRED, 0): 10, TopicPartition(LAB, 0): 4}
+    consumer = FakeConsumer(tps(0), high=high)
+    own = owner(c, {}, consumer)
+    own.restore(tps(0))
+    assert not own.started()  # partition 0 has unread predictions and no data yet
+    assert not own.labels_caught_up(0)
+    assert own.lag() == {(PRED, 0): 10, (LAB, 0): 4}
+    own.next_offsets.update({TopicPartition(PRED, 0): 10, TopicPartition(LAB, 0): 4})
+    assert own.started() and own.labels_caught_up(0)
+    assert own.lag() == {(PRED, 0): 0, (LAB, 0): 0}
+    assert own.select() == [0] and own.select({0, 5}) == [0]
+    consumer.tps = set()  # revoked, its last checkpoint not yet written: lag must not raise
+    assert own.lag() == {}
+
+
+def test_connected_follows_the_coordinator(tmp_path: Path) -> None:
+    own = owner(cfg(), {}, FakeConsumer(tps(0)))
+    assert own.connected()
+    own.consumer._coordinator.unknown = True
+    assert not own.connected()
