@@ -31,17 +31,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "an impatient Ctrl-C Ctrl-C: the second signal must land while the first is being "
         "handled, a human's double key press, not a wait for something"
     ),
-}
-
-# Sleeps in files another part of issue 13 is rewriting (tests/app/test_kafka_service.py is the
-# service work's): listed so this guard passes meanwhile; an entry that no longer matches is
-# simply dropped, not an error. Remove this list once it is empty.
-ELSEWHERE_TODO: dict[tuple[str, str], str] = {
     ("app/test_kafka_service.py", "test_crash_at_random_moments_loses_and_doubles_nothing"): (
-        "a random jitter of the kill moment after the progress mark was reached (not a wait)"
-    ),
-    ("app/test_kafka_service.py", "test_broker_outage_not_ready_then_recovers_exactly"): (
-        "sleep(2) before stopping the broker: to be a wait on the monitor's progress"
+        "a random jitter of the kill moment after the progress mark was reached: it picks when "
+        "to crash the monitor, it does not wait for anything"
     ),
 }
 
@@ -107,7 +99,7 @@ def test_no_sleep_stands_for_a_wait() -> None:
     bad = [
         f"tests/{rel}:{line} in {func}()"
         for rel, func, line, bounded in found
-        if not bounded and (rel, func) not in ALLOWED and (rel, func) not in ELSEWHERE_TODO
+        if not bounded and (rel, func) not in ALLOWED
     ]
     assert bad == [], (
         "these sleep instead of waiting for what they wait for (use tests.helpers.wait_for, "
