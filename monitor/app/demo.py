@@ -43,6 +43,7 @@ from monitor.app.demo_processes import (
 )
 from monitor.app.simulate import SCENARIOS
 from monitor.config.spec import Config, parse_config
+from monitor.metrics.registry import FOUR_FIFTHS, GAP_BOUND
 from monitor.outputs.report import build_report, printable
 from monitor.outputs.status import StatusState
 
@@ -85,9 +86,9 @@ service:
   http_port: {port}
 alerts:
   rules:
-    - {{name: FourFifthsRule, metric: disparate_impact_ratio, op: "<", bound: 0.8,
+    - {{name: FourFifthsRule, metric: disparate_impact_ratio, op: "<", bound: {four_fifths},
        significant: true, for: 30m, windows: [3h], runbook_url: "docs/runbook.md#fourfifthsrule"}}
-    - {{name: EqualizedOddsGap, metric: equalized_odds_difference, op: ">", bound: 0.1,
+    - {{name: EqualizedOddsGap, metric: equalized_odds_difference, op: ">", bound: {gap_bound},
        significant: true, for: 30m, windows: [12h], runbook_url: "docs/runbook.md#equalizedoddsgap"}}
   drift:
     bucket: 1h
@@ -122,6 +123,8 @@ def demo_config_text(
         checkpoint=checkpoint,
         host=host,
         port=port,
+        four_fifths=FOUR_FIFTHS,  # the registry's bounds, written out for the reader
+        gap_bound=GAP_BOUND,
     )
 
 
