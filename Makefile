@@ -54,6 +54,7 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.engine_vs_river
+	$(BIN)/python -m bench.decode_throughput
 	$(BIN)/python -m bench.metrics_vs_fairlearn
 	$(BIN)/python -m bench.pending_memory
 	$(BIN)/python -m bench.kafka_throughput
