@@ -418,7 +418,15 @@ checkpoint: {{path: {tmp_path / "cp.sqlite"}}}
         got = {(tp.topic, tp.partition): o for tp, o in dict(m.ownership.next_offsets).items()}
         return all(got.get(k, -1) >= v for k, v in target.items())
 
-    wait_for(read_to_the_end, 120, "the monitor to read both topics to their end")
+    def where() -> str:  # what the monitor had when it timed out (a stalled group join?)
+        own = m.ownership
+        got = {f"{tp.topic}[{tp.partition}]": o for tp, o in dict(own.next_offsets).items()}
+        return (
+            f"the monitor to read both topics to their end {target}: owned {sorted(own.owned)}, "
+            f"restored {not own.pending}, next offsets {got}, delivered {sum(delivered)}"
+        )
+
+    wait_for(read_to_the_end, 120, where)
     m.request_stop()
     th.join(30)
     assert not th.is_alive()
