@@ -31,6 +31,15 @@ def alert_config(*, windows: list[str] | None = None, **alerts: object) -> Confi
     )
 
 
+def four_fifths_rule(**changes: object) -> dict[str, object]:
+    """The four-fifths rule as a config entry (significant, 10 minutes), with ``changes``."""
+    rule: dict[str, object] = {
+        "name": "FourFifthsRule", "metric": "disparate_impact_ratio", "op": "<", "bound": 0.8,
+        "significant": True, "for": "10m", "hysteresis": 0.02, "min_samples": 30,
+    }  # fmt: skip
+    return {**rule, **changes}
+
+
 def run_stream(
     engine: Engine,
     minutes: int,

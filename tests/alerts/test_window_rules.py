@@ -10,7 +10,7 @@ import pytest
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.config.rules import AlertRule
 from monitor.state.engine import Engine
-from tests.alerts.streams import T0, alert_config, run_stream
+from tests.alerts.streams import T0, alert_config, four_fifths_rule, run_stream
 
 NAN = math.nan
 
@@ -42,28 +42,8 @@ def test_gap_rule_recovers_on_its_upper_limit() -> None:
     assert not rule.recovered(0.09, 0.05, 0.095)  # inside the hysteresis margin
 
 
-WINDOW_3H = alert_config(
-    windows=["3h"],
-    rules=[
-        {
-            "name": "FourFifthsRule", "metric": "disparate_impact_ratio", "op": "<",
-            "bound": 0.8, "significant": True, "for": "10m", "min_samples": 30,
-        }
-    ],
-)  # fmt: skip
-CFG = alert_config(
-    rules=[
-        {
-            "name": "FourFifthsRule",
-            "metric": "disparate_impact_ratio",
-            "op": "<",
-            "bound": 0.8,
-            "significant": True,
-            "for": "10m",
-            "min_samples": 30,
-        }
-    ]
-)
+WINDOW_3H = alert_config(windows=["3h"], rules=[four_fifths_rule()])
+CFG = alert_config(rules=[four_fifths_rule()])
 
 
 def four_fifths(ev: AlertEvaluator) -> list[tuple[str, float]]:
