@@ -110,6 +110,10 @@ class BlindReport:
             out[u1] = 2
         return out
 
+    def reasons(self, rate: str) -> list[BlindReason | None]:
+        """Per group: why ``rate`` is blind, or ``None``."""
+        return [_REASONS[c] for c in self.codes(rate).tolist()]
+
     def blind(self, rate: str) -> npt.NDArray[np.bool_]:
         """Per group: is ``rate`` blind?"""
         return self.codes(rate) > 0
