@@ -202,6 +202,4 @@ def blind_reasons(counts: I64, *, favourable: int = 1) -> BlindReport:
 
 def blind_groups(gm: GroupMetrics, *, favourable: int = 1) -> BlindReport:
     """The same from computed :class:`GroupMetrics` (which keep the cells)."""
-    return blindness(
-        gm.n, gm.favourable, gm.tp, gm.fp, gm.fn, gm.tn, favourable_class=favourable
-    )
+    return blindness(gm.n, gm.favourable, gm.tp, gm.fp, gm.fn, gm.tn, favourable_class=favourable)
