@@ -15,7 +15,6 @@ from typing import Any, cast
 import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.app.backtest import replay_files
 from monitor.app.replay import replay
 from monitor.cli import main
 from monitor.config.spec import load_config
