@@ -85,8 +85,17 @@ ONLY_NEGATIVE = BlindReason(
     "selective labels",
     "selective labels: only decisions with prediction 0 are labelled",
 )
-# index = the unlabelled class + 1 (0: measurable)
+# reason codes: 0 measurable, 1 class 0 unlabelled, 2 class 1 unlabelled
 _REASONS: tuple[BlindReason | None, ...] = (None, ONLY_POSITIVE, ONLY_NEGATIVE)
+
+
+def _kind(cells: tuple[str, ...]) -> str:
+    classes = {CELL_CLASS[c] for c in cells}
+    return "both" if len(classes) == 2 else f"class{classes.pop()}"
+
+
+_KIND = {rate: _kind(cells) for rate, cells in RATE_CELLS.items()}
+_LABEL_BASED = tuple(name for name, spec in METRICS.items() if spec.needs_labels)
 
 
 @dataclass(frozen=True)
@@ -95,24 +104,21 @@ class BlindReport:
 
     Read with :meth:`metric` (a per-group rate or a registry metric, for one group),
     :meth:`disparity` (a registry metric comparing two groups), :meth:`disparities` (every
-    blind registry metric of an attribute set's computed disparities)."""
+    blind registry metric of an attribute set's computed disparities). When nothing is blind
+    (``any`` false, the common case) every reader answers at once."""
 
     unlabelled: tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]  # class 0, class 1
+    any: bool
+    # per denominator kind (both classes, class 0 only, class 1 only): per-group reason codes
+    _codes: dict[str, tuple[int, ...]]
 
     def codes(self, rate: str) -> I8:
         """Per group: 0 measurable, 1 only prediction-1 decisions labelled, 2 only prediction 0."""
-        classes = {CELL_CLASS[c] for c in RATE_CELLS[_rate_of(rate)]}
-        u0, u1 = self.unlabelled
-        out = np.zeros(len(u0), dtype=np.int8)
-        if 0 in classes:
-            out[u0] = 1
-        if 1 in classes:
-            out[u1] = 2
-        return out
+        return np.array(self._codes[_KIND[_rate_of(rate)]], dtype=np.int8)
 
     def reasons(self, rate: str) -> list[BlindReason | None]:
         """Per group: why ``rate`` is blind, or ``None``."""
-        return [_REASONS[c] for c in self.codes(rate).tolist()]
+        return [_REASONS[c] for c in self._codes[_KIND[_rate_of(rate)]]]
 
     def blind(self, rate: str) -> npt.NDArray[np.bool_]:
         """Per group: is ``rate`` blind?"""
@@ -121,54 +127,46 @@ class BlindReport:
     def metric(self, metric: str, group: int) -> BlindReason | None:
         """Why ``metric`` (a ``GroupMetrics`` rate such as ``tpr``, or a registry metric,
         read as its rate) cannot be measured for ``group``; ``None``: it can."""
+        if not self.any:
+            return None
         if metric in COMPOSITE:
-            return self._first(COMPOSITE[metric], group, group)
-        if metric in METRICS and not METRICS[metric].needs_labels:
+            for part in COMPOSITE[metric]:
+                why = self.metric(part, group)
+                if why is not None:
+                    return why
             return None
-        if _rate_of(metric) not in RATE_CELLS:
+        kind = _KIND.get(_rate_of(metric))
+        if kind is None:  # not label-based (the selection rate, the DIR…)
             return None
-        return _REASONS[int(self.codes(metric)[group])]
+        return _REASONS[self._codes[kind][group]]
 
     def disparity(self, metric: str, lo: int | None, hi: int | None) -> BlindReason | None:
         """Why registry ``metric`` comparing groups ``lo`` and ``hi`` is blind (``None``: it is
         not, or compares nothing). For the equalized-odds difference prefer
         :meth:`disparities`: its two gaps compare different pairs."""
-        if lo is None or hi is None:
+        if not self.any or lo is None or hi is None:
             return None
         return self.metric(metric, lo) or self.metric(metric, hi)
 
     def disparities(self, d: AttributeDisparities) -> dict[str, BlindReason]:
         """Every registry metric of ``d`` that is blind, with its reason."""
+        if not self.any:
+            return {}
         out: dict[str, BlindReason] = {}
-        for name, spec in METRICS.items():
-            if not spec.needs_labels:
-                continue
+        for name in _LABEL_BASED:
             if name == "average_odds_difference":
                 aod = d.average_odds_difference
                 why = self.disparity(name, aod.low_group, aod.high_group)
             elif name in COMPOSITE:
-                parts = (d.metric(p) for p in COMPOSITE[name])
-                why = next(
-                    (w for p in parts if (w := self.disparity(p.basis, p.low_group, p.high_group))),
-                    None,
-                )
+                why = None
+                for part in (d.metric(p) for p in COMPOSITE[name]):
+                    why = why or self.disparity(part.basis, part.low_group, part.high_group)
             else:
                 disp = d.metric(name)
                 why = self.disparity(name, disp.low_group, disp.high_group)
             if why is not None:
                 out[name] = why
         return out
-
-    @property
-    def any(self) -> bool:
-        return bool(self.unlabelled[0].any() or self.unlabelled[1].any())
-
-    def _first(self, parts: tuple[str, ...], a: int, b: int) -> BlindReason | None:
-        for p in parts:
-            why = self.metric(p, a) or self.metric(p, b)
-            if why is not None:
-                return why
-        return None
 
 
 def _rate_of(metric: str) -> str:
@@ -183,12 +181,25 @@ def blindness(
     """The :class:`BlindReport` of per-group cell arrays (``favourable_class``: which
     prediction ``favourable`` counts, the model's ``favourable``)."""
     predicted_1 = favourable if favourable_class == 1 else n - favourable
-    decided = (n - predicted_1, predicted_1)
-    labelled_by_class = (fn + tn, tp + fp)
-    some = (labelled_by_class[0] + labelled_by_class[1]) > 0
-    u0 = some & (labelled_by_class[0] == 0) & (decided[0] > 0)
-    u1 = some & (labelled_by_class[1] == 0) & (decided[1] > 0)
-    return BlindReport((u0, u1))
+    lab0, lab1 = fn + tn, tp + fp
+    some = (lab0 + lab1) > 0
+    u0 = some & (lab0 == 0) & (n > predicted_1)
+    u1 = some & (lab1 == 0) & (predicted_1 > 0)
+    if not (u0.any() or u1.any()):
+        return BlindReport((u0, u1), False, _NOTHING.get(len(n)) or _nothing(len(n)))
+    c0, c1 = u0.astype(np.int8), u1.astype(np.int8) * 2  # exclusive: some class is labelled
+    codes = {"both": tuple((c0 + c1).tolist()), "class0": tuple(c0.tolist()),
+             "class1": tuple(c1.tolist())}  # fmt: skip
+    return BlindReport((u0, u1), True, codes)
+
+
+_NOTHING: dict[int, dict[str, tuple[int, ...]]] = {}
+
+
+def _nothing(groups: int) -> dict[str, tuple[int, ...]]:
+    zeros = (0,) * groups
+    _NOTHING[groups] = out = {"both": zeros, "class0": zeros, "class1": zeros}
+    return out
 
 
 def blind_reasons(counts: I64, *, favourable: int = 1) -> BlindReport:
