@@ -112,11 +112,18 @@ def boundary_line(
     return BoundaryLine(at, _iso(at), model, window, attribute, disparities, groups)
 
 
+def _scalar(x: Any) -> Any:
+    """numpy scalars (an ``np.int64`` is no ``int``) as Python numbers."""
+    if hasattr(x, "item"):
+        return x.item()
+    raise NotImplementedError(f"cannot encode {type(x).__name__}")
+
+
 def _row(row: Any) -> Any:
     """An evidence row as plain JSON values (a NamedTuple keeps its field names)."""
     if hasattr(row, "_asdict"):
         row = row._asdict()
-    return msgspec.to_builtins(row)
+    return msgspec.to_builtins(row, enc_hook=_scalar)
 
 
 def _model_of(row: Any) -> Any:

@@ -10,8 +10,9 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
+import numpy as np
 import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
@@ -130,19 +131,30 @@ class Sink(io.BytesIO):
         return super().write(b)
 
 
+class Row(NamedTuple):
+    model: str
+    attribute: str
+    group: str
+    detector: str
+    log_e: Any
+    log_threshold: float
+    expected_seconds: Any
+
+
 class Evidence:
     """A stand-in for the evaluator's evidence detectors (their ``snapshot()`` rows)."""
 
     def __init__(self) -> None:
         self.calls = 0
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[Any]:
         self.calls += 1
         return [
             {"model": "m", "attribute": "g", "group": "b", "detector": "four_fifths",
              "log_e": 0.25 * self.calls, "log_threshold": 9.2, "expected_seconds": 5400.0},
             {"model": "other", "attribute": "g", "group": "b", "detector": "x", "log_e": 0.0,
              "log_threshold": 9.2, "expected_seconds": None},
+            Row("m", "g", "a", "tpr_change", np.float64(-0.5), 9.2, np.int64(7200)),
         ]  # fmt: skip
 
 
@@ -173,7 +185,10 @@ def test_streamed_blind_marked_and_evidence_lines() -> None:
         if x.at < T0 + 120:  # the first minute has no labelled negative: FPR is undefined
             assert x.disparities["fpr_gap"].value is None
             continue
-        assert [r["model"] for r in e.detectors] == ["m"]
+        assert [r["model"] for r in e.detectors] == ["m", "m"]  # not the other model's
+        assert e.detectors[1] == {"model": "m", "attribute": "g", "group": "a",
+                                  "detector": "tpr_change", "log_e": -0.5, "log_threshold": 9.2,
+                                  "expected_seconds": 7200}  # fmt: skip
         assert set(e.detectors[0]) == {"model", "attribute", "group", "detector", "log_e",
                                        "log_threshold", "expected_seconds"}  # fmt: skip
         for metric in ("tpr_gap", "fpr_gap", "equalized_odds_difference"):
