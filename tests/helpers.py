@@ -7,9 +7,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from monitor.config.spec import Config, parse_config
 from monitor.ingest.events import RawRecord
 from monitor.state.engine import Engine
+from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -102,3 +105,12 @@ def confusion_events(
             labels.append(label(f"{group}{i}", t + 1, y))
             i += 1
     return preds, labels
+
+
+def cell_counts(*groups: dict[str, int]) -> np.ndarray:
+    """``counts[group, cell]`` (10 score bins) from per-group ``{n, fav, tp, fp, fn, tn}``."""
+    out = np.zeros((len(groups), n_cells(10)), dtype=np.int64)
+    for i, g in enumerate(groups):
+        for key, cell in (("n", N), ("fav", FAV), ("tp", TP), ("fp", FP), ("fn", FN), ("tn", TN)):
+            out[i, cell] = g.get(key, 0)
+    return out

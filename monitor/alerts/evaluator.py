@@ -132,6 +132,7 @@ class AlertEvaluator:
                         set_name,
                         at,
                         confidence=self.config.confidence,
+                        favourable=spec.favourable,
                     )
                     if t is not None:
                         out.append(t)

@@ -8,6 +8,7 @@ from typing import Any
 
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.config.rules import AlertRule
+from monitor.metrics.blindness import blind_groups
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -41,6 +42,7 @@ def check_rule(
     at: float,
     *,
     confidence: float,
+    favourable: int = 1,
 ) -> Transition | None:
     """One fixed-window rule on one window's result: the lifecycle's next step, if any."""
     d = r.disparity(rule.metric)
@@ -64,6 +66,13 @@ def check_rule(
     active = book.active.get(tuple(sorted(labels.items())))
     if active is None and not breached:
         return None  # the common case: nothing to tell, nothing to describe
+    blind = None
+    if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
+        report = blind_groups(r.groups, favourable=favourable)
+        blind = report.disparities(r.disparities).get(rule.metric)
+        enough = breached = enough and blind is None
+        if active is None and not breached:
+            return None
     # resolving needs evidence of recovery (the symmetric test on the interval); too few
     # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
     recovered = enough and rule.recovered(value, lower, upper)
@@ -79,8 +88,10 @@ def check_rule(
         # keep the last judged numbers; say that the current window cannot judge
         ann = dict(active.annotations)
         ann["data"] = (
-            f"insufficient data: fewer than {rule.min_samples} samples in a compared group "
-            f"(or none at all) in window {window} at {at:.0f}; the alert stays as it was"
+            f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
+            if blind is not None
+            else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
+            f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
         )
         value = active.value
     else:

@@ -8,9 +8,14 @@ import math
 import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.lifecycle import AlertBook
+from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import AlertRule
+from monitor.config.spec import parse_config
+from monitor.metrics.results import attribute_result
 from monitor.state.engine import Engine
 from tests.alerts.streams import T0, alert_config, four_fifths_rule, run_stream
+from tests.helpers import cell_counts
 
 NAN = math.nan
 
@@ -110,3 +115,36 @@ def test_a_small_group_drop_pages_once_per_incident() -> None:
         if fires:
             assert seen[-1][0] == "resolved", seen  # resolved after the recovery
     assert fired_runs >= 3, firings  # a 3-hour window of this group sees the drop most runs
+
+
+def test_a_blind_gap_neither_fires_nor_resolves() -> None:
+    """Selective labels (only approved decisions get an outcome) make TPR = 1 for everyone: the
+    gap reads 0.000 — no news, not good news. A firing TPR-gap alert stays firing and says the
+    metric is blind; a blind gap never starts one."""
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}})
+    spec = cfg.models["m"]
+    rule = AlertRule("Tpr", "tpr_gap", ">", 0.1, significant=True, min_samples=30, for_=0)
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    gap = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
+           {"n": 400, "fav": 120, "tp": 80, "fn": 120, "fp": 40, "tn": 160})  # fmt: skip
+    assert judge(*gap, T0) == "firing"  # TPR 0.75 vs 0.40
+    # only decisions with prediction 1 labelled: FN = TN = 0, TPR = FPR = 1 in both groups
+    blind = ({"n": 400, "fav": 200, "tp": 150, "fp": 50},
+             {"n": 400, "fav": 120, "tp": 80, "fp": 40})  # fmt: skip
+    assert judge(*blind, T0 + 60) is None  # no transition: not resolved by a 0.000 gap
+    (alert,) = book.firing()
+    assert alert.annotations["data"].startswith("blind: selective labels")
+    assert alert.value > 0.1  # the last measured gap, not the blind 0.000
+    assert judge(*gap, T0 + 120) is None  # measurable again, still breached: still firing
+    fair = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},) * 2
+    assert judge(*fair, T0 + 180) == "resolved"
+    fresh = AlertBook()
+    r = attribute_result(cell_counts(*blind), ["a", "b"], spec, "g", confidence=0.95)
+    assert check_rule(fresh, rule, r, "m", "1h", "g", T0, confidence=0.95) is None
+    assert not fresh.active

@@ -7,7 +7,6 @@ import math
 from dataclasses import fields
 from statistics import NormalDist
 
-import numpy as np
 import pytest
 
 from monitor.alerts.drift import DriftTracker
@@ -33,19 +32,10 @@ from monitor.metrics.results import attribute_result
 from monitor.outputs.exporter import render
 from monitor.outputs.status import StatusState, status_json
 from monitor.state.engine import Engine
-from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
 from tests.helpers import T0, label, pred, run
+from tests.helpers import cell_counts as counts
 
 GM_FIELDS = {f.name for f in fields(GroupMetrics)}
-
-
-def counts(*groups: dict[str, int]) -> np.ndarray:
-    """``counts[group, cell]`` from per-group ``{n, fav, tp, fp, fn, tn}``."""
-    out = np.zeros((len(groups), n_cells(10)), dtype=np.int64)
-    for i, g in enumerate(groups):
-        for key, cell in (("n", N), ("fav", FAV), ("tp", TP), ("fp", FP), ("fn", FN), ("tn", TN)):
-            out[i, cell] = g.get(key, 0)
-    return out
 
 
 def model(**extra: object) -> dict[str, object]:
