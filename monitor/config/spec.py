@@ -41,7 +41,7 @@ from monitor.config.model import FieldsDoc, ModelDoc, resolve_fields, resolve_mo
 from monitor.config.model import JoinSpec as JoinSpec
 from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec
-from monitor.config.rules import AlertsDoc, resolve_alerts
+from monitor.config.rules import AlertsDoc, check_drift_fits, resolve_alerts
 from monitor.config.rules import AlertsSpec as AlertsSpec
 from monitor.config.settings import (
     CheckpointDoc,
@@ -165,6 +165,8 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
+    alerts = resolve_alerts(doc.alerts, "alerts")
+    check_drift_fits(alerts, models, "alerts")
     return Config(
         models=models,
         fields=fields,
@@ -177,7 +179,7 @@ def parse_config(data: object) -> Config:
         kafka=resolve_kafka(doc.kafka, "kafka"),
         checkpoint=resolve_checkpoint(doc.checkpoint, "checkpoint"),
         service=resolve_service(doc.service, "service"),
-        alerts=resolve_alerts(doc.alerts, "alerts"),
+        alerts=alerts,
     )
 
 

@@ -100,15 +100,16 @@ def evaluate_stream(
 
 def labelled_config(**alerts: object) -> Config:
     """Two groups whose outcomes arrive hours late: a window lagged 6 h says so (the ring keeps
-    the 1 h window that ended 6 h ago, so labels up to ~7 h late are counted)."""
+    the hour that ended 6 h ago, so labels up to ~7 h late are counted; no rules: the drift
+    detectors are what these streams test)."""
     return parse_config(
         {
             "models": {
                 "credit": {
                     "attributes": {"group": {}},
-                    "windows": ["1h", {"length": "1h", "lag": "6h", "name": "labelled"}],
+                    "windows": [{"length": "1h", "lag": "6h", "name": "labelled"}],
                     "bucket": "1m",
-                    "lateness": "5m",
+                    "lateness": "10m",
                     "min_samples": 30,
                 }
             },
@@ -129,10 +130,12 @@ def labelled_stream(
     delay: tuple[float, float] = (3600.0, 6 * 3600.0),
     seed: int = 0,
     every: int = 1,
+    selective: bool = False,
 ) -> tuple[Engine, AlertEvaluator]:
     """Groups "a" and "b", ``per_min`` decisions a minute each (Poisson), half of them truly
     positive; predictions by the groups' TPR (``tpr_b`` of the hour since T0) and a common
-    FPR. Every decision is labelled, ``delay`` seconds (uniform) after its prediction; each
+    FPR. Every decision is labelled (``selective``: only those predicted 1, as when only
+    approved applicants are ever observed), ``delay`` seconds (uniform) after it; each
     minute's predictions and the labels whose time falls in that minute go in one batch, and
     the evaluator is advanced every ``every`` minutes (closed boundaries do not depend on it).
     """
@@ -153,6 +156,8 @@ def labelled_stream(
     keys = np.arange(1, n + 1, dtype=np.uint64)
     lts = ts + rng.uniform(delay[0], delay[1], n)
     lorder = np.argsort(lts, kind="stable")
+    if selective:
+        lorder = lorder[pred[lorder] == 1]
     lminute = ((lts[lorder] - T0) // 60).astype(np.int64)
     p_at = np.searchsorted(minute, np.arange(minutes + 1))
     l_at = np.searchsorted(lminute, np.arange(minutes + 1))
