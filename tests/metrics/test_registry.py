@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts.drift import DriftTracker
+from monitor.alerts.drift_alerts import check_drift
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.config.rules import METRICS as CONFIG_METRICS
 from monitor.config.rules import AlertRule, DriftSpec
@@ -128,7 +129,9 @@ def test_drift_standard_error_follows_the_confidence(confidence: float) -> None:
     b = {"n": 300, "fav": 120}
     r = attribute_result(counts(a, b), ["a", "b"], cfg.models["m"], "g", confidence=confidence)
     ev = AlertEvaluator(cfg, Engine(cfg))
-    ev._drift(r, "m", "g", T0)
+    check_drift(
+        ev.book, ev.trackers, ev.drift_quiet, ev.spec.drift, r, "m", "g", T0, confidence=confidence
+    )
     tracker = ev.trackers[("m", "g", "disparate_impact_ratio")]
     d = r.disparities.disparate_impact
     assert tracker.warmup_se == [pytest.approx((d.upper - d.lower) / (2 * z_value(confidence)))]
