@@ -4,7 +4,7 @@ non-overlapping drift-bucket values (see :mod:`monitor.alerts.drift`).
 Each value describes a *cohort*: the predictions made in one drift bucket. Selection-rate
 metrics (DIR, statistical parity) need no labels, so the cohort is the bucket that just closed.
 Label-based metrics (TPR, FPR, …) read the cohort predicted ``label_settle`` earlier, as of the
-boundary (:func:`monitor.config.rules.label_settle`): with outcomes 1–6 h late, the bucket that
+boundary (:func:`monitor.config.label_settle.label_settle`): with outcomes 1–6 h late, the bucket that
 just closed has almost no labels, and a detector fed those values is blind. Each cohort is fed
 once (a tracker skips a cohort no newer than the last one it saw), and the alert names it.
 
@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import _finite, _fmt
-from monitor.config.rules import DriftSpec, label_settle
+from monitor.config.label_settle import label_settle
+from monitor.config.rules import DriftSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics.intervals import z_value
 from monitor.metrics.registry import METRICS

@@ -35,13 +35,14 @@ from msgspec import field as key
 from monitor.config.decode import ConfigError as ConfigError
 from monitor.config.decode import Doc, convert
 from monitor.config.durations import Duration, seconds
+from monitor.config.label_settle import check_drift_fits
 from monitor.config.model import AttributeSpec as AttributeSpec
 from monitor.config.model import FieldMap as FieldMap
 from monitor.config.model import FieldsDoc, ModelDoc, resolve_fields, resolve_model
 from monitor.config.model import JoinSpec as JoinSpec
 from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec
-from monitor.config.rules import AlertsDoc, check_drift_fits, resolve_alerts
+from monitor.config.rules import AlertsDoc, resolve_alerts
 from monitor.config.rules import AlertsSpec as AlertsSpec
 from monitor.config.settings import (
     CheckpointDoc,

@@ -25,7 +25,8 @@ from monitor.alerts.drift_alerts import (
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import AlertBook
 from monitor.config.decode import ConfigError
-from monitor.config.rules import DriftSpec, label_settle
+from monitor.config.label_settle import label_settle
+from monitor.config.rules import DriftSpec
 from monitor.config.spec import Config, parse_config
 from monitor.metrics.results import attribute_result
 from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
