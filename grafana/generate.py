@@ -18,6 +18,7 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39  # Grafana 10.3+ (newer versions migrate it on load)
 
 SEL = 'model="$model", window="$window", attribute="$attribute"'
+BANDS = (("", "", "A"), ("_lower", " lower", "B"), ("_upper", " upper", "C"))
 
 
 def target(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False) -> dict[str, Any]:
@@ -25,6 +26,40 @@ def target(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False
     if instant:
         t["instant"], t["range"] = True, False
     return t
+
+
+BLIND_TEXT = "blind: selective labels"
+# a metric the monitor cannot measure (selective labels) is shown as "blind", never as a value:
+# its value query leaves it out while the monitor's fairness_metric_blind flag is up. The flag is
+# per replica (max across them: blind on any replica); see docs/metrics.md.
+BLIND_MAPPING = [
+    {"type": "value", "options": {"1": {"text": BLIND_TEXT, "color": "text", "index": 0}}}
+]
+
+
+def unless_blind(expr: str, metric: str, *, group: bool = False) -> str:
+    """``expr`` without the series the monitor flags as blind for ``metric`` (a registry
+    metric, or with ``group`` a per-group rate family)."""
+    family = "fairness_group_metric_blind" if group else "fairness_metric_blind"
+    on = "model, window, attribute, group" if group else "model, window, attribute"
+    return f'{expr} unless on ({on}) {family}{{{SEL}, metric="{metric}"}}'
+
+
+def blind_flag(metric: str) -> str:
+    """1 while the monitor says ``metric`` is blind for the selected model/window/attribute."""
+    return f'max by (model, window, attribute) (fairness_metric_blind{{{SEL}, metric="{metric}"}})'
+
+
+def blind_override(ref: str) -> dict[str, Any]:
+    """Query ``ref`` (a blind flag) shows the words, in the neutral text colour."""
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref},
+        "properties": [
+            {"id": "mappings", "value": BLIND_MAPPING},
+            {"id": "color", "value": {"mode": "fixed", "fixedColor": "text"}},
+            {"id": "unit", "value": "none"},
+        ],
+    }
 
 
 def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
@@ -135,7 +170,15 @@ def stat(
     grid: tuple[int, int, int, int],
     steps: tuple[tuple[float | None, str], ...],
     decimals: int = 3,
+    blind: str | None = None,
 ) -> dict[str, Any]:
+    """A single-value panel; with ``blind`` (a registry metric) it shows "blind: selective
+    labels" instead of the value while the monitor flags the metric as blind."""
+    targets = [target(expr)]
+    overrides: list[dict[str, Any]] = []
+    if blind is not None:
+        targets = [target(unless_blind(expr, blind)), target(blind_flag(blind), "blind", "B")]
+        overrides = [blind_override("B")]
     x, y, w, h = grid
     return {
         "type": "stat",
@@ -145,7 +188,7 @@ def stat(
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "fieldConfig": {
             "defaults": {"unit": unit, "decimals": decimals, "thresholds": thresholds(*steps)},
-            "overrides": [],
+            "overrides": overrides,
         },
         "options": {
             "colorMode": "background",
@@ -158,7 +201,56 @@ def stat(
             "percentChangeColorMode": "standard",
             "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
         },
-        "targets": [target(expr)],
+        "targets": targets,
+    }
+
+
+def blind_timeline(grid: tuple[int, int, int, int]) -> dict[str, Any]:
+    """A state timeline of what the monitor cannot measure: each blind metric (and group rate)
+    as a bar reading "blind: selective labels" while it lasts."""
+    x, y, w, h = grid
+    group_sel = "{" + SEL + "}"
+    return {
+        "type": "state-timeline",
+        "title": "Blind metrics (cannot be measured)",
+        "description": "While outcomes arrive for one predicted class only (selective labels: "
+        "the denied never show an outcome), TPR and FPR are 1 or 0 by construction. The "
+        "monitor then exports no value for them, their gaps or the equalized-odds difference, "
+        "and flags them here (fairness_metric_blind, fairness_group_metric_blind). An empty "
+        "panel means every metric is measured.",
+        "datasource": DS,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {
+            "defaults": {
+                "unit": "none",
+                "mappings": BLIND_MAPPING,
+                "color": {"mode": "fixed", "fixedColor": "text"},
+                "thresholds": thresholds((None, "text")),
+                "custom": {"fillOpacity": 40, "lineWidth": 0},
+            },
+            "overrides": [],
+        },
+        "options": {
+            "showValue": "auto",
+            "mergeValues": True,
+            "rowHeight": 0.8,
+            "alignValue": "left",
+            "legend": {
+                "displayMode": "list",
+                "placement": "bottom",
+                "showLegend": False,
+                "calcs": [],
+            },
+            "tooltip": {"mode": "single", "sort": "none"},
+        },
+        "targets": [
+            target(f"max by (metric) (fairness_metric_blind{group_sel})", "{{metric}}", "A"),
+            target(
+                f"max by (group, metric) (fairness_group_metric_blind{group_sel})",
+                "{{group}} {{metric}}",
+                "B",
+            ),
+        ],
     }
 
 
@@ -219,6 +311,12 @@ def dashboard(
 
 def fairness_overview() -> dict[str, Any]:
     g = "{" + SEL + "}"
+
+    def label_based(expr: str, rec: str) -> str:
+        """TPR/FPR per group: blind groups are left out (the blind metrics panel shows them)."""
+        return expr if rec == "selection_rate" else unless_blind(expr, rec, group=True)
+
+    blind_note = " Groups the monitor flags as blind (selective labels) are left out."
     rates = []
     for i, (name, rec, n_rec, what) in enumerate(
         (
@@ -246,11 +344,13 @@ def fairness_overview() -> dict[str, Any]:
             timeseries(
                 name,
                 f"{what}, per group, summed across replicas, with its 95% Wilson interval "
-                f"(dashed). Groups with fewer than 30 {n_rec} are left out.",
+                f"(dashed). Groups with fewer than 30 {n_rec} are left out."
+                + ("" if rec == "selection_rate" else blind_note),
                 [
-                    target(f"fairness:{rec}:ratio{g}", "{{group}}", "A"),
-                    target(f"fairness:{rec}_lower:ratio{g}", "{{group}} lower", "B"),
-                    target(f"fairness:{rec}_upper:ratio{g}", "{{group}} upper", "C"),
+                    target(
+                        label_based(f"fairness:{rec}{part}:ratio{g}", rec), "{{group}}" + leg, ref
+                    )
+                    for part, leg, ref in BANDS
                 ],
                 unit="percentunit",
                 min_=0,
@@ -271,11 +371,13 @@ def fairness_overview() -> dict[str, Any]:
         ),
         stat(
             "Equalized-odds difference",
-            "max(TPR gap, FPR gap) between groups; the default bound is 0.1.",
+            "max(TPR gap, FPR gap) between groups; the default bound is 0.1. Reads "
+            f'"{BLIND_TEXT}" while outcomes arrive for one predicted class only.',
             f"fairness:equalized_odds_difference:ratio{g}",
             unit="none",
             grid=(6, 0, 6, 5),
             steps=((None, "green"), (0.1, "red")),
+            blind="equalized_odds_difference",
         ),
         stat(
             "Predictions in the window",
@@ -314,13 +416,18 @@ def fairness_overview() -> dict[str, Any]:
         ),
         timeseries(
             "Equalized-odds difference over time",
-            "max(TPR gap, FPR gap) with both gaps; the dashed line is the bound, 0.1.",
+            "max(TPR gap, FPR gap) with both gaps; the dashed line is the bound, 0.1. A gap "
+            "the monitor flags as blind (selective labels) is left out: see the blind metrics.",
             [
                 target(
-                    f"fairness:equalized_odds_difference:ratio{g}", "equalized-odds difference", "A"
+                    unless_blind(
+                        f"fairness:equalized_odds_difference:ratio{g}", "equalized_odds_difference"
+                    ),
+                    "equalized-odds difference",
+                    "A",
                 ),
-                target(f"fairness:tpr_gap:ratio{g}", "TPR gap", "B"),
-                target(f"fairness:fpr_gap:ratio{g}", "FPR gap", "C"),
+                target(unless_blind(f"fairness:tpr_gap:ratio{g}", "tpr_gap"), "TPR gap", "B"),
+                target(unless_blind(f"fairness:fpr_gap:ratio{g}", "fpr_gap"), "FPR gap", "C"),
             ],
             unit="none",
             min_=0,
@@ -348,6 +455,7 @@ def fairness_overview() -> dict[str, Any]:
             max_=1,
             grid=(12, 23, 12, 8),
         ),
+        blind_timeline(grid=(0, 31, 24, 7)),
     ]
     variables = [
         variable("model", "Model", "label_values(fairness:predictions:sum, model)"),

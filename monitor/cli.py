@@ -49,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     _inputs(r)
     r.add_argument("--format", choices=("table", "json"), default="table")
     r.add_argument("--dead-letters", help="write dead-lettered records here (JSONL)")
+    r.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="write every closed bucket boundary's disparities (with bounds, blind marked), "
+        "group rates and detector evidence here (JSON lines)",
+    )
 
     a = sub.add_parser(
         "report", help="write a self-contained HTML audit report (from a replay or a checkpoint)"
@@ -143,6 +149,7 @@ def _replayed(args: argparse.Namespace, series_points: int | None = 0) -> Any:
         csv_mapping=args.csv_mapping,
         batch_size=args.batch_size,
         series_points=series_points,
+        timeline=getattr(args, "timeline", None),
     )
 
 

@@ -9,14 +9,16 @@ just closed has almost no labels, and a detector fed those values is blind. Each
 once (a tracker skips a cohort no newer than the last one it saw), and the alert names it.
 
 A cohort whose labels cover one predicted class only while both occur (selective labels: only
-approved applicants are ever labelled) has TPR = FPR = 0 or 1 by construction: its TPR/FPR-based
-values are not measurable, so nothing is fed, and nothing counts towards resolving an alert.
+approved applicants are ever labelled) has TPR = FPR = 0 or 1 by construction: its blind values
+(:mod:`monitor.metrics.blindness`) are not measurable, so nothing is fed, and nothing counts
+towards resolving an alert.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -26,14 +28,14 @@ from monitor.alerts.window_rules import _finite, _fmt
 from monitor.config.label_settle import label_settle
 from monitor.config.rules import DriftSpec
 from monitor.config.spec import ModelSpec
+from monitor.metrics.blindness import blind_reasons
 from monitor.metrics.intervals import z_value
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 from monitor.state.engine import Engine
-from monitor.state.windows import FAV, FN, FP, I64, TN, TP, N
+from monitor.state.windows import I64
 
 log = logging.getLogger(__name__)
-_PRED1, _PRED0 = {"tp", "fp"}, {"fn", "tn"}  # labelled cells by predicted class
 _gone_logged: set[str] = set()  # models whose evicted cohort was logged (once per process)
 
 
@@ -102,22 +104,10 @@ def in_ring(engine: Engine, m: int, c: DriftCohort) -> bool:
     return True
 
 
-def selective_labels(counts: I64, favourable: int) -> bool:
-    """Do the labels of these ``counts[group, cell]`` cover one predicted class only, while
-    both were predicted? (No labelled prediction 0 among predictions 0, or the reverse.)"""
-    tot = counts.sum(axis=0)
-    pred1 = int(tot[FAV]) if favourable == 1 else int(tot[N] - tot[FAV])
-    pred0 = int(tot[N]) - pred1
-    lab1, lab0 = int(tot[TP] + tot[FP]), int(tot[FN] + tot[TN])
-    return (pred0 > 0 and lab0 == 0 and lab1 > 0) or (pred1 > 0 and lab1 == 0 and lab0 > 0)
-
-
-def blind_when_selective(metric: str) -> bool:
-    """A metric whose rate mixes both predicted classes (TPR = TP / (TP + FN), FPR, the
-    equalized-odds difference) cannot be measured under selective labels; PPV can."""
-    spec = METRICS[metric]
-    cells = set(spec.counts)
-    return spec.needs_labels and (not cells or (bool(cells & _PRED1) and bool(cells & _PRED0)))
+def blind_metrics(counts: I64, r: AttributeResult, favourable: int) -> frozenset[str]:
+    """The metrics of this cohort that its labels cannot measure (selective labels, judged per
+    compared group by :mod:`monitor.metrics.blindness`, as every other surface judges them)."""
+    return frozenset(blind_reasons(counts, favourable=favourable).disparities(r.disparities))
 
 
 def check_drift(
@@ -132,12 +122,12 @@ def check_drift(
     *,
     confidence: float,
     cohort: DriftCohort | None = None,
-    blind: bool = False,
+    blind: Collection[str] = (),
 ) -> list[Transition]:
     """Feed one cohort's values (``cohort``: by default the drift bucket ending at ``at``) to
     the detectors of one attribute set; FairnessDrift fires on a worsening change and resolves
-    after ``min_values`` quiet values — measured ones: an undefined value (too few samples,
-    ``blind`` labels) is no news, good or bad."""
+    after ``min_values`` quiet values — measured ones: an undefined value (too few samples, a
+    metric in ``blind``) is no news, good or bad."""
     out = []
     # a two-sided interval of the configured confidence spans 2·z standard errors
     z = z_value(confidence)
@@ -152,7 +142,7 @@ def check_drift(
         if tracker.history and t_end <= tracker.history[-1][0]:
             continue  # seen already (a restart with a longer label_settle): once per cohort
         disp = r.disparity(metric)
-        value = math.nan if blind and blind_when_selective(metric) else _finite(disp.value)
+        value = math.nan if metric in blind else _finite(disp.value)
         lo, hi = disp.lower, disp.upper
         se = (hi - lo) / (2 * z) if math.isfinite(lo) and math.isfinite(hi) else math.nan
         signal = tracker.update(t_end, value, se)

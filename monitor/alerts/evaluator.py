@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
-from monitor.alerts.drift_alerts import check_drift, drift_cohorts, in_ring, selective_labels
+from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
 from monitor.config.spec import Config, ModelSpec
@@ -21,6 +21,7 @@ from monitor.metrics.results import AttributeResult, attribute_result, finite_or
 from monitor.state.engine import Engine
 
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
+BoundaryHook = Callable[[str, float, list[tuple[str, str, AttributeResult]]], None]
 
 
 class SeriesPoint(NamedTuple):
@@ -50,6 +51,9 @@ class AlertEvaluator:
         # (model, window, attribute) -> the headline disparities at each closed boundary
         self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
         self.series_points = series_points
+        # called once per evaluated boundary with (model, at, [(window, attribute, result)]):
+        # replay --timeline streams them to a file instead of keeping them
+        self.on_boundary: BoundaryHook | None = None
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -102,6 +106,7 @@ class AlertEvaluator:
         at = float(k * spec.bucket)
         reg = self.engine.registries[m]
         sets = [(name, *reg.groups_of_set(s)) for s, name in enumerate(reg.set_names)]
+        results: list[tuple[str, str, AttributeResult]] = []
         for w in spec.windows:
             end = k - w.lag // spec.bucket
             counts = self.engine.counts_between(m, end - w.length // spec.bucket, end, as_of=k)
@@ -116,6 +121,7 @@ class AlertEvaluator:
                 ]
                 result = self._result(counts[gidx], labels, spec, set_name)
                 self._record(spec.name, w.name, set_name, at, result)
+                results.append((w.name, set_name, result))
                 for rule in rules:
                     t = check_rule(
                         self.book,
@@ -138,19 +144,22 @@ class AlertEvaluator:
                 counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
                 for set_name, gidx, labels in sets:
                     if labels:
+                        result = self._result(counts[gidx], labels, spec, set_name)
                         out += check_drift(
                             self.book,
                             self.trackers,
                             self.drift_quiet,
                             d,
-                            self._result(counts[gidx], labels, spec, set_name),
+                            result,
                             spec.name,
                             set_name,
                             at,
                             confidence=self.config.confidence,
                             cohort=c,
-                            blind=selective_labels(counts[gidx], spec.favourable),
+                            blind=blind_metrics(counts[gidx], result, spec.favourable),
                         )
+        if self.on_boundary is not None:
+            self.on_boundary(spec.name, at, results)
         return out
 
     def _record(

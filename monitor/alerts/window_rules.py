@@ -61,18 +61,35 @@ def check_rule(
         "attribute": attribute,
         "severity": rule.severity,
     }
-    ann = (
-        _annotations(rule, r, basis, (value, lower, upper), lo, hi, confidence)
-        if lo is not None and hi is not None and r.labels[lo]
-        else {}
-    )
+    active = book.active.get(tuple(sorted(labels.items())))
+    if active is None and not breached:
+        return None  # the common case: nothing to tell, nothing to describe
+    # resolving needs evidence of recovery (the symmetric test on the interval); too few
+    # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
+    recovered = enough and rule.recovered(value, lower, upper)
+    if enough and lo is not None and hi is not None and r.labels[lo]:
+        ann = _annotations(rule, r, basis, (value, lower, upper), lo, hi, confidence)
+        if recovered:
+            ann["summary"] = (
+                f"recovered: {rule.metric} {_fmt(value)} "
+                f"[{_fmt(lower)}, {_fmt(upper)}] is back past {rule.bound} "
+                f"for {r.labels[lo]} vs {r.labels[hi]}"
+            )
+    elif active is not None:
+        # keep the last judged numbers; say that the current window cannot judge
+        ann = dict(active.annotations)
+        ann["data"] = (
+            f"insufficient data: fewer than {rule.min_samples} samples in a compared group "
+            f"(or none at all) in window {window} at {at:.0f}; the alert stays as it was"
+        )
+        value = active.value
+    else:
+        ann = {}
     return book.observe(
         name=rule.name,
         labels=labels,
         breached=breached,
-        # too few samples to judge: no decision (an alert does not resolve just because the
-        # extreme group fell below min_samples); no data at all (NaN) resolves
-        recovered=rule.recovered(value) if enough else value != value,
+        recovered=recovered,
         at=at,
         for_=rule.for_,
         value=value,

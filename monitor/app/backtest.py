@@ -5,6 +5,7 @@ report, the dead letters, and when each alert would have fired and resolved.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from monitor.config.spec import Config, ConfigError
 from monitor.ingest.events import DeadLetter, RawRecord
 from monitor.ingest.file import load_csv_mapping, read_csv, read_jsonl
 from monitor.outputs.report import build_report
+from monitor.outputs.timeline import attach
 from monitor.state.engine import Engine
 
 
@@ -29,8 +31,12 @@ def replay_files(
     csv_mapping: str | None = None,
     batch_size: int = 10_000,
     series_points: int | None = 0,
+    timeline: str | None = None,
 ) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
-    """Replay the named files: the report (with the backtest's alerts), dead letters, evaluator."""
+    """Replay the named files: the report (with the backtest's alerts), dead letters, evaluator.
+
+    ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
+    (``outputs/timeline.py``), streamed as the evaluator goes."""
     if not (predictions or csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -49,9 +55,18 @@ def replay_files(
             labs += lab
     engine = Engine(cfg)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
-    dead = replay(
-        engine, preds, labs, batch_size=batch_size, progress=stderr_progress, evaluator=evaluator
-    )
+    with contextlib.ExitStack() as stack:
+        if timeline is not None:
+            attach(evaluator, stack.enter_context(open(timeline, "wb")), cfg)
+        dead = replay(
+            engine,
+            preds,
+            labs,
+            batch_size=batch_size,
+            progress=stderr_progress,
+            evaluator=evaluator,
+        )
+        evaluator.on_boundary = None
     report = build_report(
         engine.snapshot(),
         confidence=cfg.confidence,

@@ -4,7 +4,8 @@ A rule names a disparity metric of the report (``disparate_impact_ratio``,
 ``equalized_odds_difference``, ``tpr_gap``, …), a comparator and a bound, and how sure we must
 be before paging: minimum samples per compared group, optionally *significance* (the whole
 confidence interval beyond the bound, e.g. the upper limit of the DIR below 0.8), a ``for``
-duration, and a hysteresis margin for resolving (an alert that flaps pages twice).
+duration, and a hysteresis margin for resolving (an alert that flaps pages twice). A significant
+rule resolves on the interval too (its near limit back past the bound), never on missing data.
 """
 
 from __future__ import annotations
@@ -56,13 +57,19 @@ class AlertRule:
             return False
         return v < self.bound if self.op == "<" else v > self.bound
 
-    def recovered(self, value: float) -> bool:
-        """Resolve only past the bound by the hysteresis margin (NaN counts as recovered)."""
-        if value != value:
-            return True
+    def recovered(self, value: float, lower: float = math.nan, upper: float = math.nan) -> bool:
+        """Is there evidence of recovery? The point estimate must be back past the bound by the
+        hysteresis margin and, for a ``significant`` rule, the interval's near limit past the
+        bound too (the symmetric test: it fired on the interval, it resolves on it). NaN (no
+        data, too few samples) is no evidence: the caller keeps the alert as it was."""
+        near = (lower if self.op == "<" else upper) if self.significant else value
+        if value != value or near != near:
+            return False
+        # rounded: 0.8 + 0.02 is 0.8200000000000001 in binary, and a user who wrote those
+        # two numbers expects a ratio of 0.82 to resolve
         if self.op == "<":
-            return value >= self.bound + self.hysteresis
-        return value <= self.bound - self.hysteresis
+            return value >= round(self.bound + self.hysteresis, 12) and near >= self.bound
+        return value <= round(self.bound - self.hysteresis, 12) and near <= self.bound
 
 
 RUNBOOK = "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md"

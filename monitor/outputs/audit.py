@@ -3,7 +3,9 @@
 Everything is in one file: tables are HTML, plots are inline SVG, the data behind them is
 embedded as JSON; no script, stylesheet or font is fetched from anywhere. The tables are built
 from the same report structure as ``replay --format json`` (each number also carries its exact
-value in ``data-value``), so the two always agree.
+value in ``data-value``), so the two always agree. A blind metric (selective labels) shows
+its reason, "blind: selective labels", in place of the number (``data-blind`` holds the
+sentence), never a value that reads as good news.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ th:first-child, td:first-child { text-align: left; }
 caption { text-align: left; color: #5f6368; font-size: .85rem; }
 .breach { color: #b3261e; font-weight: 700; }
 .muted { color: #5f6368; font-size: .9rem; }
+.blind { color: #5f6368; font-style: italic; }
 figure { margin: .5rem 0 1.5rem; } figcaption { color: #5f6368; font-size: .85rem; }
 @media print { h2 { break-before: page; } }
 """
@@ -75,6 +78,11 @@ def _cell(x: Any, *, attrs: str = "", cls: str = "") -> str:
     return f'<td data-value="{_e(value)}"{attrs}{c}>{_e(_fmt(x))}</td>'
 
 
+def _blind_cell(why: str, *, attrs: str = "") -> str:
+    """The cell of a metric that cannot be measured: its reason, no number."""
+    return f'<td data-value="" data-blind="{_e(why)}"{attrs} class="blind">blind: selective labels</td>'
+
+
 def _interval(metric: str) -> str:
     return INTERVAL_NAMES[METRICS[metric].interval]
 
@@ -90,6 +98,9 @@ def _group_table(window: str, attr: str, a: dict[str, Any], confidence: float) -
     for g, r in a["groups"].items():
         cells = []
         for f, _ in GROUP_COLUMNS:
+            if f in r.get("blind", {}):
+                cells.append(_blind_cell(r["blind"][f], attrs=f' data-field="{f}"'))
+                continue
             low = f == "impact_ratio" and r[f] is not None and r[f] < FOUR_FIFTHS
             cls = "breach" if low else ""
             cells.append(_cell(r[f], attrs=f' data-field="{f}"', cls=cls))
@@ -116,12 +127,19 @@ def _disparity_table(window: str, attr: str, a: dict[str, Any], confidence: floa
         low = d["value"] is not None and d["value"] < FOUR_FIFTHS
         breach = key == "disparate_impact_ratio" and low
         groups = f"{d['low_group']} vs {d['high_group']}" if d["low_group"] else "–"
+        if d.get("blind"):
+            numbers = _blind_cell(d["blind"], attrs=' data-field="value"') + "".join(
+                f'<td data-value="" data-field="{f}"></td>' for f in ("lower", "upper")
+            )
+        else:
+            numbers = (
+                _cell(d["value"], attrs=' data-field="value"', cls="breach" if breach else "")
+                + _cell(d["lower"], attrs=' data-field="lower"')
+                + _cell(d["upper"], attrs=' data-field="upper"')
+            )
         rows.append(
-            f'<tr data-metric="{key}"><th scope="row">{_e(label)}</th>'
-            + _cell(d["value"], attrs=' data-field="value"', cls="breach" if breach else "")
-            + _cell(d["lower"], attrs=' data-field="lower"')
-            + _cell(d["upper"], attrs=' data-field="upper"')
-            + f"<td>{_e(groups)}</td></tr>"
+            f'<tr data-metric="{key}"><th scope="row">{_e(label)}</th>{numbers}'
+            f"<td>{_e(groups)}</td></tr>"
         )
     eps = _cell(a["differential_fairness_epsilon"], attrs=' data-field="value"')
     rows.append(

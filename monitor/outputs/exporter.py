@@ -14,6 +14,12 @@ Names follow Prometheus conventions: prefix ``fairness_``, ``_ratio`` for fracti
 counts as gauges (they go down), bounds as ``…_lower_ratio`` / ``…_upper_ratio``. Raw counts are
 exported so PromQL can aggregate replicas correctly (``sum(num) / sum(den)``). NaN means
 "insufficient data"; a group that has left the window is not exported.
+
+A metric that cannot be measured (:mod:`monitor.metrics.blindness`: TPR and FPR when only
+approved applicants are labelled) is not exported as a number at all: its value gauges are
+absent and ``fairness_metric_blind{…,metric,reason}`` (disparities) or
+``fairness_group_metric_blind{…,group,metric,reason}`` (per-group rates) is 1 instead, so no
+dashboard or rule reads a made-up 1.000 as good news.
 """
 
 from __future__ import annotations
@@ -24,11 +30,17 @@ from typing import Any
 
 import numpy as np
 
+from monitor.metrics.blindness import RATE_CELLS, blind_groups
 from monitor.metrics.registry import EXPORTED, GROUP_COUNTS, GROUP_RATES
 from monitor.metrics.results import attribute_result
 from monitor.state.engine import Snapshot
 
 ELIGIBLE_HELP = "1 if the group has min_samples predictions and takes part in disparities."
+BLIND_HELP = (
+    "1 while the metric cannot be measured (reason: selective_labels = labels arrive for one "
+    "predicted class only); its value gauges are then absent."
+)
+GROUP_BLIND_HELP = "1 while the group's rate cannot be measured; its gauges are then absent."
 
 
 def _esc(value: str) -> str:
@@ -87,22 +99,32 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                     values = getattr(gm, c.field)
                     for lab, v in zip(group_labels, values.tolist(), strict=True):
                         fam.add(c.name, c.help, lab, v)
+                blind = blind_groups(gm, favourable=spec.favourable)
                 for f in GROUP_RATES:
-                    values = getattr(gm, f.field).tolist()
-                    for lab, v in zip(group_labels, values, strict=True):
-                        fam.add(f"{f.name}_ratio", f.help, lab, v)
+                    whys = blind.reasons(f.field) if f.field in RATE_CELLS else [None] * len(names)
+                    for lab, why in zip(group_labels, whys, strict=True):
+                        if why is not None:
+                            where = f'{lab},metric="{f.name}",reason="{why.code}"'
+                            fam.add("group_metric_blind", GROUP_BLIND_HELP, where, 1.0)
+                    series = [("", f.help, getattr(gm, f.field))]
                     if f.bounded:
                         lo, hi = gm.bounds[f.field]
-                        doc = f"Wilson lower bound: {f.help}"
-                        for lab, v in zip(group_labels, lo.tolist(), strict=True):
-                            fam.add(f"{f.name}_lower_ratio", doc, lab, v)
-                        doc = f"Wilson upper bound: {f.help}"
-                        for lab, v in zip(group_labels, hi.tolist(), strict=True):
-                            fam.add(f"{f.name}_upper_ratio", doc, lab, v)
+                        series.append(("_lower", f"Wilson lower bound: {f.help}", lo))
+                        series.append(("_upper", f"Wilson upper bound: {f.help}", hi))
+                    for suffix, doc, arr in series:
+                        for lab, v, why in zip(group_labels, arr.tolist(), whys, strict=True):
+                            if why is None:
+                                fam.add(f"{f.name}{suffix}_ratio", doc, lab, v)
                 for lab, ok in zip(group_labels, d.eligible.tolist(), strict=True):
                     fam.add("group_eligible", ELIGIBLE_HELP, lab, 1.0 if ok else 0.0)
+                blind_metrics = blind.disparities(d)
                 for m in EXPORTED:
                     disp = d.metric(m.name)
+                    why = blind_metrics.get(m.name)
+                    if why is not None:
+                        reason = f'{base},metric="{m.name}",reason="{why.code}"'
+                        fam.add("metric_blind", BLIND_HELP, reason, 1.0)
+                        continue
                     fam.add(f"{m.family}_ratio", m.help, base, disp.value)
                     doc = f"Lower confidence bound: {m.help}"
                     fam.add(f"{m.family}_lower_ratio", doc, base, disp.lower)

@@ -20,7 +20,7 @@ written once more in PromQL:
   10); the equalized-odds difference is the larger gap with that gap's interval;
 * an alert fires like the monitor's rule (the interval's far limit past the bound with
   ``significant``, both compared groups with the rule's ``min_samples``) and, once firing,
-  resolves only past the bound by the hysteresis margin (``ALERTS`` is read back for that).
+  resolves past the bound by the hysteresis margin (``significant``: its interval too; ALERTS).
 
 Rules with one evaluation time share a group, so alerts read the recording rules of the same
 evaluation (rules in a group run in order). Ties between groups' rates may pick a different
@@ -269,14 +269,17 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         if vals
     )
     name = f"Fairness{rule.name}"
-    judged = (p + ("_upper" if rule.op == "<" else "_lower")) if rule.significant else p
-    back = rule.bound + rule.hysteresis if rule.op == "<" else rule.bound - rule.hysteresis
+    far, near = ("_upper", "_lower") if rule.op == "<" else ("_lower", "_upper")
+    judged = p + far if rule.significant else p
+    back = round(rule.bound + (rule.hysteresis if rule.op == "<" else -rule.hysteresis), 12)
+    clears = " with its interval's near limit back past the bound" if rule.significant else ""
+    still = f" or on ({ATTR}) {p}{near}:ratio {rule.op} {rule.bound!r}" if rule.significant else ""
     expr = (
         f"{p}:ratio{{{sel}}}\nand on ({ATTR}) (\n"
         f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
         f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples})\n"
         f"  or on ({ATTR}) (\n"
-        f"    ({p}:ratio {rule.op} {back!r} or on ({ATTR}) {p}_samples:min < {rule.min_samples})\n"
+        f"    ({p}:ratio {rule.op} {back!r}{still} or on ({ATTR}) {p}_samples:min < {rule.min_samples})\n"
         f'    and on ({ATTR}) ALERTS{{alertname="{name}", alertstate="firing"}}\n'
         "  )\n)\n"
     )
@@ -290,7 +293,7 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         " ({{ $labels.model }}, {{ $labels.attribute }}, window {{ $labels.window }})",
         "description": f"{spec.help} Fires when {limit} is {rule.op} {rule.bound} with at least"
         f" {rule.min_samples} samples in both compared groups (summed across replicas);"
-        f" resolves at {back:g}.",
+        f" resolves at {back:g}{clears}.",
         "runbook_url": rule.runbook_url or f"{RUNBOOK}#{rule.name.lower()}",
     }
     return out

@@ -2,6 +2,10 @@
 
 The same structure feeds ``replay --format json``, the table printed for people, and later the
 exporter and the HTML audit report, so every surface shows the same numbers.
+
+A blind metric (:mod:`monitor.metrics.blindness`) has no number here: its ``value`` and bounds
+are ``null`` and ``blind`` gives the reason (a disparity's ``blind``; a group row's
+``blind[rate]``); the table prints "blind: selective labels" in its place.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
+from monitor.metrics.blindness import RATE_CELLS, BlindReason, BlindReport, blind_groups
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import FOUR_FIFTHS, METRICS
 from monitor.metrics.results import AttributeResult, attribute_result
@@ -42,36 +47,49 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _disp(d: Disparity, r: AttributeResult) -> dict[str, Any]:
+def _disp(d: Disparity, r: AttributeResult, blind: BlindReason | None) -> dict[str, Any]:
+    shown = blind is None
     return {
-        "value": _num(d.value),
-        "lower": _num(d.lower),
-        "upper": _num(d.upper),
+        "value": _num(d.value) if shown else None,
+        "lower": _num(d.lower) if shown else None,
+        "upper": _num(d.upper) if shown else None,
         "low_group": r.name(d.low_group),
         "high_group": r.name(d.high_group),
+        "blind": None if blind is None else blind.text,
     }
 
 
-def _row(r: AttributeResult, i: int) -> dict[str, Any]:
+def _row(r: AttributeResult, i: int, blind: BlindReport) -> dict[str, Any]:
     gm = r.groups
     row = {f: _num(getattr(gm, f)[i]) for f in GROUP_FIELDS}
     for f, (lo, hi) in gm.bounds.items():
         row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
     row["impact_ratio"] = _num(r.disparities.impact_ratios[i])
     row["eligible"] = bool(r.disparities.eligible[i])
+    row["blind"] = {}
+    for rate in RATE_CELLS:
+        why = blind.metric(rate, i)
+        if why is not None:
+            row["blind"][rate] = why.text
+            for k in (rate, f"{rate}_lower", f"{rate}_upper"):
+                if k in row:
+                    row[k] = None
     return row
 
 
-def result_report(r: AttributeResult) -> dict[str, Any]:
+def result_report(r: AttributeResult, *, favourable: int = 1) -> dict[str, Any]:
     """The JSON form of one attribute set's typed result: per-group rows, then every
-    disparity of the registry (in its order) and the differential-fairness epsilon."""
+    disparity of the registry (in its order) and the differential-fairness epsilon
+    (``favourable``: the model's favourable class, which blindness depends on)."""
     d = r.disparities
+    blind = blind_groups(r.groups, favourable=favourable)
+    blind_metrics = blind.disparities(d)
     out: dict[str, Any] = {
-        "groups": {lab: _row(r, i) for i, lab in enumerate(r.labels)},
+        "groups": {lab: _row(r, i, blind) for i, lab in enumerate(r.labels)},
         "reference_group": r.name(d.reference),
     }
     for spec in METRICS.values():
-        out[spec.name] = _disp(d.metric(spec.name), r)
+        out[spec.name] = _disp(d.metric(spec.name), r, blind_metrics.get(spec.name))
         if spec.name == "disparate_impact_ratio":
             out["four_fifths_violation"] = d.four_fifths_violation
             out["four_fifths_significant"] = d.four_fifths_significant
@@ -83,7 +101,8 @@ def attribute_report(
     counts: I64, labels: list[str], spec: ModelSpec, set_name: str, *, confidence: float
 ) -> dict[str, Any]:
     """Per-group rows and disparities of one attribute set (``counts[group, cell]``)."""
-    return result_report(attribute_result(counts, labels, spec, set_name, confidence=confidence))
+    r = attribute_result(counts, labels, spec, set_name, confidence=confidence)
+    return result_report(r, favourable=spec.favourable)
 
 
 def model_report(ms: ModelSnapshot, *, confidence: float) -> dict[str, Any]:
@@ -129,9 +148,15 @@ def printable(text: str) -> str:
 def _fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "–"
+    if isinstance(x, dict):  # a blind disparity: its reason instead of the number
+        return "blind: selective labels" if x.get("blind") else _fmt(x.get("value"), digits)
     if isinstance(x, int):
         return str(x)
     return f"{x:.{digits}f}"
+
+
+def _rate(row: dict[str, Any], rate: str) -> str:
+    return "blind" if rate in row.get("blind", {}) else _fmt(row[rate])
 
 
 def format_table(report: dict[str, Any]) -> str:
@@ -154,9 +179,9 @@ def format_table(report: dict[str, Any]) -> str:
                             _fmt(r["n"]),
                             _fmt(r["selection_rate"]),
                             ci,
-                            _fmt(r["tpr"]),
-                            _fmt(r["fpr"]),
-                            _fmt(r["ppv"]),
+                            _rate(r, "tpr"),
+                            _rate(r, "fpr"),
+                            _rate(r, "ppv"),
                             _fmt(r["labelled"]),
                             _fmt(r["impact_ratio"]),
                         )
@@ -178,11 +203,14 @@ def format_table(report: dict[str, Any]) -> str:
                 eod = a["equalized_odds_difference"]
                 spd = a["statistical_parity_difference"]
                 lines.append(
-                    f"    stat. parity diff {_fmt(spd['value'])} · equalized-odds diff "
-                    f"{_fmt(eod['value'])} · TPR gap {_fmt(a['tpr_gap']['value'])} · FPR gap "
-                    f"{_fmt(a['fpr_gap']['value'])} · DF ε "
+                    f"    stat. parity diff {_fmt(spd)} · equalized-odds diff "
+                    f"{_fmt(eod)} · TPR gap {_fmt(a['tpr_gap'])} · FPR gap "
+                    f"{_fmt(a['fpr_gap'])} · DF ε "
                     f"{_fmt(a['differential_fairness_epsilon'])}"
                 )
+                reasons = sorted({why for r in a["groups"].values() for why in r["blind"].values()})
+                for why in reasons:
+                    lines.append(f"    blind: {why} (TPR, FPR and their gaps are not measured)")
             lines.append("")
     for a in report.get("alerts", []):
         where = ", ".join(f"{k}={v}" for k, v in a["labels"].items() if k != "alertname")

@@ -3,7 +3,9 @@
 Grafana is the full UI; this page is for the demo and for a quick look when Grafana is not at
 hand. The data is the report of the snapshot that ``/metrics`` renders (same numbers), the
 recent history of the headline disparities at closed bucket boundaries (sparklines), and the
-alerts that are firing, with their evidence.
+alerts that are firing, with their evidence. A metric the counts cannot measure (selective
+labels, :mod:`monitor.metrics.blindness`) carries ``blind`` in the report and the page reads
+"blind: selective labels" there, never a (green) number.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ from monitor.state.engine import Engine
 T0 = 1_767_225_600.0
 
 
-def alert_config(**alerts: object) -> Config:
+def alert_config(*, windows: list[str] | None = None, **alerts: object) -> Config:
     return parse_config(
         {
             "models": {
                 "credit": {
                     "attributes": {"group": {}},
-                    "windows": ["1h"],
+                    "windows": windows or ["1h"],
                     "bucket": "1m",
                     "lateness": "5m",
                     "min_samples": 30,
@@ -29,6 +29,15 @@ def alert_config(**alerts: object) -> Config:
             "alerts": alerts,
         }
     )
+
+
+def four_fifths_rule(**changes: object) -> dict[str, object]:
+    """The four-fifths rule as a config entry (significant, 10 minutes), with ``changes``."""
+    rule: dict[str, object] = {
+        "name": "FourFifthsRule", "metric": "disparate_impact_ratio", "op": "<", "bound": 0.8,
+        "significant": True, "for": "10m", "hysteresis": 0.02, "min_samples": 30,
+    }  # fmt: skip
+    return {**rule, **changes}
 
 
 def run_stream(
@@ -41,13 +50,14 @@ def run_stream(
     per_min_b: float = 40 / 60,
     seed: int = 0,
     on_minute: Callable[[int], None] | None = None,
+    first_minute: int = 0,
 ) -> None:
     """Group "a" (large) and "b" (small), Poisson arrivals, selection rates per minute."""
     rng = np.random.default_rng(seed)
     reg = engine.registries[0]
     ga, gb = reg.index(0, "a"), reg.index(0, "b")
-    key = 1
-    for minute in range(minutes):
+    key = 1 + first_minute * 10_000  # ids stay unique across consecutive calls
+    for minute in range(first_minute, first_minute + minutes):
         na, nb = rng.poisson(per_min_a), rng.poisson(per_min_b)
         n = na + nb
         ts = T0 + minute * 60 + np.sort(rng.uniform(0, 60, n))

@@ -6,7 +6,7 @@ import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.state.engine import Engine
-from tests.alerts.streams import T0, alert_config, evaluate_stream, run_stream
+from tests.alerts.streams import T0, alert_config, evaluate_stream, four_fifths_rule, run_stream
 
 
 def fired(ev: AlertEvaluator, name: str) -> list[float]:
@@ -24,20 +24,7 @@ def test_fair_stream_with_a_small_group_never_pages() -> None:
 
 
 def test_drop_to_0_6x_fires_within_for_plus_one_bucket_and_resolves_with_hysteresis() -> None:
-    cfg = alert_config(
-        rules=[
-            {
-                "name": "FourFifthsRule",
-                "metric": "disparate_impact_ratio",
-                "op": "<",
-                "bound": 0.8,
-                "significant": True,
-                "for": "10m",
-                "hysteresis": 0.02,
-                "min_samples": 30,
-            }
-        ]
-    )
+    cfg = alert_config(rules=[four_fifths_rule()])
     drop, back = 300, 600  # minutes
     _, ev = evaluate_stream(
         900, lambda m: 0.3 if drop <= m < back else 0.5, cfg=cfg, per_min_b=20, seed=2
@@ -80,18 +67,7 @@ def test_alert_state_survives_a_restart(tmp_path) -> None:  # type: ignore[no-un
     from monitor.alerts import persist
     from monitor.state.checkpoint import CheckpointStore, encode
 
-    cfg = alert_config(
-        rules=[
-            {
-                "name": "FourFifthsRule",
-                "metric": "disparate_impact_ratio",
-                "op": "<",
-                "bound": 0.8,
-                "for": "5m",
-                "min_samples": 30,
-            }
-        ]
-    )
+    cfg = alert_config(rules=[four_fifths_rule(significant=False, **{"for": "5m"})])
     engine, ev = evaluate_stream(120, lambda m: 0.2, cfg=cfg, per_min_b=20, seed=5)
     assert fired(ev, "FourFifthsRule")
     store = CheckpointStore(tmp_path / "cp.sqlite")

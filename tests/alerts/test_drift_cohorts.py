@@ -17,10 +17,9 @@ import pytest
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import (
     DriftCohort,
-    blind_when_selective,
+    blind_metrics,
     check_drift,
     drift_cohorts,
-    selective_labels,
 )
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import AlertBook
@@ -189,35 +188,26 @@ def cell_counts(*groups: dict[int, int]) -> np.ndarray:
     return out
 
 
-def test_selective_labels_are_recognised_by_predicted_class() -> None:
-    # only predicted 1 labelled (approved applicants), while 0s were predicted: blind
+def test_a_cohort_labelled_for_one_predicted_class_is_blind_in_tpr_and_fpr() -> None:
+    spec = model_config(["1h"]).models["m"]
+
+    def blind(counts: np.ndarray, favourable: int = 1) -> frozenset[str]:
+        r = attribute_result(counts, ["a", "b"], spec, "g", confidence=0.95)
+        return blind_metrics(counts, r, favourable)
+
+    # only predicted 1 labelled (approved applicants), while 0s were predicted
     approved_only = cell_counts(
         {N: 100, FAV: 60, TP: 40, FP: 20}, {N: 100, FAV: 50, TP: 30, FP: 20}
     )
-    assert selective_labels(approved_only, favourable=1)
-    # the same with "0" the favourable value: predictions 1 are then N - FAV = 40 and 50
-    assert selective_labels(approved_only, favourable=0)
-    # one labelled prediction 0 anywhere in the cohort: measurable
+    seen = blind(approved_only)
+    assert {"tpr_gap", "fpr_gap", "equalized_odds_difference"} <= seen
+    assert not seen & {"ppv_gap", "disparate_impact_ratio", "statistical_parity_difference"}
+    # a labelled prediction 0 in each group: measurable
     some = approved_only.copy()
-    some[1, TN] = 1
-    assert not selective_labels(some, favourable=1)
-    # only predicted 0 labelled, while 1s were predicted: blind too
-    rejected_only = cell_counts({N: 100, FAV: 60, FN: 10, TN: 30})
-    assert selective_labels(rejected_only, favourable=1)
-    # everything predicted 1 (no 0 to label), or no labels at all: not selective
-    assert not selective_labels(cell_counts({N: 50, FAV: 50, TP: 30, FP: 20}), favourable=1)
-    assert not selective_labels(cell_counts({N: 100, FAV: 60}), favourable=1)
-    assert [
-        m
-        for m in (
-            "tpr_gap",
-            "fpr_gap",
-            "equalized_odds_difference",
-            "ppv_gap",
-            "disparate_impact_ratio",
-        )
-        if blind_when_selective(m)
-    ] == ["tpr_gap", "fpr_gap", "equalized_odds_difference"]
+    some[:, TN] = 1
+    assert blind(some) == frozenset()
+    # no labels at all: undefined (insufficient data), not blind
+    assert blind(cell_counts({N: 100, FAV: 60}, {N: 100, FAV: 50})) == frozenset()
 
 
 def test_blind_cohorts_feed_nothing_and_never_resolve_a_firing_alert() -> None:
@@ -229,7 +219,7 @@ def test_blind_cohorts_feed_nothing_and_never_resolve_a_firing_alert() -> None:
     counts = cell_counts({N: 400, FAV: 240, TP: 200, FP: 40}, {N: 400, FAV: 240, TP: 200, FP: 40})
     r = attribute_result(counts, ["a", "b"], spec, "g", confidence=0.95)
     assert r.disparity("tpr_gap").value == 0.0  # what a blind cohort looks like: "fair"
-    for blind, resolves in ((True, False), (False, True)):
+    for blind, resolves in ((frozenset({"tpr_gap"}), False), (frozenset(), True)):
         book, trackers, quiet = AlertBook(), {}, {}
         labels = {
             "alertname": "FairnessDrift",
@@ -256,7 +246,7 @@ def test_blind_cohorts_feed_nothing_and_never_resolve_a_firing_alert() -> None:
                 book, trackers, quiet, d, r, "m", "g", at, confidence=0.95, cohort=c, blind=blind
             )
         tracker = trackers[("m", "g", "tpr_gap")]
-        assert (tracker.seen == 0) is blind
+        assert (tracker.seen == 0) is bool(blind)
         assert bool([t for t in out if t.alert.state == "resolved"]) is resolves, out
         assert bool(book.firing()) is not resolves
 

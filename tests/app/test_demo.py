@@ -301,6 +301,15 @@ def test_feedback_loop_demo(tmp_path: Path) -> None:
                     selective += one_class
                 if card.locator("tbody tr[data-selective-labels]").count():
                     assert card.locator('[data-note="selective-labels"]').count() == 1
+                # ...and its error-rate metrics read blind, not a green 0.000 (/metrics agrees)
+                for k in ("eod", "tpr_gap", "fpr_gap"):
+                    cell = card.locator(f'dd[data-metric="{k}"]')
+                    assert cell.inner_text() == "blind: selective labels", (w, a, k)
+                    assert "fine" not in (cell.get_attribute("class") or ""), (w, a, k)
+                for metric in ("equalized_odds_difference", "tpr_gap", "fpr_gap"):
+                    flag = tuple(sorted((*key, ("metric", metric), ("reason", "selective_labels"))))
+                    assert m[("fairness_metric_blind", flag)] == 1.0, (w, a, metric)
+                    assert ("fairness_" + metric + "_ratio", key) not in m, (w, a, metric)
             assert compared >= 2 * (1 + 2 + 1 + 2 + 1 + 4)  # two windows with data
             # feedback loop: only approved applicants get an outcome, and the page says so
             assert selective >= 1

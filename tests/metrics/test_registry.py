@@ -13,6 +13,8 @@ import pytest
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import check_drift
 from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.lifecycle import AlertBook
+from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import METRICS as CONFIG_METRICS
 from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import parse_config
@@ -110,8 +112,7 @@ def test_an_equalized_odds_alert_judges_the_fpr_gap_on_its_own_denominators() ->
     r = attribute_result(counts(a, b), ["a", "b"], cfg.models["m"], "g", confidence=0.95)
     assert r.disparities.equalized_odds_difference.basis == "fpr_gap"
     rule = AlertRule("Eod", "equalized_odds_difference", ">", 0.1, min_samples=30, for_=0)
-    ev = AlertEvaluator(cfg, Engine(cfg))
-    t = ev._rule(rule, r, "m", "1h", "g", T0)
+    t = check_rule(AlertBook(), rule, r, "m", "1h", "g", T0, confidence=0.95)
     assert t is not None and t.alert.state == "firing"
     ann = t.alert.annotations
     assert ann["description"].startswith("fpr a: 0.300") and "fpr b" not in ann["description"]

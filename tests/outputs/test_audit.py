@@ -129,6 +129,27 @@ def test_report_numbers_equal_replay_json(sim: tuple[Path, Path]) -> None:
     assert checked == 3 * (8 * 8 + 3 * 18)
     # the backtest's alerts are in the report, in the same order
     text = html_path.read_text()
+    # selective labels (only approved applicants get an outcome): the error-rate metrics say
+    # so in place of a number, in the JSON and in the HTML
+    a = report["models"]["lending"]["windows"]["3h"]["attributes"]["group"]
+    for metric in ("equalized_odds_difference", "tpr_gap", "fpr_gap"):
+        assert a[metric]["value"] is None and a[metric]["blind"] == (
+            "selective labels: only decisions with prediction 1 are labelled"
+        )
+        cell = re.search(
+            rf'data-window="3h" data-attribute="group" data-kind="disparities">.*?'
+            rf'data-metric="{metric}"><th scope="row">[^<]*</th><td ([^>]*)>([^<]*)</td>',
+            text,
+            re.S,
+        )
+        assert cell is not None and cell.group(2) == "blind: selective labels", metric
+        assert 'class="blind"' in cell.group(1)
+    for g, row in a["groups"].items():
+        assert row["tpr"] is None and row["fpr"] is None and set(row["blind"]) >= {"tpr", "fpr"}
+        assert row["ppv"] is not None and "ppv" not in row["blind"], g
+    assert a["ppv_gap"]["blind"] is None and a["disparate_impact_ratio"]["blind"] is None
+    blind_cells = re.findall(r'data-field="(tpr|fpr)" class="blind">blind: selective labels<', text)
+    assert len(blind_cells) == 2 * 8 * 2  # TPR and FPR × 8 groups × the 2 windows with labels
     fired = re.findall(r'data-alert="(\w+)" data-state="firing"', text)
     assert fired == [a["name"] for a in report["alerts"] if a["state"] == "firing"]
     assert "FourFifthsRule" in fired and "FairnessDrift" in fired

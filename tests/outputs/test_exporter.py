@@ -8,6 +8,7 @@ import urllib.request
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.metrics.fairness import group_metrics
 from monitor.outputs.exporter import FairnessExposition
 from monitor.outputs.http import HttpServer
 from monitor.outputs.report import build_report
@@ -121,6 +122,50 @@ def test_label_coverage_by_predicted_class_shows_selective_labels() -> None:
         neg = m["fairness_label_coverage_predicted_negative_ratio"]
         assert (pos[ga], neg[ga]) == (1.0, 0.0), favourable
         assert (pos[gb], neg[gb]) == (2 / 5, 1 / 5), favourable
-        assert m["fairness_true_positive_rate_ratio"][ga] == 1.0  # 3 / (3 + 0): by construction
-        assert m["fairness_false_positive_rate_ratio"][ga] == 1.0  # 1 / (1 + 0)
+        # TPR 3 / (3 + 0) and FPR 1 / (1 + 0) are 1.0 by construction (the engine's numbers)...
+        ms = engine.snapshot().models["m"]
+        gidx, names = ms.groups[0]
+        gm = group_metrics(ms.windows["1h"].counts[gidx], score_bins=1, favourable=favourable)
+        a = names.index("a")
+        assert (gm.tpr[a], gm.fpr[a]) == (1.0, 1.0), favourable
+        # ...so /metrics does not show them: blind, with the reason; b's are measured
+        for fam in ("true_positive_rate", "false_positive_rate"):
+            for suffix in ("", "_lower", "_upper"):
+                assert ga not in m[f"fairness_{fam}{suffix}_ratio"], (fam, suffix)
+                assert gb in m[f"fairness_{fam}{suffix}_ratio"], (fam, suffix)
+            blind = m["fairness_group_metric_blind"]
+            assert blind[tuple(sorted((*ga, ("metric", fam), ("reason", "selective_labels"))))] == 1
+        assert m["fairness_positive_predictive_value_ratio"][ga] == 3 / 4  # measurable
+        assert len(m["fairness_group_metric_blind"]) == 2  # a's TPR and FPR, nothing of b's
         assert m["fairness_label_coverage_ratio"][ga] == 4 / 10
+
+
+def test_blind_disparities_are_absent_and_flagged_until_they_can_be_measured() -> None:
+    """Only approvals are labelled in both groups: the TPR/FPR gaps and the equalized-odds
+    difference are not exported (no 0.000 that reads as fairness) and
+    ``fairness_metric_blind`` says why; the DIR and the PPV gap are exported as before. Once a
+    denied applicant of each group has an outcome, the numbers come back and the flag goes."""
+    engine = Engine(config(windows=["1h"], min_samples=1))
+    preds = [pred(f"{g}{i}", T0 + i, g, int(i < 6)) for g in "ab" for i in range(10)]
+    labels = [label(f"{g}{i}", T0 + 60, int(i % 2 == 0)) for g in "ab" for i in range(6)]
+    run(engine, preds, labels)
+    m = scrape(engine)
+    av = key(model="m", window="1h", attribute="g")
+    blind = {
+        "tpr_gap", "fpr_gap", "equalized_odds_difference", "equal_opportunity_difference",
+    }  # fmt: skip
+    flags = m["fairness_metric_blind"]
+    assert {dict(k)["metric"] for k in flags} == blind
+    assert all(dict(k)["reason"] == "selective_labels" and v == 1 for k, v in flags.items())
+    for metric in blind:
+        for suffix in ("", "_lower", "_upper"):
+            assert av not in m.get(f"fairness_{metric}{suffix}_ratio", {}), metric
+    assert m["fairness_disparate_impact_ratio"][av] == 1.0
+    assert m["fairness_ppv_gap_ratio"][av] == 0.0
+    assert m["fairness_predictive_parity_difference_ratio"][av] == 0.0
+    # the denied get outcomes (a later review): everything is measured again
+    run(engine, [], [label(f"{g}{i}", T0 + 120, i % 2) for g in "ab" for i in (6, 7, 8)])
+    m2 = scrape(engine)
+    assert "fairness_metric_blind" not in m2 and "fairness_group_metric_blind" not in m2
+    for metric in blind:
+        assert av in m2[f"fairness_{metric}_ratio"], metric

@@ -36,3 +36,28 @@ def test_table_header_names_the_configured_confidence(confidence: float, header:
     engine.apply(0, batch, engine.decoder.decode_labels([])[0])
     text = format_table(build_report(engine.snapshot(), confidence=confidence))
     assert header in text and "95% CI" not in text
+
+
+def test_table_says_blind_instead_of_the_made_up_error_rates() -> None:
+    """Only approvals are labelled: TPR = FPR = 1.000 by construction for both groups; the
+    table prints "blind" in their columns and the reason instead of the gaps' 0.000."""
+    from tests.helpers import config, label, pred, run
+
+    engine = Engine(config(windows=["1h"], min_samples=1))
+    preds = [pred(f"{g}{i}", T0 + i, g, int(i < 6)) for g in "ab" for i in range(10)]
+    labels = [label(f"{g}{i}", T0 + 60, int(i % 2 == 0)) for g in "ab" for i in range(6)]
+    run(engine, preds, labels)
+    report = build_report(engine.snapshot())
+    text = format_table(report)
+    a = report["models"]["m"]["windows"]["1h"]["attributes"]["g"]
+    assert a["equalized_odds_difference"]["value"] is None
+    assert a["equalized_odds_difference"]["blind"].startswith("selective labels: only")
+    assert "equalized-odds diff blind: selective labels" in text
+    assert "TPR gap blind: selective labels · FPR gap blind: selective labels" in text
+    gaps = text.split("stat. parity diff 0.000")[1].split("DF")[0]  # SPD is measured: 0
+    assert "0.000" not in gaps
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith(("a ", "b "))]
+    assert len(rows) == 2
+    for row in rows:  # group n sel.rate [lo, hi] TPR FPR PPV labelled DI
+        assert row[5:7] == ["blind", "blind"] and row[7] == "0.500", row
+    assert "blind: selective labels: only decisions with prediction 1 are labelled" in text

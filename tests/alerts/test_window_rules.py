@@ -1,0 +1,112 @@
+"""Fixed-window rules: no flapping. An alert resolves on evidence of recovery (the symmetric
+test on the interval), never because a group fell silent or below ``min_samples``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.config.rules import AlertRule
+from monitor.state.engine import Engine
+from tests.alerts.streams import T0, alert_config, four_fifths_rule, run_stream
+
+NAN = math.nan
+
+
+@pytest.mark.parametrize(
+    ("significant", "value", "lower", "upper", "expected"),
+    [
+        (True, 0.95, 0.85, 1.05, True),  # point past 0.82, interval clear of 0.8
+        (True, 0.95, 0.70, 1.25, False),  # point fine, interval still reaches below 0.8
+        (True, 0.81, 0.80, 0.83, False),  # interval clear but point inside the hysteresis
+        (True, NAN, NAN, NAN, False),  # no data is no evidence
+        (True, 0.95, NAN, NAN, False),  # no interval: nothing to judge significance by
+        (False, 0.82, 0.50, 1.10, True),  # plain rule: the point estimate decides
+        (False, 0.819, 0.80, 0.83, False),
+        (False, NAN, NAN, NAN, False),
+    ],
+)
+def test_recovery_needs_evidence(
+    significant: bool, value: float, lower: float, upper: float, expected: bool
+) -> None:
+    rule = AlertRule("R", "disparate_impact_ratio", "<", 0.8, significant=significant)
+    assert rule.recovered(value, lower, upper) is expected
+
+
+def test_gap_rule_recovers_on_its_upper_limit() -> None:
+    rule = AlertRule("G", "tpr_gap", ">", 0.1, significant=True, hysteresis=0.02)
+    assert rule.recovered(0.05, 0.01, 0.09)
+    assert not rule.recovered(0.05, 0.01, 0.12)  # the gap may still exceed 0.1
+    assert not rule.recovered(0.09, 0.05, 0.095)  # inside the hysteresis margin
+
+
+WINDOW_3H = alert_config(windows=["3h"], rules=[four_fifths_rule()])
+CFG = alert_config(rules=[four_fifths_rule()])
+
+
+def four_fifths(ev: AlertEvaluator) -> list[tuple[str, float]]:
+    return [
+        (t.alert.state, (t.alert.at - T0) / 60)
+        for t in ev.history
+        if t.alert.name == "FourFifthsRule" and t.alert.state != "pending"
+    ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_group_falling_silent_does_not_resolve_the_alert(seed: int) -> None:
+    """Fires on a drop; the group then sends nothing for three hours (its DIR is undefined):
+    the alert stays firing and says the data is insufficient; when the group comes back at a
+    fair rate, the alert resolves with the numbers at resolution."""
+    engine = Engine(CFG)
+    ev = AlertEvaluator(CFG, engine)
+
+    def run(first: int, minutes: int, rate_b: float, per_min_b: float) -> None:
+        run_stream(
+            engine, minutes, 0.5, lambda m: rate_b, per_min_b=per_min_b, seed=seed * 10 + first,
+            first_minute=first, on_minute=lambda _: ev.advance(),
+        )  # fmt: skip
+
+    run(0, 120, 0.5, 20)
+    run(120, 120, 0.2, 20)  # DIR 0.4
+    assert [s for s, _ in four_fifths(ev)] == ["firing"]
+    run(240, 180, 0.5, 0)  # the small group falls silent: 1h window empty for two hours
+    assert [s for s, _ in four_fifths(ev)] == ["firing"], four_fifths(ev)
+    (alert,) = ev.book.firing()
+    assert "insufficient data" in alert.annotations["data"]
+    assert alert.value < 0.8  # the last judged value, not NaN
+    run(420, 180, 0.5, 20)  # back, fair
+    seen = four_fifths(ev)
+    assert [s for s, _ in seen] == ["firing", "resolved"], seen
+    assert seen[1][1] > 420
+    resolved = next(t.alert for t in ev.history if t.alert.state == "resolved")
+    assert resolved.annotations["summary"].startswith("recovered:")
+    assert float(resolved.annotations["ci_lower"]) >= 0.8
+    assert "insufficient data" not in resolved.annotations.get("data", "")
+
+
+def test_a_small_group_drop_pages_once_per_incident() -> None:
+    """The flapping the issue measured: a 40-decisions-an-hour group drops 0.5 -> 0.3 (true
+    DIR 0.6) for a day, judged in a 3-hour window. Noise took the point estimate over 0.82 every
+    few hours and the alert resolved and re-fired. Now: at most one firing per incident, no
+    resolution while the drop lasts, and a resolution after it ends — over five seeds."""
+    drop, back, end = 6 * 60, 30 * 60, 48 * 60
+    fired_runs, firings = 0, 0
+    for seed in range(5):
+        engine = Engine(WINDOW_3H)
+        ev = AlertEvaluator(WINDOW_3H, engine)
+        run_stream(
+            engine, end, 0.5, lambda m: 0.3 if drop <= m < back else 0.5, per_min_b=40 / 60,
+            seed=100 + seed, on_minute=lambda _, ev=ev: ev.advance(),
+        )  # fmt: skip
+        seen = four_fifths(ev)
+        fires = [t for s, t in seen if s == "firing"]
+        firings += len(fires)
+        fired_runs += bool(fires)
+        assert len(fires) <= 1, seen
+        assert all(drop < t for t in fires), seen  # nothing before the drop
+        assert not [t for s, t in seen if s == "resolved" and t < back], seen
+        if fires:
+            assert seen[-1][0] == "resolved", seen  # resolved after the recovery
+    assert fired_runs >= 3, firings  # a 3-hour window of this group sees the drop most runs
