@@ -1,16 +1,113 @@
 """FairnessDrift alerts: per (model, attribute set, metric) a river detector over
-non-overlapping drift-bucket values (see :mod:`monitor.alerts.drift`)."""
+non-overlapping drift-bucket values (see :mod:`monitor.alerts.drift`).
+
+Each value describes a *cohort*: the predictions made in one drift bucket. Selection-rate
+metrics (DIR, statistical parity) need no labels, so the cohort is the bucket that just closed.
+Label-based metrics (TPR, FPR, …) read the cohort predicted ``label_settle`` earlier, as of the
+boundary (:func:`monitor.config.label_settle.label_settle`): with outcomes 1–6 h late, the bucket that
+just closed has almost no labels, and a detector fed those values is blind. Each cohort is fed
+once (a tracker skips a cohort no newer than the last one it saw), and the alert names it.
+
+A cohort whose labels cover one predicted class only while both occur (selective labels: only
+approved applicants are ever labelled) has TPR = FPR = 0 or 1 by construction: its blind values
+(:mod:`monitor.metrics.blindness`) are not measurable, so nothing is fed, and nothing counts
+towards resolving an alert.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import _finite, _fmt
+from monitor.config.label_settle import label_settle
 from monitor.config.rules import DriftSpec
+from monitor.config.spec import ModelSpec
+from monitor.metrics.blindness import blind_reasons
 from monitor.metrics.intervals import z_value
+from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
+from monitor.state.engine import Engine
+from monitor.state.windows import I64
+
+log = logging.getLogger(__name__)
+_gone_logged: set[str] = set()  # models whose evicted cohort was logged (once per process)
+
+
+@dataclass(frozen=True)
+class DriftCohort:
+    """The predictions one drift value describes: buckets ``start <= b < end`` of ``width``
+    seconds, read as of the boundary being evaluated."""
+
+    start: int
+    end: int
+    width: int
+    metrics: tuple[str, ...]
+
+    @property
+    def since(self) -> float:
+        return float(self.start * self.width)
+
+    @property
+    def until(self) -> float:
+        return float(self.end * self.width)
+
+    def describe(self) -> str:
+        """``2026-01-01 10:00–11:00 UTC``: what a page says the value is about."""
+        a = datetime.fromtimestamp(self.since, tz=UTC)
+        b = datetime.fromtimestamp(self.until, tz=UTC)
+        if a.date() == b.date():
+            return f"{a:%Y-%m-%d %H:%M}–{b:%H:%M} UTC"
+        return f"{a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC"
+
+
+def drift_cohorts(d: DriftSpec, spec: ModelSpec, k: int) -> list[DriftCohort]:
+    """The cohorts read at boundary ``k``: the drift bucket ending at ``k`` for the
+    selection-rate metrics, the one ending ``label_settle`` earlier for the label-based ones
+    (one cohort for all when nothing needs settling)."""
+    nb = d.bucket // spec.bucket
+    settle = label_settle(d, spec) // spec.bucket
+    now = tuple(m for m in d.metrics if settle == 0 or not METRICS[m].needs_labels)
+    later = tuple(m for m in d.metrics if m not in now)
+    out = [DriftCohort(k - nb, k, spec.bucket, now)] if now else []
+    if later:
+        out.append(DriftCohort(k - nb - settle, k - settle, spec.bucket, later))
+    return out
+
+
+def in_ring(engine: Engine, m: int, c: DriftCohort) -> bool:
+    """Does every partition's ring still hold the whole cohort? (The config check keeps it
+    there while the evaluator keeps up; one that fell further behind must not read half a
+    cohort, which would also differ between the live monitor and a replay.) A cohort from
+    before the first event has nothing to read."""
+    first = engine.first_bucket(m)
+    if first is None or c.end <= first:
+        return False
+    for st in engine.partitions.values():
+        ring = st.rings[m]
+        if ring.head is not None and c.start < ring.head - ring.n_buckets + 1:
+            name = engine.models[m].name
+            if name not in _gone_logged:
+                _gone_logged.add(name)
+                log.warning(
+                    "drift: the cohort predicted %s of model %s has left the ring before it "
+                    "was read (alert evaluation fell behind); its values are skipped",
+                    c.describe(),
+                    name,
+                )
+            return False
+    return True
+
+
+def blind_metrics(counts: I64, r: AttributeResult, favourable: int) -> frozenset[str]:
+    """The metrics of this cohort that its labels cannot measure (selective labels, judged per
+    compared group by :mod:`monitor.metrics.blindness`, as every other surface judges them)."""
+    return frozenset(blind_reasons(counts, favourable=favourable).disparities(r.disparities))
 
 
 def check_drift(
@@ -24,22 +121,31 @@ def check_drift(
     at: float,
     *,
     confidence: float,
+    cohort: DriftCohort | None = None,
+    blind: Collection[str] = (),
 ) -> list[Transition]:
-    """Feed one drift bucket's values to the detectors of one attribute set; FairnessDrift
-    fires on a worsening change and resolves after ``min_values`` quiet values."""
+    """Feed one cohort's values (``cohort``: by default the drift bucket ending at ``at``) to
+    the detectors of one attribute set; FairnessDrift fires on a worsening change and resolves
+    after ``min_values`` quiet values — measured ones: an undefined value (too few samples, a
+    metric in ``blind``) is no news, good or bad."""
     out = []
     # a two-sided interval of the configured confidence spans 2·z standard errors
     z = z_value(confidence)
-    for metric in d.metrics:
+    if cohort is None:
+        cohort = DriftCohort(int(at) // d.bucket - 1, int(at) // d.bucket, d.bucket, d.metrics)
+    t_end = cohort.until
+    for metric in cohort.metrics:
         key = (model, attribute, metric)
         tracker = trackers.get(key)
         if tracker is None:
             tracker = trackers[key] = DriftTracker(d, metric)
+        if tracker.history and t_end <= tracker.history[-1][0]:
+            continue  # seen already (a restart with a longer label_settle): once per cohort
         disp = r.disparity(metric)
-        value = _finite(disp.value)
+        value = math.nan if metric in blind else _finite(disp.value)
         lo, hi = disp.lower, disp.upper
         se = (hi - lo) / (2 * z) if math.isfinite(lo) and math.isfinite(hi) else math.nan
-        signal = tracker.update(at, value, se)
+        signal = tracker.update(t_end, value, se)
         labels = {
             "alertname": "FairnessDrift",
             "model": model,
@@ -56,17 +162,23 @@ def check_drift(
                 if signal.hours_to_bound == 0
                 else f"~{signal.hours_to_bound:.1f} hours"
             )
+            span = cohort.describe()
             ann = {
                 "summary": f"{metric} of {model}/{attribute} is drifting worse: "
-                f"{_fmt(signal.baseline)} → {_fmt(signal.value)}",
+                f"{_fmt(signal.baseline)} → {_fmt(signal.value)} "
+                f"(the cohort predicted {span})",
                 "description": (
                     f"change {signal.change:+.3f} from a baseline of "
                     f"{_fmt(signal.baseline)}; trend {signal.slope_per_hour:+.4f}/hour; at "
-                    f"this slope the bound is crossed in {eta}"
+                    f"this slope the bound is crossed in {eta}. The value describes the "
+                    f"predictions made {span}, with the labels known by {_iso(at)}"
                 ),
                 "change": f"{signal.change:+.4f}",
                 "slope_per_hour": f"{signal.slope_per_hour:+.5f}",
                 "hours_to_bound": eta,
+                "cohort": span,
+                "cohort_start": _iso(cohort.since),
+                "cohort_end": _iso(t_end),
                 "runbook_url": "docs/runbook.md#fairnessdrift",
             }
             t = book.observe(
@@ -80,13 +192,14 @@ def check_drift(
                 annotations=ann,
             )
         else:
-            quiet = quiet_values.get(key, 0) + 1
+            measured = math.isfinite(value)
+            quiet = quiet_values.get(key, 0) + int(measured)
             quiet_values[key] = quiet
             t = book.observe(
                 name="FairnessDrift",
                 labels=labels,
                 breached=False,
-                recovered=quiet >= d.min_values and not tracker.still_worsening(),
+                recovered=measured and quiet >= d.min_values and not tracker.still_worsening(),
                 at=at,
                 for_=0,
                 value=value,
@@ -95,3 +208,7 @@ def check_drift(
         if t is not None:
             out.append(t)
     return out
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")

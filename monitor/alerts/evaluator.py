@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
-from monitor.alerts.drift_alerts import check_drift
+from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
 from monitor.config.spec import Config, ModelSpec
@@ -138,22 +138,27 @@ class AlertEvaluator:
                         out.append(t)
         d = self.spec.drift
         if d.enabled and (k * spec.bucket) % d.bucket == 0:
-            nb = d.bucket // spec.bucket
-            counts = self.engine.counts_between(m, k - nb, k, as_of=k)
-            for set_name, gidx, labels in sets:
-                if labels:
-                    result = self._result(counts[gidx], labels, spec, set_name)
-                    out += check_drift(
-                        self.book,
-                        self.trackers,
-                        self.drift_quiet,
-                        d,
-                        result,
-                        spec.name,
-                        set_name,
-                        at,
-                        confidence=self.config.confidence,
-                    )
+            # prediction-time cohorts: label-based metrics once their labels have settled
+            for c in drift_cohorts(d, spec, k):
+                if not in_ring(self.engine, m, c):
+                    continue
+                counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
+                for set_name, gidx, labels in sets:
+                    if labels:
+                        result = self._result(counts[gidx], labels, spec, set_name)
+                        out += check_drift(
+                            self.book,
+                            self.trackers,
+                            self.drift_quiet,
+                            d,
+                            result,
+                            spec.name,
+                            set_name,
+                            at,
+                            confidence=self.config.confidence,
+                            cohort=c,
+                            blind=blind_metrics(counts[gidx], result, spec.favourable),
+                        )
         if self.on_boundary is not None:
             self.on_boundary(spec.name, at, results)
         return out

@@ -125,6 +125,9 @@ class DriftSpec:
     delta: float = 0.5  # Page-Hinkley tolerance per value, in baseline standard deviations
     min_values: int = 12  # values that set the baseline before detection starts
     severity: str = "ticket"
+    # label-based metrics: how long after a cohort's predictions its labels are complete
+    # enough (None: per model, its largest window lag; see config/label_settle.py)
+    label_settle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,17 @@ class DriftDoc(Doc, frozen=True):
     delta: float = DriftSpec.delta
     min_values: Annotated[int, Meta(ge=2)] = DriftSpec.min_values
     severity: str = DriftSpec.severity
+    label_settle: (
+        Annotated[
+            Duration,
+            Meta(
+                description="how long labels take to be complete enough: TPR/FPR drift reads "
+                "the cohort predicted one drift bucket before that (absent: the model's "
+                "largest window lag)"
+            ),
+        ]
+        | None
+    ) = None
 
 
 Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
@@ -251,6 +265,9 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         delta=_finite(d.delta, sub(dpath, "delta")),
         min_values=d.min_values,
         severity=d.severity,
+        label_settle=(
+            None if d.label_settle is None else seconds(d.label_settle, sub(dpath, "label_settle"))
+        ),
     )
     s, spath = doc.sinks or SinkDoc(), sub(path, "sinks")
     sinks = SinkSpec(

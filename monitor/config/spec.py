@@ -35,6 +35,7 @@ from msgspec import field as key
 from monitor.config.decode import ConfigError as ConfigError
 from monitor.config.decode import Doc, convert
 from monitor.config.durations import Duration, seconds
+from monitor.config.label_settle import check_drift_fits
 from monitor.config.model import AttributeSpec as AttributeSpec
 from monitor.config.model import FieldMap as FieldMap
 from monitor.config.model import FieldsDoc, ModelDoc, resolve_fields, resolve_model
@@ -165,6 +166,8 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
+    alerts = resolve_alerts(doc.alerts, "alerts")
+    check_drift_fits(alerts, models, "alerts")
     return Config(
         models=models,
         fields=fields,
@@ -177,7 +180,7 @@ def parse_config(data: object) -> Config:
         kafka=resolve_kafka(doc.kafka, "kafka"),
         checkpoint=resolve_checkpoint(doc.checkpoint, "checkpoint"),
         service=resolve_service(doc.service, "service"),
-        alerts=resolve_alerts(doc.alerts, "alerts"),
+        alerts=alerts,
     )
 
 

@@ -106,3 +106,84 @@ def evaluate_stream(
         on_minute=lambda _: ev.advance(),
     )
     return engine, ev
+
+
+def labelled_config(**alerts: object) -> Config:
+    """Two groups whose outcomes arrive hours late: a window lagged 6 h says so (the ring keeps
+    the hour that ended 6 h ago, so labels up to ~7 h late are counted; no rules: the drift
+    detectors are what these streams test)."""
+    return parse_config(
+        {
+            "models": {
+                "credit": {
+                    "attributes": {"group": {}},
+                    "windows": [{"length": "1h", "lag": "6h", "name": "labelled"}],
+                    "bucket": "1m",
+                    "lateness": "10m",
+                    "min_samples": 30,
+                }
+            },
+            "alerts": {"rules": [], **alerts},
+        }
+    )
+
+
+def labelled_stream(
+    cfg: Config,
+    minutes: int,
+    tpr_b: Callable[[float], float],
+    *,
+    per_min: float = 20.0,
+    positive: float = 0.5,
+    tpr_a: float = 0.8,
+    fpr: float = 0.2,
+    delay: tuple[float, float] = (3600.0, 6 * 3600.0),
+    seed: int = 0,
+    every: int = 1,
+    selective: bool = False,
+) -> tuple[Engine, AlertEvaluator]:
+    """Groups "a" and "b", ``per_min`` decisions a minute each (Poisson), half of them truly
+    positive; predictions by the groups' TPR (``tpr_b`` of the hour since T0) and a common
+    FPR. Every decision is labelled (``selective``: only those predicted 1, as when only
+    approved applicants are ever observed), ``delay`` seconds (uniform) after it; each
+    minute's predictions and the labels whose time falls in that minute go in one batch, and
+    the evaluator is advanced every ``every`` minutes (closed boundaries do not depend on it).
+    """
+    rng = np.random.default_rng(seed)
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    reg = engine.registries[0]
+    ga, gb = reg.index(0, "a"), reg.index(0, "b")
+    counts = rng.poisson(per_min, size=(minutes, 2))
+    n = int(counts.sum())
+    minute = np.repeat(np.arange(minutes), counts.sum(axis=1))
+    groups = np.concatenate([np.repeat([ga, gb], c) for c in counts]).astype(np.int32)
+    ts = T0 + minute * 60.0 + rng.uniform(0, 60, n)
+    y = (rng.random(n) < positive).astype(np.uint8)
+    hours = (ts - T0) / 3600.0
+    tpr = np.where(groups == ga, tpr_a, np.vectorize(tpr_b, otypes=[float])(hours))
+    pred = (rng.random(n) < np.where(y == 1, tpr, fpr)).astype(np.uint8)
+    keys = np.arange(1, n + 1, dtype=np.uint64)
+    lts = ts + rng.uniform(delay[0], delay[1], n)
+    lorder = np.argsort(lts, kind="stable")
+    if selective:
+        lorder = lorder[pred[lorder] == 1]
+    lminute = ((lts[lorder] - T0) // 60).astype(np.int64)
+    p_at = np.searchsorted(minute, np.arange(minutes + 1))
+    l_at = np.searchsorted(lminute, np.arange(minutes + 1))
+    for m in range(minutes):
+        p = slice(p_at[m], p_at[m + 1])
+        li = lorder[l_at[m] : l_at[m + 1]]
+        batch = PredictionBatch(
+            key=keys[p],
+            model=np.zeros(p.stop - p.start, np.uint16),
+            ts=ts[p],
+            pred=pred[p],
+            score=np.full(p.stop - p.start, np.nan),
+            groups=groups[p].reshape(-1, 1),
+        )
+        engine.apply(0, batch, LabelBatch(keys[li], lts[li], y[li]))
+        if (m + 1) % every == 0:
+            ev.advance()
+    ev.advance()
+    return engine, ev
