@@ -19,7 +19,10 @@ import msgspec
 
 T = TypeVar("T")
 SECRET_KEYS = frozenset({"sasl_username", "sasl_password", "key", "cert", "client_ca"})
-_MSG = re.compile(r"^(?P<reason>.*?)(?: - at `(?P<path>[^`]*)`(?: in `(?P<outer>[^`]*)`)?)?$")
+# DOTALL: a key may hold a newline, and msgspec quotes it in the message as it is
+_MSG = re.compile(
+    r"^(?P<reason>.*?)(?: - at `(?P<path>[^`]*)`(?: in `(?P<outer>[^`]*)`)?)?$", re.DOTALL
+)
 _TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 
 
@@ -79,9 +82,9 @@ def _explain(tp: Any, data: Any, path: str, message: str) -> ConfigError:
 def _reason(tp: Any, value: Any, path: str, reason: str) -> ConfigError:
     key = path.rpartition(".")[2]
     shown = "the value" if key in SECRET_KEYS or ".basic_auth_users" in f".{path}" else repr(value)
-    if got := re.match(r"Object contains unknown field `(.*)`", reason):
+    if got := re.match(r"Object contains unknown field `(.*)`", reason, re.DOTALL):
         return ConfigError(sub(path, got[1]), "unknown key")
-    if got := re.match(r"Object missing required field `(.*)`", reason):
+    if got := re.match(r"Object missing required field `(.*)`", reason, re.DOTALL):
         return ConfigError(sub(path, got[1]), "required")
     if key in ("sasl_username", "sasl_password") and reason.startswith("Expected `str"):
         # YAML (and FAIRNESS_MONITOR__… overrides, read as YAML) turns 0123 into 83 and yes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,18 @@ def test_a_wrong_value_anywhere_is_a_config_error_naming_a_key_of_the_document(
         known = {_dotted(p) for p in _paths(doc)}
         # the path is a key of the document, or a required key missing under one
         assert exc.path in known or exc.path.rpartition(".")[0] in known or exc.path == "", exc
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ({"kafka": {"\n": None}}, "kafka.\n"),
+        ({"models": {"m": {"attributes": {"g": {"a\nb": 1}}}}}, "models.m.attributes.g.a\nb"),
+    ],
+)
+def test_a_key_with_a_newline_is_named_not_an_internal_error(doc: dict, where: str) -> None:
+    """msgspec quotes such a key as it is, newline and all; the explanation once failed an
+    internal assertion on it (found by the fuzz test above)."""
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc)
+    assert str(err.value) == f"{where}: unknown key"
