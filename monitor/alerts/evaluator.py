@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import check_drift
+from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
 from monitor.config.spec import Config, ModelSpec
@@ -50,6 +51,7 @@ class AlertEvaluator:
         # (model, window, attribute) -> the headline disparities at each closed boundary
         self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
         self.series_points = series_points
+        self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -147,6 +149,7 @@ class AlertEvaluator:
                         at,
                         confidence=self.config.confidence,
                     )
+        out += self.evidence.update(m, spec, k, self.book)
         return out
 
     def _record(
