@@ -16,6 +16,11 @@ group with the most decisions in its baseline once one has ``min_baseline``; it 
 * ``equalized_odds``: ``|TPR_g − TPR_r| ≤ b`` and ``|FPR_g − FPR_r| ≤ b`` the same way, on
   pairs of labelled outcomes.
 
+The pair tests step once per hourly block, on the block's pooled counts (a draw of pairs costs
+~1 µs per group and metric; hourly, the per-boundary cost stays far below a millisecond, and a
+detector that steps hourly gets a threshold ``log(3600/bucket)`` nats lower for the same
+budget). Change detectors step every bucket.
+
 The baseline of a group is its pooled counts over ``[now − baseline, now − guard)`` in hourly
 blocks kept here (the engine's ring may be shorter); until the model has run ``2·guard`` the
 guard is half its age, so detection starts early and a change stays out of the baseline for as
@@ -41,7 +46,7 @@ DETECTORS = ("selection_rate", "tpr", "fpr", "four_fifths", "equalized_odds")
 J = 16  # arms: change 2 directions × 4 bets; four-fifths 2 × 4; equalized odds 2 rates × 2 × 4
 KAPPA = 20.0  # pseudo-counts shrinking the reference's trailing-hour rate to its baseline
 BLOCK = 3600  # seconds per baseline block
-STATE = ("log_r", "rec", "arm", "frozen", "since")  # per detector; group axis 1
+STATE = ("log_r", "rec", "arm", "frozen", "since", "pool")  # group axis 1
 HISTORY = ("blocks", "recent")  # per block / bucket; group axis 2
 
 
@@ -59,11 +64,16 @@ class ModelEvidence:
         self.nb = -(-ev.baseline // self.block) + 1
         self.nr = max(1, 3600 // spec.bucket)
         self.first = -1  # first block seen
+        self.pool_block = -1  # the block whose counts "pool" holds (pair tests)
         self.ff, self.eo = sq.pair_z(*bounds)
+        self.ff_arms, self.eo_arms = sq.arms(self.ff), sq.arms(self.eo)
+        self.ff_rev, self.eo_rev = sq.reverse_arms(self.ff), sq.reverse_arms(self.eo)
         w = np.full((5, J), -np.inf)
         w[:4, :8] = w[4] = 0
         self.logw = w - np.log(np.isfinite(w).sum(axis=1, keepdims=True))
         self.arrays: dict[str, np.ndarray] = {}
+        self._slots: tuple[int, np.ndarray] | None = None
+        self._order = np.zeros((2, 0), np.int64)  # (set, slot) in label order
         self.grow(0)
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
 
@@ -74,11 +84,12 @@ class ModelEvidence:
         shapes = {"log_r": (s, g, 5, J), "rec": (s, g, 5), "arm": (s, g, 5), "frozen": (s, g, 3)}
         shapes |= {
             "since": (s, g, 5),
+            "pool": (s, g, 3, 2),
             "blocks": (self.nb, s, g, 3, 2),
             "recent": (self.nr, s, g, 3, 2),
         }
         for name, shape in shapes.items():
-            dtype = np.int64 if name in ("arm", *HISTORY) else np.float64
+            dtype = np.int64 if name in ("arm", "pool", *HISTORY) else np.float64
             new = np.full(shape, fill.get(name, 0), dtype=dtype)
             old = a.get(name)
             if old is not None:
@@ -90,7 +101,10 @@ class ModelEvidence:
         self._cache = None
 
     def slots(self, reg: Any) -> np.ndarray:
-        """Engine group index per (set, slot); -1 where a set has fewer groups."""
+        """Engine group index per (set, slot); -1 where a set has fewer groups (cached while
+        the registry does not grow)."""
+        if self._slots is not None and self._slots[0] == len(reg):
+            return self._slots[1]
         found = [reg.groups_of_set(s) for s in range(len(self.set_names))]
         for s, (_, labels) in enumerate(found):
             known = set(self.labels[s])
@@ -102,12 +116,21 @@ class ModelEvidence:
         for s, (gidx, labels) in enumerate(found):
             pos = dict(zip(labels, gidx.tolist(), strict=True))
             idx[s, : len(self.labels[s])] = [pos.get(lab, -1) for lab in self.labels[s]]
+        by_label = [
+            (s, g)
+            for s, x in enumerate(self.labels)
+            for g in sorted(range(len(x)), key=x.__getitem__)
+        ]
+        self._order = np.array(by_label, np.int64).reshape(-1, 2).T
+        self._slots = (len(reg), idx)
         return idx
 
-    def log_c(self, budget: Any) -> float:
-        """``log c`` for the K detectors there are now (3 for a reference, 5 for the others)."""
+    def log_c(self, budget: Any) -> np.ndarray:
+        """``log c`` per detector kind for the K detectors there are now (3 for a reference,
+        5 for the others): a change detector steps per bucket, a pair test per block."""
         k = sum(5 * len(x) - 2 for x in self.labels if x)
-        return math.log(sq.threshold(k, budget.per, budget.pages, self.spec.bucket))
+        steps = [self.spec.bucket] * 3 + [self.block] * 2
+        return np.log([sq.threshold(k, budget.per, budget.pages, b) for b in steps])
 
     def baseline(self, cur: int) -> tuple[np.ndarray, np.ndarray]:
         """(baseline sums, all held blocks' sums) ``[set, group, metric, (x, n)]``."""
@@ -146,8 +169,7 @@ class ModelEvidence:
         live = np.zeros((S, G), bool)
         for s, labels in enumerate(self.labels):
             live[s, : len(labels)] = True
-        ids = a["recent_ids"]
-        hour = a["recent"][ids >= 0].sum(axis=0) if (ids >= 0).any() else np.zeros_like(base)
+        hour = a["recent"].sum(axis=0)  # stale slots are zeroed by _store
         with np.errstate(divide="ignore", invalid="ignore"):
             p_base = base[..., 0] / base[..., 1]  # [S, G, 3]
             pr_base = p_base[s_, r]  # [S, 3]
@@ -168,21 +190,30 @@ class ModelEvidence:
         p0c = np.clip(np.nan_to_num(p0, nan=0.5), 1e-6, 1 - 1e-6)
         x, n = obs[..., 0], obs[..., 1]
         se = np.sqrt(p0c * (1 - p0c) / np.maximum(n_base, 1))
-        pairs = self._pairs(obs, r, live & ~is_ref & has_ref[:, None], k)  # [S, G, 3, 4]
-        log_e = np.full((S, G, 5, J), -np.inf)
-        log_e[..., :3, :8] = sq.change_arms(x, n, p0c, se)
-        log_e[..., 3, :8] = sq.betting_arms(pairs[:, :, 0], self.ff)
-        log_e[..., 4, :8] = sq.betting_arms(pairs[:, :, 1], self.eo)
-        log_e[..., 4, 8:] = sq.betting_arms(pairs[:, :, 2], self.eo)
-        seen = np.concatenate(
-            [n > 0, pairs[:, :, :1].sum(-1) > 0, pairs[:, :, 1:].sum((-1, -2))[..., None] > 0], -1
+        pairs = np.zeros((S, G, 3, 4), np.int64)
+        step = alive & (n > 0)[..., [0, 1, 2, 0, 0]]
+        lr = a["log_r"]
+        lr[..., :3, :8] = sq.sr_step(
+            lr[..., :3, :8], sq.change_arms(x, n, p0c, se), step[..., :3, None]
         )
-        step = alive & seen
-        a["log_r"] = sq.sr_step(a["log_r"], log_e, step[..., None])
+        step[..., 3:] = False
+        if cur != self.pool_block:  # a block is complete: its pair tests
+            pairs = self._pairs(a["pool"], r, live & ~is_ref & has_ref[:, None], cur)
+            a["pool"][:] = 0
+            self.pool_block = cur
+            log_e = np.full((S, G, 2, J), -np.inf)
+            log_e[..., 0, :8] = sq.log_betting(pairs[:, :, 0], self.ff_arms)
+            log_e[..., 1, :8] = sq.log_betting(pairs[:, :, 1], self.eo_arms)
+            log_e[..., 1, 8:] = sq.log_betting(pairs[:, :, 2], self.eo_arms)
+            step[..., 3] = alive[..., 3] & (pairs[:, :, 0].sum(-1) > 0)
+            step[..., 4] = alive[..., 4] & (pairs[:, :, 1:].sum((-1, -2)) > 0)
+            lr[..., 3:, :] = sq.sr_step(lr[..., 3:, :], log_e, step[..., 3:, None])
+        a["pool"] += obs
         log_c, tot = self.log_c(budget), sq.log_mixture(a["log_r"], self.logw)
         firing = a["arm"] >= 0
-        rec_e = self._recovery(x, n, p0c, pairs, a["arm"])
-        a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
+        if firing.any():
+            rec_e = self._recovery(x, n, p0c, pairs, a["arm"])
+            a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
         resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
         cap = log_c + self.ev.margin
         over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
@@ -231,7 +262,8 @@ class ModelEvidence:
             a["blocks"][slot], a["block_ids"][slot] = 0, cur
         a["blocks"][slot] += obs
         stale = (a["recent_ids"] >= 0) & (a["recent_ids"] <= k - 1 - self.nr)
-        a["recent"][stale], a["recent_ids"][stale] = 0, -1
+        if stale.any():
+            a["recent"][stale], a["recent_ids"][stale] = 0, -1
         a["recent"][(k - 1) % self.nr], a["recent_ids"][(k - 1) % self.nr] = obs, k - 1
 
     def _choose_refs(self, base: np.ndarray) -> None:
@@ -258,18 +290,14 @@ class ModelEvidence:
     def _pairs(self, obs: np.ndarray, r: np.ndarray, use: np.ndarray, k: int) -> np.ndarray:
         """Pair-type counts of g with its reference (selection, TPR, FPR): [S, G, 3, 4].
         Drawn in (set, label) order, only where pairs are formed, from a generator keyed by
-        (model, bucket): a replay draws the same pairs as the live monitor."""
+        (model, block): a replay draws the same pairs as the live monitor."""
         S, G = use.shape
         ref = np.broadcast_to(obs[np.arange(S), r][:, None], obs.shape)
-        order = [
-            (s, g)
-            for s in range(S)
-            for g in sorted(range(len(self.labels[s])), key=lambda i: self.labels[s][i])
-            if use[s, g]
-        ]
+        ss, gg = self._order
+        keep = use[ss, gg]
+        ss, gg = ss[keep], gg[keep]
         out = np.zeros((S, G, 3, 4), np.int64)
-        if order:
-            ss, gg = np.array(order).T
+        if len(ss):
             rng = np.random.Generator(np.random.Philox(key=_key(self.spec.name, k)))
             o, rf = obs[ss, gg], ref[ss, gg]
             got = sq.pair_counts(o[..., 0], o[..., 1], rf[..., 0], rf[..., 1], rng)
@@ -281,9 +309,9 @@ class ModelEvidence:
         a = np.maximum(arm, 0)
         out = np.zeros(arm.shape)
         out[..., :3] = sq.reverse_change(x, n, p0, a[..., :3])
-        out[..., 3] = sq.reverse_betting(pairs[:, :, 0], self.ff[a[..., 3] // 4])
+        out[..., 3] = sq.reverse_betting(pairs[:, :, 0], self.ff_rev[a[..., 3] // 4])
         which = np.where((a[..., 4] < 8)[..., None], pairs[:, :, 1], pairs[:, :, 2])
-        out[..., 4] = sq.reverse_betting(which, self.eo[(a[..., 4] // 4) % 2])
+        out[..., 4] = sq.reverse_betting(which, self.eo_rev[(a[..., 4] // 4) % 2])
         return np.where(arm >= 0, out, 0.0)
 
 

@@ -129,7 +129,7 @@ class EvidenceTracker:
                                 label,
                                 DETECTORS[det],
                                 tot,
-                                out["log_c"],
+                                float(out["log_c"][det]),
                                 float(exp[s, g, det]),
                                 state,
                             )
@@ -177,7 +177,7 @@ def _annotations(
     base, hour = out["base"], out["hour"]
     metric = det if det < 3 else (0 if det == 3 else 1)
     arm = int(me.arrays["arm"][s, g, det])
-    tot, log_c = float(out["tot"][s, g, det]), float(out["log_c"])
+    tot, log_c = float(out["tot"][s, g, det]), float(out["log_c"][det])
     days = budget.per / 86400
     secs = float(expected(me, out)[s, g, det])
     eta = f"~{secs / 3600:.1f} h" if math.isfinite(secs) else "never (no data)"

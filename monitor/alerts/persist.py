@@ -15,7 +15,7 @@ evaluated from (``Monitor.checkpoint``); the service restores it at start. Versi
      "quiet": [[[model, attribute, metric], n], ...],
      "trackers": [{key, metric, detector, history, warmup, warmup_se, baseline, scale, seen,
                    fed}, ...],
-     "evidence": [{model, sets, labels, refs, first,
+     "evidence": [{model, sets, labels, refs, first, pool_block,
                    arrays: {name: {dtype, shape, data}}}, ...]}
 
 Version 1 (no ``evidence``) is still read: the evidence detectors then start afresh. The
@@ -89,6 +89,7 @@ class EvidenceState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     labels: list[list[str]]  # per set, the group of each slot
     refs: list[int]  # per set, the reference's slot (-1: none yet)
     first: int  # the first baseline block
+    pool_block: int  # the block whose counts the pair tests pool
     arrays: dict[str, ArrayState]
 
 
@@ -108,7 +109,7 @@ def evidence_to_state(me: ModelEvidence) -> EvidenceState:
     }
     labels = [list(x) for x in me.labels]
     return EvidenceState(
-        me.spec.name, list(me.set_names), labels, me.refs.tolist(), me.first, arrays
+        me.spec.name, list(me.set_names), labels, me.refs.tolist(), me.first, me.pool_block, arrays
     )
 
 
@@ -125,6 +126,7 @@ def evidence_from_state(
     if s.sets != me.set_names or len(s.labels) != len(s.sets):
         return None
     me.labels, me.refs, me.first = [list(x) for x in s.labels], np.array(s.refs), s.first
+    me.pool_block = s.pool_block
     me.grow(max((len(x) for x in s.labels), default=0))
     if set(s.arrays) != set(me.arrays):
         return None

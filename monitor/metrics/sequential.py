@@ -81,8 +81,10 @@ def pair_counts(
     of r's, drawn without replacement, matched at random. Hypergeometric draws: how many
     positives among g's ``m``, among r's ``m``, and how many of g's positives meet r's."""
     m = np.minimum(ng, nr)
-    a = _hyper(xg, ng - xg, m, rng)
-    b = _hyper(xr, nr - xr, m, rng)
+    ab = _hyper(
+        np.concatenate([xg, xr]), np.concatenate([ng - xg, nr - xr]), np.concatenate([m, m]), rng
+    )
+    a, b = ab[: len(m)], ab[len(m) :]
     n11 = _hyper(b, m - b, a, rng)
     return n11, a - n11, b - n11, m - a - b + n11
 
@@ -96,13 +98,21 @@ def _hyper(good: I64, bad: I64, draws: I64, rng: np.random.Generator) -> I64:
     return out
 
 
-def log_betting(counts: I64, z: F64, lam: F64) -> F64:
-    """``Σ_type n_type · log(1 − λ z_type)``: a bucket's log betting e-value.
+def betting_terms(z: Any, lam: Any) -> F64:
+    """``log(1 − λ_a z_type)`` per arm ``a`` and pair type: ``[A, 4]`` (``z[A, 4]``,
+    ``lam[A]``, ``λ · max z < 1``). A bucket's log e-value per arm is then
+    ``Σ_type n_type · terms[a, type]`` (:func:`log_betting`)."""
+    z, lam = np.asarray(z, np.float64), np.asarray(lam, np.float64)
+    if np.any(lam[:, None] * z >= 1):
+        raise ValueError("a bet must keep 1 - λZ > 0")
+    out: F64 = np.log1p(-lam[:, None] * z)
+    return out
 
-    ``counts[..., 4]`` pair-type counts, ``z[..., A, 4]`` the value of ``Z`` per type for each of
-    ``A`` arms, ``lam[..., A]`` each arm's bet (``λ · max z < 1``). Returns ``[..., A]``."""
-    terms = np.log1p(-lam[..., None] * z)  # [..., A, 4]
-    out: F64 = np.einsum("...t,...at->...a", counts.astype(np.float64), terms)
+
+def log_betting(counts: Any, terms: F64) -> F64:
+    """``Σ_type n_type · log(1 − λ z_type)``: a bucket's log betting e-value per arm, from
+    pair-type counts ``[..., 4]`` and :func:`betting_terms` ``[A, 4]``: ``[..., A]``."""
+    out: F64 = np.asarray(counts, np.float64) @ terms.T
     return out
 
 
@@ -138,12 +148,18 @@ def pair_z(ratio: float, gap: float) -> tuple[F64, F64]:
     return ff, eo
 
 
-def betting_arms(counts: I64, z: F64) -> F64:
-    """Log e-values of the arms (each direction of ``z`` × each of :data:`STEPS`, ``λ`` a
-    fraction of ``1/max z``) from pair-type counts ``[..., 4]``: ``[..., 2·len(STEPS)]``."""
-    zz = np.repeat(z, len(STEPS), axis=0)  # [A, 4]
-    lam = np.tile(STEPS, len(z)) / zz.max(axis=1)
-    return log_betting(counts, zz, lam)
+def arms(z: F64) -> F64:
+    """:func:`betting_terms` of every direction of ``z[D, 4]`` × each of :data:`STEPS` (``λ``
+    a fraction of ``1/max z``): ``[D·len(STEPS), 4]``, direction-major."""
+    zz = np.repeat(z, len(STEPS), axis=0)
+    return betting_terms(zz, np.tile(STEPS, len(z)) / zz.max(axis=1))
+
+
+def reverse_arms(z: F64) -> F64:
+    """:func:`betting_terms` of the reverse null (``−Z``: the bound breached) for each
+    direction of ``z[D, 4]``: ``[D, len(STEPS), 4]``; mixed equally by
+    :func:`reverse_betting`."""
+    return np.stack([betting_terms(np.tile(-zd, (len(STEPS), 1)), STEPS / (-zd).max()) for zd in z])
 
 
 def change_arms(x: Any, n: Any, p0: Any, se: Any, margin: float = 3.0) -> F64:
@@ -169,12 +185,10 @@ def reverse_change(x: Any, n: Any, p0: Any, arm: Any) -> F64:
     return log_lr_binomial(x, n, p0, q)
 
 
-def reverse_betting(counts: I64, z: F64) -> F64:
-    """Log e-value of the reverse null (``−Z``: the bound breached) from pair-type counts
-    ``[..., 4]`` and ``z[..., 4]`` of the arm that fired: the mean over :data:`STEPS`."""
-    zr = -np.asarray(z, np.float64)
-    lam = STEPS.reshape(-1, *([1] * (zr.ndim - 1))) / zr.max(axis=-1)  # [steps, ...]
-    terms = np.log1p(-lam[..., None] * zr)  # [steps, ..., 4]
-    log_e = (terms * counts).sum(axis=-1)
-    out: F64 = np.logaddexp.reduce(log_e, axis=0) - np.log(len(STEPS))
+def reverse_betting(counts: Any, terms: F64) -> F64:
+    """Log e-value of the reverse null from pair-type counts ``[..., 4]`` and the
+    :func:`reverse_arms` of the direction that fired (``terms[..., steps, 4]``): the mean of the
+    steps' e-values (a mixture of e-values is one)."""
+    log_e = np.einsum("...t,...st->...s", np.asarray(counts, np.float64), terms)
+    out: F64 = np.logaddexp.reduce(log_e, axis=-1) - np.log(len(STEPS))
     return out
