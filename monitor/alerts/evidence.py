@@ -7,9 +7,11 @@ group with the most decisions in its baseline once one has ``min_baseline``; it 
 * ``selection_rate``, ``tpr``, ``fpr``: g's rate against ``p0 = ρ0 · p_r,t``, ρ0 the ratio of
   g's and r's baseline rates and ``p_r,t`` r's rate over the trailing hour before the bucket
   (shrunk towards its baseline rate by 20 pseudo-counts); r against its own baseline rate.
+  While r's own detector fires, the others of that metric pause (one change, one page).
   Per bucket the likelihood ratio of ``x`` of ``n`` under bets ``q`` 10–50 % below p0 or
-  10–50 % nearer 1, mixed. Plug-ins make it approximately valid; bets within 3 standard errors
-  of the baseline are off. Labelled outcomes count when their label arrives (its own time),
+  10–50 % nearer 1, mixed. Plug-ins make it approximately valid: each direction bets against
+  the far end of p0 ± ``baseline_z`` (1.5) standard errors (baseline and trailing hour), so a baseline
+  error gives no drift towards an alarm. Labelled outcomes count when their label arrives (its own time),
   whatever their prediction's bucket: valid if the label delay does not depend on the outcome.
 * ``four_fifths``: the null ``0.8 ≤ p_g/p_r ≤ 1.25`` by betting on random pairs of g's and r's
   decisions of the bucket; exact however the rates drift (Chugg et al. 2023).
@@ -22,9 +24,9 @@ detector that steps hourly gets a threshold ``log(3600/bucket)`` nats lower for 
 budget). Change detectors step every bucket.
 
 The baseline of a group is its pooled counts over ``[now − baseline, now − guard)`` in hourly
-blocks kept here (the engine's ring may be shorter); until the model has run ``2·guard`` the
-guard is half its age, so detection starts early and a change stays out of the baseline for as
-long as it took to come. A change detector starts once both g and r have ``min_baseline``
+blocks kept here (the engine's ring may be shorter); until the model has run ``3·guard`` the
+guard is a third of its age, so detection starts early and a change stays out of the baseline
+for half as long as it took to come. A change detector starts once both g and r have ``min_baseline``
 decisions (labelled outcomes) in it.
 """
 
@@ -137,7 +139,7 @@ class ModelEvidence:
         if self._cache is not None and self._cache[0] == cur:
             return self._cache[1], self._cache[2]
         ids, blocks = self.arrays["block_ids"], self.arrays["blocks"]
-        guard = max(1, min(self.ev.guard // self.block, (cur - self.first) // 2))
+        guard = max(1, min(self.ev.guard // self.block, (cur - self.first) // 3))
         sel = (ids >= cur - self.ev.baseline // self.block) & (ids < cur - guard) & (ids >= 0)
         base, held = blocks[sel].sum(axis=0), blocks[ids >= 0].sum(axis=0)
         self._cache = (cur, base, held)
@@ -183,18 +185,21 @@ class ModelEvidence:
         alive = np.zeros((S, G, 5), bool)
         alive[..., :3] = (ready | ~np.isnan(a["frozen"])) & np.isfinite(p0) & (p0 > 0) & (p0 < 1)
         alive[..., 1:3] &= ~blind[..., None]
+        # the reference's own rate changed: reported once, as its own; the others pause
+        ref_busy = (a["arm"][s_, r, :3] >= 0) & has_ref[:, None]
+        alive[..., :3] &= ~(ref_busy[:, None, :] & ~is_ref[..., None])
         alive[..., 3:] = (~is_ref & ~blind[s_, r][:, None])[..., None]
         alive[..., 3] = ~is_ref
         alive &= (has_ref[:, None] & live)[..., None]
         alive[..., 4] &= ~blind
         p0c = np.clip(np.nan_to_num(p0, nan=0.5), 1e-6, 1 - 1e-6)
         x, n = obs[..., 0], obs[..., 1]
-        se = np.sqrt(p0c * (1 - p0c) / np.maximum(n_base, 1))
+        se = self._se(p0c, p_base, base, hour, r, is_ref)
         pairs = np.zeros((S, G, 3, 4), np.int64)
         step = alive & (n > 0)[..., [0, 1, 2, 0, 0]]
         lr = a["log_r"]
         lr[..., :3, :8] = sq.sr_step(
-            lr[..., :3, :8], sq.change_arms(x, n, p0c, se), step[..., :3, None]
+            lr[..., :3, :8], sq.change_arms(x, n, p0c, se, self.ev.baseline_z), step[..., :3, None]
         )
         step[..., 3:] = False
         if cur != self.pool_block:  # a block is complete: its pair tests
@@ -212,7 +217,7 @@ class ModelEvidence:
         log_c, tot = self.log_c(budget), sq.log_mixture(a["log_r"], self.logw)
         firing = a["arm"] >= 0
         if firing.any():
-            rec_e = self._recovery(x, n, p0c, pairs, a["arm"])
+            rec_e = self._recovery(x, n, p0c, se, pairs, a["arm"])
             a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
         resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
         cap = log_c + self.ev.margin
@@ -252,7 +257,7 @@ class ModelEvidence:
         if det < 3:
             a["frozen"][s, g, det] = np.nan
             fired = int((since - self.spec.bucket) // self.block)  # the block of the bucket
-            cut = fired - max(1, min(self.ev.guard // self.block, (fired - self.first) // 2))
+            cut = fired - max(1, min(self.ev.guard // self.block, (fired - self.first) // 3))
             a["blocks"][a["block_ids"] >= cut, s, g, det] = 0
             self._cache = None
 
@@ -304,11 +309,26 @@ class ModelEvidence:
             out[ss, gg] = np.stack(got, axis=-1)
         return out
 
-    def _recovery(self, x: Any, n: Any, p0: Any, pairs: np.ndarray, arm: np.ndarray) -> Any:
+    @staticmethod
+    def _se(p0: Any, p_base: Any, base: Any, hour: Any, r: Any, is_ref: Any) -> Any:
+        """Standard error of ``p0 = p_g,base / p_r,base · p_r,t`` (delta method: relative
+        variances add), of ``p_g,base`` for a reference."""
+        S = len(r)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = (1 - p_base) / (p_base * base[..., 1])  # relative variance of a binomial rate
+            ref_hour = hour[np.arange(S), r]  # [S, 3, 2]
+            p_t = (ref_hour[..., 0] + 0.5) / (ref_hour[..., 1] + KAPPA)
+            rel_t = (1 - p_t) / (p_t * (ref_hour[..., 1] + KAPPA))
+            total = np.where(is_ref[..., None], rel, rel + (rel[np.arange(S), r] + rel_t)[:, None])
+        return np.nan_to_num(p0 * np.sqrt(total), nan=1.0, posinf=1.0)
+
+    def _recovery(
+        self, x: Any, n: Any, p0: Any, se: Any, pairs: np.ndarray, arm: np.ndarray
+    ) -> Any:
         """Per-bucket log e-value of "back to normal" for the arm that fired: [S, G, 5]."""
         a = np.maximum(arm, 0)
         out = np.zeros(arm.shape)
-        out[..., :3] = sq.reverse_change(x, n, p0, a[..., :3])
+        out[..., :3] = sq.reverse_change(x, n, p0, se, a[..., :3], self.ev.baseline_z)
         out[..., 3] = sq.reverse_betting(pairs[:, :, 0], self.ff_rev[a[..., 3] // 4])
         which = np.where((a[..., 4] < 8)[..., None], pairs[:, :, 1], pairs[:, :, 2])
         out[..., 4] = sq.reverse_betting(which, self.eo_rev[(a[..., 4] // 4) % 2])

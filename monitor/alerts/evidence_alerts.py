@@ -193,10 +193,15 @@ def _annotations(
     else:
         what = f"TPR/FPR of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
     state = "evidence of this" if fire else "recovered; evidence of recovery"
+    vs = (
+        f", {ref} {_rate(hour[s, r, metric])}"
+        if r != g
+        else " (the reference group: against its own baseline)"
+    )
+    base_vs = f", {ref} {_rate(base[s, r, metric])}" if r != g else ""
     description = (
-        f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}, "
-        f"{ref} {_rate(hour[s, r, metric])}; baseline: {group} {_rate(base[s, g, metric])}, "
-        f"{ref} {_rate(base[s, r, metric])}. Evidence log e = {tot:.1f} vs threshold "
+        f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}{vs}; "
+        f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. Evidence log e = {tot:.1f} vs threshold "
         f"{log_c:.1f} (at most {budget.pages:g} false page(s) per {days:g} days for this "
         f"model). A drop of this group's rate to 0.8× shows in {eta}."
     )

@@ -139,6 +139,7 @@ class EvidenceSpec:
     guard: int = 86400  # ...ending `guard` before now (a fresh change stays out of it)
     min_baseline: int = 200  # decisions (labelled outcomes) in the baseline before detecting
     resolve_odds: float = 1000.0  # evidence of recovery (odds) that resolves an alert
+    baseline_z: float = 1.5  # a change is judged from the far end of baseline ± z std. errors
     margin: float = 2.0  # nats above log(threshold) the statistic is capped at while firing
     severity: str = "page"
 
@@ -218,6 +219,7 @@ class EvidenceDoc(Doc, frozen=True):
     guard: Duration = EvidenceSpec.guard
     min_baseline: Annotated[int, Meta(ge=1)] = EvidenceSpec.min_baseline
     resolve_odds: Annotated[float, Meta(gt=1)] = EvidenceSpec.resolve_odds
+    baseline_z: Annotated[float, Meta(ge=0)] = EvidenceSpec.baseline_z
     margin: Annotated[float, Meta(ge=0)] = EvidenceSpec.margin
     severity: str = EvidenceSpec.severity
 
@@ -315,6 +317,7 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         guard=seconds(e.guard, sub(epath, "guard")),
         min_baseline=e.min_baseline,
         resolve_odds=_finite(e.resolve_odds, sub(epath, "resolve_odds")),
+        baseline_z=_finite(e.baseline_z, sub(epath, "baseline_z")),
         margin=_finite(e.margin, sub(epath, "margin")),
         severity=e.severity,
     )

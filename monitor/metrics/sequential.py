@@ -162,27 +162,36 @@ def reverse_arms(z: F64) -> F64:
     return np.stack([betting_terms(np.tile(-zd, (len(STEPS), 1)), STEPS / (-zd).max()) for zd in z])
 
 
-def change_arms(x: Any, n: Any, p0: Any, se: Any, margin: float = 3.0) -> F64:
-    """Log likelihood-ratio e-values ``[..., 2·len(STEPS)]`` of bets ``q = p0·(1−δ)`` (the rate
-    falls) and ``q = 1 − (1−p0)·(1−δ)`` (its complement falls), against ``p0``. A bet nearer to
-    ``p0`` than ``margin`` standard errors of ``p0`` is off (e = 0): an error of the plug-in
-    ``p0`` must not give it drift towards an alarm."""
-    p0 = np.asarray(p0, np.float64)[..., None]
+def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
+    """Log likelihood-ratio e-values ``[..., 2·len(STEPS)]`` of ``x`` of ``n``: bets
+    ``q = p_lo·(1−δ)`` against ``p_lo = p0 − z·se`` (the rate falls) and
+    ``q = 1 − (1−p_hi)·(1−δ)`` against ``p_hi = p0 + z·se`` (its complement falls).
+
+    ``p0`` is a plug-in (a baseline) with standard error ``se``. For a bet above ``p`` the
+    ratio's mean is ``(p·q/p0 + (1−p)(1−q)/(1−p0))^n``, above 1 whenever the true rate is on
+    the bet's side of ``p0``: betting from the far end of ``p0``'s interval keeps the mean at
+    most 1 unless the baseline is off by more than ``z`` standard errors."""
+    p0, se = np.asarray(p0, np.float64)[..., None], np.asarray(se, np.float64)[..., None]
+    lo = np.clip(p0 - z * se, EPS, 1 - EPS)
+    hi = np.clip(p0 + z * se, EPS, 1 - EPS)
     d = np.concatenate([STEPS, STEPS])
-    q = np.where(np.arange(2 * len(STEPS)) < len(STEPS), p0 * (1 - d), 1 - (1 - p0) * (1 - d))
-    out = log_lr_binomial(np.asarray(x)[..., None], np.asarray(n)[..., None], q, p0)
-    far = np.abs(q - p0) >= margin * np.asarray(se, np.float64)[..., None]
-    return np.where(far, out, -np.inf)
+    down = np.arange(2 * len(STEPS)) < len(STEPS)
+    ref = np.where(down, lo, hi)
+    q = np.where(down, lo * (1 - d), 1 - (1 - hi) * (1 - d))
+    return log_lr_binomial(np.asarray(x)[..., None], np.asarray(n)[..., None], q, ref)
 
 
-def reverse_change(x: Any, n: Any, p0: Any, arm: Any) -> F64:
-    """Log e-value of recovery for a change arm that fired: ``p0`` against the rate half way
-    to the arm's bet (valid while the rate stays at least half way changed)."""
+def reverse_change(x: Any, n: Any, p0: Any, se: Any, arm: Any, z: float = 2.0) -> F64:
+    """Log e-value of recovery for a change arm that fired: the end of ``p0``'s interval it
+    bet from, against the rate half way to the arm's bet (valid while the rate stays at least
+    half way changed)."""
     arm = np.asarray(arm)
+    down = arm < len(STEPS)
     half = STEPS[arm % len(STEPS)] / 2
-    p0 = np.asarray(p0, np.float64)
-    q = np.where(arm < len(STEPS), p0 * (1 - half), 1 - (1 - p0) * (1 - half))
-    return log_lr_binomial(x, n, p0, q)
+    p0, se = np.asarray(p0, np.float64), np.asarray(se, np.float64)
+    end = np.clip(np.where(down, p0 - z * se, p0 + z * se), EPS, 1 - EPS)
+    q = np.where(down, end * (1 - half), 1 - (1 - end) * (1 - half))
+    return log_lr_binomial(x, n, end, q)
 
 
 def reverse_betting(counts: Any, terms: F64) -> F64:
