@@ -226,3 +226,34 @@ def test_a_version_1_document_is_read_and_the_detectors_start_afresh() -> None:
     fresh = AlertEvaluator(ev.config, ev.engine)
     persist.restore(fresh, old)
     assert fresh.last == ev.last and fresh.evidence.models == {}
+
+
+def test_evidence_gauges_parse_as_prometheus_text() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from monitor.outputs.exporter import render_evidence
+
+    preds, labs = events(30 * H, lambda m: 0.5, seed=2)
+    ev = drive(preds, labs, cut_minutes=30)
+    rows = ev.evidence.snapshot()
+    assert {r.detector for r in rows} == {
+        "selection_rate",
+        "tpr",
+        "fpr",
+        "four_fifths",
+        "equalized_odds",
+    }
+    fams = {f.name: f for f in text_string_to_metric_families(render_evidence(rows))}
+    assert set(fams) >= {
+        "fairness_alert_evidence",
+        "fairness_alert_evidence_threshold",
+        "fairness_expected_time_to_detect_seconds",
+        "fairness_alert_evidence_state",
+    }
+    ett = {
+        (s.labels["group"], s.labels["detector"]): s.value
+        for s in fams["fairness_expected_time_to_detect_seconds"].samples
+    }
+    # the small group needs far longer than the large one to show the same relative drop
+    assert ett[("b", "selection_rate")] > 10 * ett[("a", "selection_rate")]
+    print({k: round(v / 3600, 2) for k, v in ett.items() if k[1] == "selection_rate"}, "hours")
