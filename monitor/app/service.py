@@ -97,10 +97,7 @@ class Monitor:
         self.ops = OpsSnapshot(self.k.predictions_topic, self.k.labels_topic)
         self.registry = CollectorRegistry()
         self.registry.register(OpsCollector(lambda: self.ops, lambda: self.dispatcher))
-        self.evidence: tuple[Any, ...] = ()  # the evidence detectors' rows, published
-        self.exposition = FairnessExposition(
-            lambda: self.snapshot, confidence=config.confidence, evidence=lambda: self.evidence
-        )
+        self.exposition = FairnessExposition(lambda: self.snapshot, confidence=config.confidence)
         self.http: HttpServer | None = None
         self.probes: HttpServer | None = None  # service.probe_listen
 
@@ -206,7 +203,6 @@ class Monitor:
             return
         self.last_publish = self.clock()
         self.snapshot = self.engine.snapshot()
-        self.evidence = tuple(self.evaluator.evidence.snapshot())
         self.status, self.ops = status_state(self), ops_snapshot(self)
 
     def checkpoint(self, partitions: set[int] | None = None, *, commit: bool = True) -> None:
