@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
+from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
 from monitor.config.spec import Config, ModelSpec
@@ -54,6 +55,7 @@ class AlertEvaluator:
         # called once per evaluated boundary with (model, at, [(window, attribute, result)]):
         # replay --timeline streams them to a file instead of keeping them
         self.on_boundary: BoundaryHook | None = None
+        self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -159,7 +161,8 @@ class AlertEvaluator:
                             cohort=c,
                             blind=blind_metrics(counts[gidx], result, spec.favourable),
                         )
-        if self.on_boundary is not None:
+        out += self.evidence.update(m, spec, k, self.book)
+        if self.on_boundary is not None:  # after the evidence: the timeline shows this boundary's
             self.on_boundary(spec.name, at, results)
         return out
 

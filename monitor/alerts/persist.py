@@ -7,14 +7,22 @@ Why a schema: a pickle ties the checkpoint to this code's classes and module pat
 layout moved; river's ADWIN is a Rust object) and runs code when read.
 
 The checkpoint stores this document in the same SQLite transaction as the partition rows it was
-evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 1::
+evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 2::
 
-    {"version": 1,
+    {"version": 2,
      "last": [[model_index, bucket], ...],          # last evaluated boundary per model
      "alerts": [{name, labels, state, since, at, value, annotations}, ...],
      "quiet": [[[model, attribute, metric], n], ...],
      "trackers": [{key, metric, detector, history, warmup, warmup_se, baseline, scale, seen,
-                   fed}, ...]}
+                   fed}, ...],
+     "evidence": [{model, sets, labels, refs, first, pool_block,
+                   arrays: {name: {dtype, shape, data}}}, ...]}
+
+Version 1 (no ``evidence``) is still read: the evidence detectors then start afresh. The
+evidence detectors' state is their arrays as they are (``alerts/evidence.py``: evidence per
+arm, recovery evidence, the arm that fired, frozen baselines, the hourly baseline blocks and the
+last hour's buckets), with the group labels per slot; a model whose attribute sets or baseline
+length changed since starts its detectors afresh.
 
 A drift detector (river's Page-Hinkley or ADWIN) is not serialised field by field: its state is
 a pure function of the values it was fed since it last restarted, so those values (``fed``) are
@@ -30,12 +38,16 @@ from collections import deque
 from typing import Literal
 
 import msgspec
+import numpy as np
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.evidence import ModelEvidence
+from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import Alert, AlertBook
 
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # version 1: no evidence detectors yet
 
 
 class AlertStateError(ValueError):
@@ -65,12 +77,64 @@ class TrackerState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     fed: list[float]  # values fed to the current detector (after the warm-up, raw)
 
 
+class ArrayState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    dtype: Literal["int64", "float64"]
+    shape: list[int]
+    data: list[float]  # row-major; -Infinity / NaN as the JSON extensions
+
+
+class EvidenceState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    model: str
+    sets: list[str]
+    labels: list[list[str]]  # per set, the group of each slot
+    refs: list[int]  # per set, the reference's slot (-1: none yet)
+    first: int  # the first baseline block
+    pool_block: int  # the block whose counts the pair tests pool
+    arrays: dict[str, ArrayState]
+
+
 class EvaluatorState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int
     last: list[tuple[int, int]]
     alerts: list[AlertState]
     quiet: list[tuple[tuple[str, str, str], int]]
     trackers: list[TrackerState]
+    evidence: list[EvidenceState] = []
+
+
+def evidence_to_state(me: ModelEvidence) -> EvidenceState:
+    arrays = {
+        k: ArrayState(str(v.dtype), list(v.shape), v.ravel().tolist())  # type: ignore[arg-type]
+        for k, v in sorted(me.arrays.items())
+    }
+    labels = [list(x) for x in me.labels]
+    return EvidenceState(
+        me.spec.name, list(me.set_names), labels, me.refs.tolist(), me.first, me.pool_block, arrays
+    )
+
+
+def evidence_from_state(
+    tracker: EvidenceTracker, s: EvidenceState
+) -> tuple[int, ModelEvidence] | None:
+    """A model's detectors from ``s`` (None: the model or its layout changed: start afresh)."""
+    names = [m.name for m in tracker.engine.models]
+    if s.model not in names:
+        return None
+    m = names.index(s.model)
+    reg = tracker.engine.registries[m]
+    me = ModelEvidence(tracker.engine.models[m], list(reg.set_names), tracker.spec, tracker.bounds)
+    if s.sets != me.set_names or len(s.labels) != len(s.sets):
+        return None
+    me.labels, me.refs, me.first = [list(x) for x in s.labels], np.array(s.refs), s.first
+    me.pool_block = s.pool_block
+    me.grow(max((len(x) for x in s.labels), default=0))
+    if set(s.arrays) != set(me.arrays):
+        return None
+    for k, a in s.arrays.items():
+        if tuple(a.shape) != me.arrays[k].shape or len(a.data) != me.arrays[k].size:
+            return None
+        me.arrays[k] = np.array(a.data, dtype=a.dtype).reshape(a.shape)
+    return m, me
 
 
 def tracker_to_state(key: tuple[str, str, str], t: DriftTracker) -> TrackerState:
@@ -115,6 +179,7 @@ def to_state(ev: AlertEvaluator) -> EvaluatorState:
         ],
         quiet=sorted(ev.drift_quiet.items()),
         trackers=[tracker_to_state(k, t) for k, t in sorted(ev.trackers.items())],
+        evidence=[evidence_to_state(me) for _, me in sorted(ev.evidence.models.items())],
     )
 
 
@@ -130,7 +195,12 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
         for t in s.trackers
         if t.detector == drift.detector
     }
-    ev.book, ev.last, ev.trackers = book, dict(s.last), trackers
+    tracker = EvidenceTracker(ev.config, ev.engine)
+    for e in s.evidence:
+        got = evidence_from_state(tracker, e)
+        if got is not None:
+            tracker.models[got[0]] = got[1]
+    ev.book, ev.last, ev.trackers, ev.evidence = book, dict(s.last), trackers, tracker
     ev.drift_quiet = {k: n for k, n in s.quiet}
 
 
@@ -153,13 +223,17 @@ def loads(text: str) -> EvaluatorState:
             "alert state is not JSON (written by a monitor before schema version 1?)"
         ) from None
     version = doc.get("version") if isinstance(doc, dict) else None
-    if version != VERSION:
-        raise AlertStateError(f"alert state has version {version!r}, this monitor reads {VERSION}")
+    if version not in READS:
+        raise AlertStateError(
+            f"alert state has version {version!r}, this monitor reads {', '.join(map(str, READS))}"
+        )
+    if version == 1 and isinstance(doc, dict) and "evidence" in doc:
+        raise AlertStateError("alert state does not match schema version 1: evidence in it")
     try:
         state = msgspec.convert(doc, EvaluatorState)
     except msgspec.ValidationError as exc:
         raise AlertStateError(
-            f"alert state does not match schema version {VERSION}: {exc}"
+            f"alert state does not match schema version {version}: {exc}"
         ) from None
     if any(not math.isfinite(a.since) or not math.isfinite(a.at) for a in state.alerts):
         raise AlertStateError("alert state has an alert without a finite time")

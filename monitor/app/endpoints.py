@@ -34,6 +34,7 @@ def start_http(m: Served) -> tuple[HttpServer, HttpServer | None]:
     """The endpoints (status page, /metrics, probes) and, with ``service.probe_listen``, a
     plain probe-only server."""
     s = m.config.service
+    m.exposition.evidence = lambda: m.status.evidence  # the evidence gauges, as published
     limits = HttpLimits(
         workers=s.http_workers,
         timeout=s.http_timeout,

@@ -264,7 +264,10 @@ def alerts_behind(engine: Engine, evaluator: AlertEvaluator) -> dict[str, float]
 def status_state(m: Monitor) -> StatusState:
     """What the status page shows (built on the loop's thread, read by the HTTP threads)."""
     series = {k: list(v) for k, v in m.evaluator.series.items()}
-    return StatusState(m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions))
+    rows = tuple(m.evaluator.evidence.snapshot())  # also /metrics' evidence families
+    return StatusState(
+        m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions), rows
+    )
 
 
 def ops_snapshot(m: Monitor) -> OpsSnapshot:

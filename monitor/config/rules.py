@@ -131,6 +131,30 @@ class DriftSpec:
 
 
 @dataclass(frozen=True)
+class BudgetSpec:
+    """How often a fair model may page: ``pages`` false pages per ``per`` seconds, per model
+    (the evidence detectors' thresholds follow from it; see ``metrics/sequential.py``)."""
+
+    pages: float = 1.0
+    per: int = 90 * 86400
+
+
+@dataclass(frozen=True)
+class EvidenceSpec:
+    """Anytime-valid evidence detectors per (model, attribute set, group)
+    (``alerts/evidence.py``)."""
+
+    enabled: bool = True
+    baseline: int = 7 * 86400  # a group's baseline: its pooled counts over the last `baseline`
+    guard: int = 86400  # ...ending `guard` before now (a fresh change stays out of it)
+    min_baseline: int = 200  # decisions (labelled outcomes) in the baseline before detecting
+    resolve_odds: float = 1000.0  # evidence of recovery (odds) that resolves an alert
+    baseline_z: float = 1.5  # a change is judged from the far end of baseline ± z std. errors
+    margin: float = 2.0  # nats above log(threshold) the statistic is capped at while firing
+    severity: str = "page"
+
+
+@dataclass(frozen=True)
 class SinkSpec:
     alertmanager_url: str | None = None
     webhook_url: str | None = None
@@ -146,6 +170,8 @@ class AlertsSpec:
     rules: tuple[AlertRule, ...] = DEFAULT_RULES
     drift: DriftSpec = field(default_factory=DriftSpec)
     sinks: SinkSpec = field(default_factory=SinkSpec)
+    false_page_budget: BudgetSpec = field(default_factory=BudgetSpec)
+    evidence: EvidenceSpec = field(default_factory=EvidenceSpec)
 
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -198,6 +224,27 @@ class DriftDoc(Doc, frozen=True):
     ) = None
 
 
+class BudgetDoc(Doc, frozen=True):
+    """How many false pages per model a fair model may cause, over how long."""
+
+    pages: Annotated[float, Meta(gt=0)] = BudgetSpec.pages
+    per: Duration = BudgetSpec.per
+
+
+class EvidenceDoc(Doc, frozen=True):
+    """Anytime-valid evidence detectors (change of each group's rates, the four-fifths and
+    equalized-odds bounds as sequential tests)."""
+
+    enabled: bool = EvidenceSpec.enabled
+    baseline: Duration = EvidenceSpec.baseline
+    guard: Duration = EvidenceSpec.guard
+    min_baseline: Annotated[int, Meta(ge=1)] = EvidenceSpec.min_baseline
+    resolve_odds: Annotated[float, Meta(gt=1)] = EvidenceSpec.resolve_odds
+    baseline_z: Annotated[float, Meta(ge=0)] = EvidenceSpec.baseline_z
+    margin: Annotated[float, Meta(ge=0)] = EvidenceSpec.margin
+    severity: str = EvidenceSpec.severity
+
+
 Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
 
 
@@ -214,11 +261,14 @@ class SinkDoc(Doc, frozen=True):
 
 
 class AlertsDoc(Doc, frozen=True):
-    """Alert rules (absent: the defaults), drift detection and sinks."""
+    """Alert rules (absent: the defaults), drift detection, sinks, the false-page budget and
+    the evidence detectors."""
 
     rules: list[RuleDoc] | None = None
     drift: DriftDoc | None = None
     sinks: SinkDoc | None = None
+    false_page_budget: BudgetDoc | None = None
+    evidence: EvidenceDoc | None = None
 
 
 def _finite(value: float, path: str) -> float:
@@ -279,7 +329,31 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         timeout=_finite(s.timeout, sub(spath, "timeout")),
         max_retries=s.max_retries,
     )
-    return AlertsSpec(rules=rules, drift=drift, sinks=sinks)
+    b, bpath = doc.false_page_budget or BudgetDoc(), sub(path, "false_page_budget")
+    budget = BudgetSpec(
+        pages=_finite(b.pages, sub(bpath, "pages")),
+        per=seconds(b.per, sub(bpath, "per"), positive=True),
+    )
+    e, epath = doc.evidence or EvidenceDoc(), sub(path, "evidence")
+    evidence = EvidenceSpec(
+        enabled=e.enabled,
+        baseline=seconds(e.baseline, sub(epath, "baseline"), positive=True),
+        guard=seconds(e.guard, sub(epath, "guard")),
+        min_baseline=e.min_baseline,
+        resolve_odds=_finite(e.resolve_odds, sub(epath, "resolve_odds")),
+        baseline_z=_finite(e.baseline_z, sub(epath, "baseline_z")),
+        margin=_finite(e.margin, sub(epath, "margin")),
+        severity=e.severity,
+    )
+    if evidence.guard >= evidence.baseline:
+        raise ConfigError(sub(epath, "guard"), "must be shorter than the baseline")
+    return AlertsSpec(
+        rules=rules,
+        drift=drift,
+        sinks=sinks,
+        false_page_budget=budget,
+        evidence=evidence,
+    )
 
 
 def _url(raw: str | None, path: str) -> str | None:

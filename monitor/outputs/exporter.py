@@ -25,11 +25,12 @@ dashboard or rule reads a made-up 1.000 as good news.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from monitor.alerts.evidence_alerts import EvidenceRow
 from monitor.metrics.blindness import RATE_CELLS, blind_groups
 from monitor.metrics.registry import EXPORTED, GROUP_COUNTS, GROUP_RATES
 from monitor.metrics.results import attribute_result
@@ -142,21 +143,59 @@ def render(snap: Snapshot, *, confidence: float) -> str:
     return fam.text()
 
 
-class FairnessExposition:
-    """Renders the published snapshot for ``/metrics``, once per snapshot."""
+EVIDENCE_HELP = (
+    "Evidence of a change or a breached bound: log of the detector's e-value statistic "
+    "(Shiryaev-Roberts mixture); it pages at fairness_alert_evidence_threshold."
+)
+THRESHOLD_HELP = (
+    "log(c) of the evidence detectors: c = K * per / (pages * bucket) from the false-page "
+    "budget shared by the model's K detectors."
+)
+EXPECTED_HELP = (
+    "Expected seconds until a drop of the group's rate to 0.8x would reach the threshold, "
+    "at its current volume (+Inf: no data): a small group's silence is not fairness."
+)
+STATE_HELP = "1 for the evidence detector's state: watching, warming-up, firing, blind."
 
-    def __init__(self, source: Callable[[], Snapshot | None], *, confidence: float) -> None:
+
+def render_evidence(rows: Sequence[EvidenceRow]) -> str:
+    """The evidence detectors' families (``EvidenceTracker.snapshot`` rows)."""
+    fam = _Families()
+    for r in rows:
+        lab = (
+            f'model="{_esc(r.model)}",attribute="{_esc(r.attribute)}",'
+            f'group="{_esc(r.group)}",detector="{_esc(r.detector)}"'
+        )
+        fam.add("alert_evidence", EVIDENCE_HELP, lab, r.log_e)
+        fam.add("alert_evidence_threshold", THRESHOLD_HELP, lab, r.log_threshold)
+        fam.add("expected_time_to_detect_seconds", EXPECTED_HELP, lab, r.expected_seconds)
+        fam.add("alert_evidence_state", STATE_HELP, f'{lab},state="{_esc(r.state)}"', 1.0)
+    return fam.text()
+
+
+class FairnessExposition:
+    """Renders the published snapshot (and evidence rows) for ``/metrics``, once per pair."""
+
+    def __init__(
+        self,
+        source: Callable[[], Snapshot | None],
+        *,
+        confidence: float,
+        evidence: Callable[[], Sequence[EvidenceRow]] | None = None,
+    ) -> None:
         self.source = source
+        self.evidence = evidence
         self.confidence = confidence
-        self._cache: tuple[Any, bytes] = (None, b"")
+        self._cache: tuple[Any, Any, bytes] = (None, None, b"")
 
     def __call__(self) -> bytes:
         snap = self.source()
         if snap is None:
             return b""
-        cached_snap, text = self._cache
-        if cached_snap is snap:
+        rows = self.evidence() if self.evidence is not None else ()
+        cached_snap, cached_rows, text = self._cache
+        if cached_snap is snap and cached_rows is rows:
             return text
-        text = render(snap, confidence=self.confidence).encode()
-        self._cache = (snap, text)
+        text = (render(snap, confidence=self.confidence) + render_evidence(rows)).encode()
+        self._cache = (snap, rows, text)
         return text

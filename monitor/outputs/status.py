@@ -34,6 +34,7 @@ class StatusState:
     series: dict[tuple[str, str, str], list[SeriesPoint]]
     alerts: list[Alert]
     recent: list[dict[str, Any]]  # the latest transitions, newest first (alert_json)
+    evidence: tuple[Any, ...] = ()  # the evidence detectors' rows (EvidenceTracker.snapshot)
 
 
 def page_html() -> bytes:

@@ -34,6 +34,7 @@ from monitor.ingest.decoder import Decoder
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.join import LABELLED, NO_SCORE, PENDING, first_occurrences, key_order
+from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, n_cells
@@ -277,6 +278,11 @@ class Engine:
             if as_of is not None:
                 out -= st.ledgers[m].known_after(ring, as_of, start, end)
         return out
+
+    def label_arrivals(self, m: int, k: int) -> I64:
+        """``[group, cell]`` label increments that became known at boundary ``k``."""
+        by_arrival = self.models[m].label_time == "arrival"  # then: simply bucket k - 1
+        return arrivals(self.partitions.values(), m, k, self.counts_between(m, k - by_arrival, k))
 
     def label_frontier(self, m: int, p: int) -> int | None:
         """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""

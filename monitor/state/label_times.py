@@ -16,10 +16,18 @@ One :class:`LabelLedger` per (partition, model), beside the window ring. It keep
 Reading as of boundary *k* (:meth:`known_after`) settles through *k − 1* first; then
 ``counts_as_of(k) = ring.window(a, b) − future.window(a, b)``, at the cost of one window sum,
 whatever the number of labels that ran ahead (a backlog read from the start of the topics).
+
+What a settle takes out of ``future`` is what *became known* at that boundary: the label
+increments whose time lies in the buckets just settled, whatever their predictions' buckets
+(:meth:`arrivals`; the evidence detectors observe labelled outcomes as they arrive). A label
+that comes after its time's boundary was settled is recorded as arriving in the next bucket to
+settle, so it is observed once, at the next boundary, live and after a restore alike (windows
+read as of that boundary count it, as before).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -59,6 +67,7 @@ class LabelLedger:
         self.n_sets = n_sets
         self.k = k  # attribute sets of this model (the first k group columns)
         self.settled: int | None = None  # label-time buckets <= this have left `future`
+        self.arrived: tuple[int, I64] | None = None  # (boundary, increments) of the last settle
 
     def __len__(self) -> int:
         return sum(len(c.bucket) for c in self.chunks)
@@ -97,10 +106,8 @@ class LabelLedger:
         c = _Chunk(label_buckets, buckets, groups[:, : self.k], cells).take(
             np.argsort(label_buckets, kind="stable")
         )
-        if self.settled is not None:  # labels from before a settled boundary need no undoing
-            c = c.take(slice(int(np.searchsorted(c.label_bucket, self.settled, "right")), None))
-            if not len(c.bucket):
-                return
+        if self.settled is not None:  # arriving after their boundary: known at the next one
+            c = c._replace(label_bucket=np.maximum(c.label_bucket, self.settled + 1))
         self._sync(ring)
         self._add(c, +1)
         self.chunks.append(c)
@@ -111,15 +118,40 @@ class LabelLedger:
             return
         self.settled = boundary
         self._sync(ring)
-        kept = []
+        kept, known = [], []
         for c in self.chunks:
             i = int(np.searchsorted(c.label_bucket, boundary, "right"))
             if i:
                 gone = c.take(slice(None, i))
                 self._add(gone.take(self.future.is_live(gone.bucket)), -1)
+                known.append(gone)
             if i < len(c.bucket):
                 kept.append(c.take(slice(i, None)))
         self.chunks = kept
+        self.arrived = (boundary, self._cells(known))
+
+    def _cells(self, chunks: list[_Chunk]) -> I64:
+        """``[group, cell]`` increments of the labels in ``chunks`` (every attribute set)."""
+        out = np.zeros((self.future.n_groups, self.future.n_cells), dtype=np.int64)
+        for c in chunks:
+            flat = c.groups.astype(np.int64) * self.future.n_cells + c.cell[:, None]
+            np.add.at(out.reshape(-1), flat.reshape(-1), 1)
+        return out
+
+    def arrivals(self, ring: WindowRing, boundary: int) -> I64:
+        """``[group, cell]`` increments of the labels that became known at ``boundary``: those
+        whose time lies in the buckets settled by reading as of it (through ``boundary − 1``,
+        back to the previous settle). Zeros if ``boundary − 1`` was settled by an earlier
+        read of a later boundary."""
+        self.settle(ring, boundary - 1)
+        if self.arrived is None or self.arrived[0] != boundary - 1:
+            return np.zeros((ring.n_groups, self.future.n_cells), dtype=np.int64)
+        got = self.arrived[1]
+        if got.shape[0] < ring.n_groups:
+            got = np.concatenate(
+                [got, np.zeros((ring.n_groups - got.shape[0], got.shape[1]), np.int64)]
+            )
+        return got
 
     def known_after(self, ring: WindowRing, boundary: int, start: int, end: int) -> I64:
         """Increments of labels whose time is at or after ``boundary``, over buckets
@@ -157,3 +189,14 @@ class LabelLedger:
         self._sync(ring)
         self._add(c.take(self.future.is_live(c.bucket)), +1)
         self.chunks = [c]
+
+
+def arrivals(partitions: Iterable[Any], m: int, k: int, counts: I64) -> I64:
+    """``Engine.label_arrivals``: ``counts`` is bucket ``k − 1``'s counts when labels are
+    counted by arrival time (returned as they are), else zeros of the right shape, to which
+    each partition's :meth:`LabelLedger.arrivals` of model ``m`` are added."""
+    if counts.any():
+        return counts
+    for st in partitions:
+        counts += st.ledgers[m].arrivals(st.rings[m], k)[: len(counts)]
+    return counts

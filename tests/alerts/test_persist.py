@@ -104,7 +104,7 @@ def restored_copy(ev: AlertEvaluator) -> AlertEvaluator:
     "text, why",
     [
         (pickle.dumps(({}, {}, {}, {})).hex(), "not JSON"),  # a monitor before version 1
-        ('{"version": 2, "alerts": []}', "version 2"),
+        ('{"version": 3, "alerts": []}', "version 3"),
         ('{"alerts": []}', "version None"),
         ("[1, 2]", "version None"),
         ('{"version": 1, "last": "x", "alerts": [], "quiet": [], "trackers": []}', "schema"),

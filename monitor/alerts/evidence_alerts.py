@@ -1,0 +1,220 @@
+"""The evidence detectors' alerts and gauges: one :class:`ModelEvidence` per model, fed by the
+evaluator at every closed bucket; firing and resolving through the lifecycle book; the rows the
+exporter and the status page show.
+
+Alert names: a change of a group's rate is ``FairnessChange`` (label ``metric``:
+``selection_rate``, ``tpr``, ``fpr``); the sequential tests of the bounds are
+``FourFifthsEvidence`` and ``EqualizedOddsEvidence`` (distinct from the window rules
+``FourFifthsRule`` / ``EqualizedOddsGap``: another identity, no ``window``, a lifecycle of its
+own). All carry ``detector="sequential"`` and ``group``, and say in words what changed, by how
+much, the evidence against its threshold and how long such a change takes to show here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from monitor.alerts.evidence import DETECTORS, ModelEvidence
+from monitor.alerts.lifecycle import AlertBook, Transition
+from monitor.config.rules import AlertRule
+from monitor.config.spec import Config, ModelSpec
+from monitor.metrics import sequential as sq
+from monitor.state.engine import Engine
+
+ALERTS = ("FairnessChange",) * 3 + ("FourFifthsEvidence", "EqualizedOddsEvidence")
+WHAT = ("selection rate", "true positive rate", "false positive rate")
+RUNBOOK = "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md"
+
+
+class EvidenceRow(NamedTuple):
+    """One detector's evidence now (``log_e``: log of the mixed Shiryaev–Roberts statistic)."""
+
+    model: str
+    attribute: str
+    group: str
+    detector: str
+    log_e: float
+    log_threshold: float
+    expected_seconds: float  # until a drop of its rate to 0.8× would show (+inf: no data)
+    state: str  # watching | warming-up | firing | blind: selective labels
+
+
+def bounds(rules: tuple[AlertRule, ...]) -> tuple[float, float]:
+    """The four-fifths ratio and the equalized-odds gap of the configured rules (or the
+    defaults 0.8, 0.1): the sequential tests judge the same bounds as the window rules."""
+    ratio = [r.bound for r in rules if r.metric == "disparate_impact_ratio" and r.op == "<"]
+    gap = [r.bound for r in rules if r.metric == "equalized_odds_difference" and r.op == ">"]
+    return (ratio[0] if ratio else 0.8), (gap[0] if gap else 0.1)
+
+
+class EvidenceTracker:
+    """Every model's evidence detectors (``AlertEvaluator.evidence``)."""
+
+    def __init__(self, config: Config, engine: Engine) -> None:
+        self.engine = engine
+        self.spec = config.alerts.evidence
+        self.budget = config.alerts.false_page_budget
+        self.bounds = bounds(config.alerts.rules)
+        self.models: dict[int, ModelEvidence] = {}
+        self.last: dict[int, dict[str, Any]] = {}  # each model's last step (for the gauges)
+
+    def model(self, m: int) -> ModelEvidence:
+        me = self.models.get(m)
+        if me is None:
+            spec, reg = self.engine.models[m], self.engine.registries[m]
+            me = self.models[m] = ModelEvidence(spec, list(reg.set_names), self.spec, self.bounds)
+        return me
+
+    def update(self, m: int, spec: ModelSpec, k: int, book: AlertBook) -> list[Transition]:
+        """Feed boundary ``k`` of model ``m``; the transitions of its evidence alerts."""
+        if not self.spec.enabled:
+            return []
+        me = self.model(m)
+        out = self.last[m] = me.step(me.observe(m, self.engine, k), k, self.budget)
+        at = float(k * spec.bucket)
+        hits = np.argwhere(out["fired"] | out["resolved"]).tolist()
+        hits.sort(key=lambda h: (h[0], me.labels[h[0]][h[1]], h[2]))  # not first-seen order
+        transitions = []
+        for s, g, det in hits:
+            fire = bool(out["fired"][s, g, det])
+            if fire:
+                me.fire(s, g, det, at, out["p_base"])
+            t = book.observe(
+                name=ALERTS[det],
+                labels=_labels(me, s, g, det),
+                breached=fire,
+                recovered=not fire,
+                at=at,
+                for_=0,
+                value=float(out["tot"][s, g, det]),
+                annotations=_annotations(me, s, g, det, fire, out, self.budget),
+            )
+            if not fire:
+                me.restart(s, g, det)
+            if t is not None:
+                transitions.append(t)
+        return transitions
+
+    def snapshot(self) -> list[EvidenceRow]:
+        """Every detector's evidence, threshold, expected time to detect and state."""
+        rows = []
+        for m, me in sorted(self.models.items()):
+            out = self.last.get(m)
+            if out is None:
+                continue
+            exp = expected(me, out)
+            blind = me.blind(out["held"])
+            firing = me.arrays["arm"] >= 0
+            for s, labels in enumerate(me.labels):
+                for g, label in enumerate(labels):
+                    ref = me.refs[s] == g
+                    for det in range(3 if ref else 5):
+                        tot = float(out["tot"][s, g, det])
+                        state = (
+                            "firing"
+                            if firing[s, g, det]
+                            else "blind: selective labels"
+                            if det in (1, 2, 4) and blind[s, g]
+                            else "watching"
+                            if math.isfinite(tot)
+                            else "warming-up"
+                        )
+                        rows.append(
+                            EvidenceRow(
+                                me.spec.name,
+                                me.set_names[s],
+                                label,
+                                DETECTORS[det],
+                                tot,
+                                float(out["log_c"][det]),
+                                float(exp[s, g, det]),
+                                state,
+                            )
+                        )
+        return rows
+
+
+def expected(me: ModelEvidence, out: dict[str, Any]) -> Any:
+    """Seconds until a drop to 0.8× of each detector's rate would show: [S, G, 5] (the rate
+    over the blocks held, the volume of the last hour; a pair test: the smaller volume)."""
+    held, hour = out["held"], out["hour"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = held[..., 0] / held[..., 1]  # [S, G, 3]: the rate over the blocks held
+    per_s = hour[..., 1] / (me.nr * me.spec.bucket)  # the volume of the last hour
+    r = np.maximum(me.refs, 0)
+    ref_per_s = per_s[np.arange(len(r)), r][:, None, :]
+    p5 = np.concatenate([p, p[..., :2]], axis=-1)
+    rate5 = np.concatenate([per_s, np.minimum(per_s, ref_per_s)[..., :2]], axis=-1)
+    return sq.expected_seconds(out["log_c"], np.nan_to_num(p5, nan=0.5), rate5)
+
+
+def _labels(me: ModelEvidence, s: int, g: int, det: int) -> dict[str, str]:
+    labels = {
+        "alertname": ALERTS[det],
+        "model": me.spec.name,
+        "attribute": me.set_names[s],
+        "group": me.labels[s][g],
+        "severity": me.ev.severity,
+        "detector": "sequential",
+    }
+    return labels | ({"metric": DETECTORS[det]} if det < 3 else {})
+
+
+def _rate(xn: Any) -> str:
+    x, n = int(xn[0]), int(xn[1])
+    return f"{x / n:.3f} ({x} of {n})" if n else "n/a (no data)"
+
+
+def _annotations(
+    me: ModelEvidence, s: int, g: int, det: int, fire: bool, out: dict[str, Any], budget: Any
+) -> dict[str, str]:
+    """What changed, by how much, the evidence against the threshold, the time to detect."""
+    group, r = me.labels[s][g], int(me.refs[s])
+    ref = me.labels[s][r]
+    base, hour = out["base"], out["hour"]
+    metric = det if det < 3 else (0 if det == 3 else 1)
+    arm = int(me.arrays["arm"][s, g, det])
+    tot, log_c = float(out["tot"][s, g, det]), float(out["log_c"][det])
+    days = budget.per / 86400
+    secs = float(expected(me, out)[s, g, det])
+    eta = f"~{secs / 3600:.1f} h" if math.isfinite(secs) else "never (no data)"
+    if det < 3:
+        way = "fell" if arm < 4 else "rose"
+        what = f"{WHAT[det]} of {group} ({me.set_names[s]}) {way}"
+        if r != g:
+            what += f" relative to {ref}"
+    elif det == 3:
+        what = (
+            f"selection rate of {group} vs {ref} left the four-fifths bound ({1 - me.ff[0, 0]:.2f})"
+        )
+    else:
+        what = f"TPR/FPR of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
+    state = "evidence of this" if fire else "recovered; evidence of recovery"
+    vs = (
+        f", {ref} {_rate(hour[s, r, metric])}"
+        if r != g
+        else " (the reference group: against its own baseline)"
+    )
+    base_vs = f", {ref} {_rate(base[s, r, metric])}" if r != g else ""
+    description = (
+        f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}{vs}; "
+        f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. Evidence log e = {tot:.1f} vs threshold "
+        f"{log_c:.1f} (at most {budget.pages:g} false page(s) per {days:g} days for this "
+        f"model). A drop of this group's rate to 0.8× shows in {eta}."
+    )
+    return {
+        "summary": ("" if fire else "resolved: ") + what,
+        "description": description,
+        "group": group,
+        "reference_group": ref,
+        "group_rate_last_hour": _rate(hour[s, g, metric]),
+        "reference_rate_last_hour": _rate(hour[s, r, metric]),
+        "baseline_rate": _rate(base[s, g, metric]),
+        "log_evidence": f"{tot:.2f}",
+        "log_threshold": f"{log_c:.2f}",
+        "expected_time_to_detect": eta,
+        "runbook_url": f"{RUNBOOK}#{ALERTS[det].lower()}",
+    }
