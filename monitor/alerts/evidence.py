@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.config.rules import EvidenceSpec
+from monitor.config.evidence import EvidenceSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics import sequential as sq
 from monitor.state.engine import Engine

@@ -11,6 +11,7 @@ the way the rest of the monitor does. Values of secret keys are never quoted.
 
 from __future__ import annotations
 
+import math
 import re
 import types
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -153,3 +154,10 @@ def _literal(tp: Any) -> tuple[Any, ...]:
         if get_origin(member) is Literal:
             return get_args(member)
     return ()
+
+
+def finite(value: float, path: str) -> float:
+    """``value`` if finite, else a ``ConfigError`` at ``path``."""
+    if not math.isfinite(value):
+        raise ConfigError(path, f"{value!r} is not a finite number")
+    return value

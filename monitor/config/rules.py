@@ -17,8 +17,16 @@ from typing import Annotated, Literal, get_args
 from msgspec import Meta
 from msgspec import field as key
 
-from monitor.config.decode import ConfigError, Doc, sub
+from monitor.config.decode import ConfigError, Doc, finite, sub
 from monitor.config.durations import Duration, seconds
+from monitor.config.evidence import (
+    BudgetDoc,
+    BudgetSpec,
+    EvidenceDoc,
+    EvidenceSpec,
+    resolve_budget,
+    resolve_evidence,
+)
 
 Metric = Literal[
     "disparate_impact_ratio",
@@ -131,30 +139,6 @@ class DriftSpec:
 
 
 @dataclass(frozen=True)
-class BudgetSpec:
-    """How often a fair model may page: ``pages`` false pages per ``per`` seconds, per model
-    (the evidence detectors' thresholds follow from it; see ``metrics/sequential.py``)."""
-
-    pages: float = 1.0
-    per: int = 90 * 86400
-
-
-@dataclass(frozen=True)
-class EvidenceSpec:
-    """Anytime-valid evidence detectors per (model, attribute set, group)
-    (``alerts/evidence.py``)."""
-
-    enabled: bool = True
-    baseline: int = 7 * 86400  # a group's baseline: its pooled counts over the last `baseline`
-    guard: int = 86400  # ...ending `guard` before now (a fresh change stays out of it)
-    min_baseline: int = 200  # decisions (labelled outcomes) in the baseline before detecting
-    resolve_odds: float = 1000.0  # evidence of recovery (odds) that resolves an alert
-    baseline_z: float = 1.5  # a change is judged from the far end of baseline ± z std. errors
-    margin: float = 2.0  # nats above log(threshold) the statistic is capped at while firing
-    severity: str = "page"
-
-
-@dataclass(frozen=True)
 class SinkSpec:
     alertmanager_url: str | None = None
     webhook_url: str | None = None
@@ -224,27 +208,6 @@ class DriftDoc(Doc, frozen=True):
     ) = None
 
 
-class BudgetDoc(Doc, frozen=True):
-    """How many false pages per model a fair model may cause, over how long."""
-
-    pages: Annotated[float, Meta(gt=0)] = BudgetSpec.pages
-    per: Duration = BudgetSpec.per
-
-
-class EvidenceDoc(Doc, frozen=True):
-    """Anytime-valid evidence detectors (change of each group's rates, the four-fifths and
-    equalized-odds bounds as sequential tests)."""
-
-    enabled: bool = EvidenceSpec.enabled
-    baseline: Duration = EvidenceSpec.baseline
-    guard: Duration = EvidenceSpec.guard
-    min_baseline: Annotated[int, Meta(ge=1)] = EvidenceSpec.min_baseline
-    resolve_odds: Annotated[float, Meta(gt=1)] = EvidenceSpec.resolve_odds
-    baseline_z: Annotated[float, Meta(ge=0)] = EvidenceSpec.baseline_z
-    margin: Annotated[float, Meta(ge=0)] = EvidenceSpec.margin
-    severity: str = EvidenceSpec.severity
-
-
 Url = Annotated[str, Meta(extra_json_schema={"pattern": "^https?://"})]
 
 
@@ -271,12 +234,6 @@ class AlertsDoc(Doc, frozen=True):
     evidence: EvidenceDoc | None = None
 
 
-def _finite(value: float, path: str) -> float:
-    if not math.isfinite(value):
-        raise ConfigError(path, f"{value!r} is not a finite number")
-    return value
-
-
 def _rule(doc: RuleDoc, path: str) -> AlertRule:
     if not doc.name.isidentifier():
         raise ConfigError(sub(path, "name"), f"{doc.name!r} must be an identifier (AlertName)")
@@ -284,11 +241,11 @@ def _rule(doc: RuleDoc, path: str) -> AlertRule:
         name=doc.name,
         metric=doc.metric,
         op=doc.op,
-        bound=_finite(doc.bound, sub(path, "bound")),
+        bound=finite(doc.bound, sub(path, "bound")),
         min_samples=doc.min_samples,
         significant=doc.significant,
         for_=seconds(doc.for_, sub(path, "for")),
-        hysteresis=_finite(doc.hysteresis, sub(path, "hysteresis")),
+        hysteresis=finite(doc.hysteresis, sub(path, "hysteresis")),
         severity=doc.severity,
         runbook_url=doc.runbook_url,
         windows=tuple(doc.windows or ()),
@@ -311,8 +268,8 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         metrics=tuple(d.metrics),
         bucket=seconds(d.bucket, sub(dpath, "bucket"), positive=True),
         min_samples=d.min_samples,
-        threshold=_finite(d.threshold, sub(dpath, "threshold")),
-        delta=_finite(d.delta, sub(dpath, "delta")),
+        threshold=finite(d.threshold, sub(dpath, "threshold")),
+        delta=finite(d.delta, sub(dpath, "delta")),
         min_values=d.min_values,
         severity=d.severity,
         label_settle=(
@@ -326,33 +283,15 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         kafka_topic=s.kafka_topic,
         log=s.log,
         resend_interval=seconds(s.resend_interval, sub(spath, "resend_interval"), positive=True),
-        timeout=_finite(s.timeout, sub(spath, "timeout")),
+        timeout=finite(s.timeout, sub(spath, "timeout")),
         max_retries=s.max_retries,
     )
-    b, bpath = doc.false_page_budget or BudgetDoc(), sub(path, "false_page_budget")
-    budget = BudgetSpec(
-        pages=_finite(b.pages, sub(bpath, "pages")),
-        per=seconds(b.per, sub(bpath, "per"), positive=True),
-    )
-    e, epath = doc.evidence or EvidenceDoc(), sub(path, "evidence")
-    evidence = EvidenceSpec(
-        enabled=e.enabled,
-        baseline=seconds(e.baseline, sub(epath, "baseline"), positive=True),
-        guard=seconds(e.guard, sub(epath, "guard")),
-        min_baseline=e.min_baseline,
-        resolve_odds=_finite(e.resolve_odds, sub(epath, "resolve_odds")),
-        baseline_z=_finite(e.baseline_z, sub(epath, "baseline_z")),
-        margin=_finite(e.margin, sub(epath, "margin")),
-        severity=e.severity,
-    )
-    if evidence.guard >= evidence.baseline:
-        raise ConfigError(sub(epath, "guard"), "must be shorter than the baseline")
     return AlertsSpec(
         rules=rules,
         drift=drift,
         sinks=sinks,
-        false_page_budget=budget,
-        evidence=evidence,
+        false_page_budget=resolve_budget(doc.false_page_budget, sub(path, "false_page_budget")),
+        evidence=resolve_evidence(doc.evidence, sub(path, "evidence")),
     )
 
 

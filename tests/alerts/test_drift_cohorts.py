@@ -83,7 +83,9 @@ def test_tpr_drop_with_labels_hours_late_fires_fairness_drift_within_8_hours() -
             t = next(
                 t
                 for t in ev.history
-                if t.alert.state == "firing" and t.alert.labels["metric"] == "tpr_gap"
+                if t.alert.name == "FairnessDrift"
+                and t.alert.state == "firing"
+                and t.alert.labels["metric"] == "tpr_gap"
             )
             ann = t.alert.annotations
             # a cohort of the drift bucket, predicted after the change, settled 6 h before `at`

@@ -10,7 +10,7 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -55,9 +55,13 @@ def timeline_of(tmp: Path, batch_size: int) -> bytes:
 
 def test_one_line_per_boundary_window_and_attribute(stream: tuple[Path, list, list]) -> None:
     tmp, preds, _ = stream
-    lines = read_timeline(timeline_of(tmp, 500))
-    assert all(isinstance(x, BoundaryLine) for x in lines)  # no evidence detectors here
-    lines = cast(list[BoundaryLine], lines)
+    every = read_timeline(timeline_of(tmp, 500))
+    lines = [x for x in every if isinstance(x, BoundaryLine)]
+    evidence = [x for x in every if isinstance(x, EvidenceLine)]
+    # the evidence detectors' rows: one line per model and boundary, after its boundary lines
+    assert [e.at for e in evidence] == sorted({x.at for x in lines})
+    assert all(r["model"] == "credit" for e in evidence for r in e.detectors)
+    assert {r["detector"] for r in evidence[-1].detectors} >= {"selection_rate", "four_fifths"}
     # the boundaries: every bucket edge after the first prediction's bucket, up to the newest
     first = min(e["timestamp"] for e in preds) // BUCKET
     last = max(e["timestamp"] for e in preds) // BUCKET
@@ -72,7 +76,7 @@ def test_one_line_per_boundary_window_and_attribute(stream: tuple[Path, list, li
     )
     x = lines[-1]
     assert set(x.disparities) == set(METRICS)
-    raw = json.loads(timeline_of(tmp, 500).splitlines()[-1])
+    raw = json.loads(timeline_of(tmp, 500).splitlines()[-2])
     assert raw["kind"] == "boundary" and raw["time"].endswith("Z")
     raw = next(json.loads(t) for t in timeline_of(tmp, 500).splitlines() if b'"sex"' in t)
     assert set(raw["groups"]["F"]) >= {"n", "labelled", "eligible", "selection_rate", "tpr"}
@@ -91,7 +95,7 @@ def test_values_equal_the_report_of_the_events_up_to_that_boundary(
     """At boundary B the timeline shows what a report of the events before B shows (a fresh
     replay of just those): every disparity's value and bounds, and each group's n and rates."""
     tmp, preds, labels = stream
-    lines = cast(list[BoundaryLine], read_timeline(timeline_of(tmp, 500)))
+    lines = [x for x in read_timeline(timeline_of(tmp, 500)) if isinstance(x, BoundaryLine)]
     at = max(x.at for x in lines if x.at <= T0 + hours * 3600)
     cfg = load_config(str(tmp / "c.yaml"))
     engine = Engine(cfg)
@@ -146,6 +150,9 @@ class Evidence:
 
     def __init__(self) -> None:
         self.calls = 0
+
+    def update(self, *args: Any) -> list[Any]:
+        return []  # no transitions: this stand-in only has rows to show
 
     def snapshot(self) -> list[Any]:
         self.calls += 1
