@@ -59,9 +59,9 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
 
     Range assignment gives partition *p* of both topics to the same member when the topics
     have the same partition count, which is what the per-partition join needs. Fetched record
-    batches are parsed by ``record_reader`` (compiled), not by kafka-python's pure Python. A
-    group join that completes between two polls is applied, not dropped (``kafka_join``:
-    kafka-python would join again, and under load a member stayed unassigned for good).
+    batches are parsed by ``record_reader`` (compiled), not by kafka-python's pure Python.
+    Group joins kafka-python would leave unfinished are finished (``kafka_join``: under load
+    a member stayed unassigned for good).
     """
     consumer = KafkaConsumer(
         **client_config(spec),

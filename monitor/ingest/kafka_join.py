@@ -1,23 +1,30 @@
-"""Group joins that kafka-python would throw away: finish them instead.
+"""Group joins kafka-python leaves unfinished: finish them.
 
 kafka-python 3 (3.0.12, and its master as of 3.1.0.dev) runs a group join, JoinGroup then
 SyncGroup, as a task on its network thread. ``consumer.poll(timeout_ms)`` waits for that task
-only until its timeout and leaves it in flight, so that the next poll waits for the same task.
-But when the task has *completed* in between, ``BaseCoordinator.join_group_async`` sees
-``self._join_task.is_done`` and sends a new JoinGroup: the finished join (its generation and the
-member's assignment) is dropped. The member stays unassigned while the broker starts the next
-generation, and for the group leader, or whenever the join again outlasts a poll, it happens
-again: the "revoked, never reassigned" stall. It takes only a join that takes longer than what is left of a
-poll's budget (200 ms in the service loop): a loaded machine, or a broker that holds the
-JoinGroup until the other members rejoin.
+only until its timeout and leaves it in flight for the next poll. Two flaws then strand a
+member in REBALANCING, unassigned, with heartbeats off (the "revoked, never reassigned" stall
+of the service tests under load):
 
-Java's consumer keeps its join future and completes the join when it finds it done. This
-module does the same: installed on one consumer's coordinator, it finishes a join that
-succeeded while no poll waited for it: the member becomes stable with that generation,
-heartbeats resume and the assignment is applied (the rebalance listener sees it as usual).
-Anything else (no join in flight, a failed one, the member reset or unsubscribed meanwhile)
-goes to kafka-python unchanged. It is installed only where the library has the flaw (its
-source shows the check), so a kafka-python that fixes it retires this module.
+* **A pending join is forgotten.** ``need_rejoin()`` only asks whether a join is wanted, not
+  whether one is under way. A rebalance the leader starts because the topic metadata changed
+  (the "quick second rebalance": the first assignment was made from an empty metadata snapshot)
+  stops being wanted once the leader's assignment, inside that very join, records the new
+  metadata. If the poll that began the join returned first, no later poll looks at the join
+  again. Seen in a SIGTERM test run: ``need_rejoin: False`` on every poll after the
+  generation-2 SyncGroup response, and no ``Setting newly assigned partitions``.
+* **A finished join is dropped.** When the next poll does look, and finds the task completed,
+  ``join_group_async`` sends a new JoinGroup instead of applying it (it checks
+  ``self._join_task.is_done``): the generation and assignment are lost, and for a leader, or
+  whenever the join again outlasts a poll, this repeats.
+
+Java's consumer keeps joining while a join is needed *or pending* and completes a join future
+it finds done. This module does the same for one consumer's coordinator: ``need_rejoin`` also
+says yes while a join is under way (``rejoining``), and a join that succeeded while no poll
+waited is applied: the member becomes stable with that generation, heartbeats resume and the
+assignment goes to the rebalance listener as usual. Anything else goes to kafka-python
+unchanged. Each half is installed only where the library's source shows its flaw, so a
+kafka-python that fixes them retires this module.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # the check in BaseCoordinator.join_group_async that replaces a completed join with a new one
 FLAW = "self._join_task is None or self._join_task.is_done"
+# what BaseCoordinator.need_rejoin would mention if it counted a join under way
+PENDING = ("rejoining", "_join_task")
 # what the workaround reads and calls on the coordinator (private API, checked before use)
 NEEDS = (
     "_join_task",
@@ -43,30 +52,49 @@ NEEDS = (
     "rejoin_needed",
     "state",
     "need_rejoin",
+    "_subscription",
     "_enable_heartbeat",
     "_on_join_complete_async",
     "join_group_async",
 )
 
 
+def _source(name: str) -> str:
+    try:
+        return inspect.getsource(getattr(BaseCoordinator, name))
+    except (AttributeError, OSError, TypeError):  # renamed, or no source shipped
+        return ""
+
+
 def library_drops_finished_joins() -> bool:
     """Does the installed kafka-python replace a join that completed between polls?"""
-    try:
-        source = inspect.getsource(BaseCoordinator.join_group_async)
-    except (AttributeError, OSError, TypeError):  # renamed, or no source shipped
-        return False
-    return FLAW in source
+    return FLAW in _source("join_group_async")
+
+
+def library_forgets_pending_joins() -> bool:
+    """Does the installed kafka-python's ``need_rejoin`` ignore a join under way?"""
+    source = _source("need_rejoin")
+    return bool(source) and not any(name in source for name in PENDING)
 
 
 class FinishedJoins:
-    """The wrapper around one coordinator's ``join_group_async``; counts the joins it
-    finished (``finished``) and the generation of the last one."""
+    """The wrappers around one coordinator's ``need_rejoin`` and ``join_group_async``; counts
+    the joins it finished (``finished``) and the generation of the last one."""
 
     def __init__(self, coordinator: Any) -> None:
         self.coordinator = coordinator
         self.original: Callable[..., Awaitable[bool]] = coordinator.join_group_async
+        self.original_need_rejoin: Callable[[], bool] = coordinator.need_rejoin
         self.finished = 0
         self.last_generation: int | None = None
+
+    def need_rejoin(self) -> bool:
+        """kafka-python's answer, or yes while a join is under way (begun and not applied; Java's
+        ``rejoinNeededOrPending``), as long as the consumer is still subscribed."""
+        co = self.coordinator
+        if self.original_need_rejoin():
+            return True
+        return bool(co.rejoining) and bool(co._subscription.partitions_auto_assigned())
 
     def completed_join(self) -> Any:
         """The join task that succeeded while no poll waited for it, or None. Only while
@@ -78,7 +106,7 @@ class FinishedJoins:
             return None
         if co.state != MemberState.REBALANCING or not co.rejoining:
             return None
-        return task if co.need_rejoin() else None
+        return task if co._subscription.partitions_auto_assigned() else None
 
     async def join_group_async(self, timeout_ms: float | None = None) -> bool:
         task = self.completed_join()
@@ -105,15 +133,20 @@ class FinishedJoins:
 
 
 def finish_unawaited_joins(consumer: Any) -> FinishedJoins | None:
-    """Install the workaround on ``consumer``'s coordinator; None where it is not needed (the
-    library is fixed) or cannot apply (no group, a coordinator without these internals)."""
+    """Install the workaround on ``consumer``'s coordinator, each half where its flaw is;
+    None where neither is (the library is fixed) or it cannot apply (no group, a coordinator
+    without these internals)."""
     co = getattr(consumer, "_coordinator", None)
-    if co is None or not library_drops_finished_joins():
+    drops, forgets = library_drops_finished_joins(), library_forgets_pending_joins()
+    if co is None or not (drops or forgets):
         return None
     missing = [name for name in NEEDS if not hasattr(co, name)]
     if missing:
         log.warning("kafka-python join workaround not installed: coordinator lacks %s", missing)
         return None
     joins = FinishedJoins(co)
-    co.join_group_async = joins.join_group_async
+    if drops:
+        co.join_group_async = joins.join_group_async
+    if forgets:
+        co.need_rejoin = joins.need_rejoin
     return joins

@@ -1,9 +1,10 @@
-"""A group join that completes between two polls is applied, not dropped (``kafka_join``).
+"""Group joins kafka-python 3.0.12 leaves unfinished are finished (``kafka_join``).
 
-kafka-python 3.0.12 drops it and sends a new JoinGroup: a consumer polled with a short timeout
-by a busy loop can stay unassigned for good (the fresh-start and SIGTERM tests' stalls under
-load). The broker tests provoke exactly that, deterministically: each poll returns before the
-join completes (1 ms), and the "loop" polls again only once it has completed.
+A join still under way counts as needed, and one that completed between two polls is applied
+(kafka-python forgets the first and re-sends the second): a consumer polled with a short
+timeout by a busy loop stayed unassigned for good (the fresh-start and SIGTERM tests' stalls
+under load). The broker tests provoke exactly that, deterministically: each poll returns
+before the join completes (1 ms), and the "loop" polls again only once it has completed.
 """
 
 from __future__ import annotations
@@ -49,13 +50,18 @@ class StandInCoordinator:
         self.rejoining = True
         self.rejoin_needed = True
         self.state = state
-        self.wants_join = True
+        self.wants_join = False  # kafka-python's own need_rejoin
+        self._subscription = self  # partitions_auto_assigned below
+        self.subscribed = True
         self.heartbeat_enabled = False
         self.completed: list[tuple[Any, ...]] = []
         self.original_calls: list[Any] = []
 
     def need_rejoin(self) -> bool:
         return self.wants_join
+
+    def partitions_auto_assigned(self) -> bool:
+        return self.subscribed
 
     def _enable_heartbeat(self) -> None:
         self.heartbeat_enabled = True
@@ -90,7 +96,7 @@ def _failed() -> Future:
 
 @pytest.mark.parametrize(
     "case",
-    ["no join in flight", "still in flight", "failed", "member reset", "no longer wants to join"],
+    ["no join in flight", "still in flight", "failed", "member reset", "unsubscribed"],
 )
 def test_anything_else_is_left_to_kafka_python(case: str) -> None:
     task = {"no join in flight": None, "still in flight": Future(), "failed": _failed()}.get(
@@ -98,12 +104,31 @@ def test_anything_else_is_left_to_kafka_python(case: str) -> None:
     )
     state = MemberState.UNJOINED if case == "member reset" else MemberState.REBALANCING
     co = StandInCoordinator(task, state=state)
-    co.wants_join = case != "no longer wants to join"
+    co.subscribed = case != "unsubscribed"
     joins = FinishedJoins(co)
     assert asyncio.run(joins.join_group_async(timeout_ms=5)) is False  # the original's answer
     assert co.original_calls == [5]
     assert co.completed == [] and co._join_task is task and co.rejoin_needed
     assert joins.finished == 0
+
+
+@pytest.mark.parametrize(
+    ("wanted", "rejoining", "subscribed", "expected"),
+    [
+        (True, False, True, True),  # kafka-python wants a join: unchanged
+        (False, False, True, False),  # none wanted, none under way: unchanged
+        # a join under way that kafka-python no longer wants (the leader's assignment inside
+        # it recorded the metadata change that started it): still needed, to be applied
+        (False, True, True, True),
+        (False, True, False, False),  # ...unless the consumer unsubscribed meanwhile
+    ],
+)
+def test_a_join_under_way_is_still_needed(
+    wanted: bool, rejoining: bool, subscribed: bool, expected: bool
+) -> None:
+    co = StandInCoordinator(Future())
+    co.wants_join, co.rejoining, co.subscribed = wanted, rejoining, subscribed
+    assert FinishedJoins(co).need_rejoin() is expected
 
 
 def test_installed_only_on_a_coordinator_it_knows(caplog: pytest.LogCaptureFixture) -> None:
@@ -126,17 +151,17 @@ def test_installed_only_on_a_coordinator_it_knows(caplog: pytest.LogCaptureFixtu
 # -- against a broker -----------------------------------------------------------------------
 
 
-def busy_loop_polls(consumer: Any, joins: int) -> list[int]:
+def busy_loop_polls(consumer: Any, joins: int, until: Any = None) -> list[int]:
     """Poll as a busy service loop does at its worst: every poll returns before the group join
     has completed (1 ms), and the next one comes only once it has. Stops once the consumer is
-    assigned, or after ``joins`` joins; returns the generation the member had reached after
+    assigned (or ``until()``), or after ``joins`` joins; returns the generation the member had reached after
     each join (a poll that started none, still finding the coordinator, does not count)."""
     co = consumer._coordinator
     generations: list[int] = []
-    seen, deadline = None, time.monotonic() + 120
+    seen, deadline = None, time.monotonic() + 60
     while len(generations) < joins and time.monotonic() < deadline:
         consumer.poll(timeout_ms=1)
-        if consumer.assignment():
+        if until() if until is not None else consumer.assignment():
             break
         task = co._join_task
         if task is None or task is seen:
@@ -256,3 +281,41 @@ def test_a_second_member_joining_between_polls_settles_the_group(kafka: Any) -> 
                 t.join(30)
         for c in (a, b):
             c.close(autocommit=False)
+
+
+@pytest.mark.integration
+def test_a_join_started_by_new_partitions_is_finished(kafka: Any) -> None:
+    """The leader rejoins because the topic's metadata changed (here: a partition added; in the
+    stalls, the first assignment made from an empty metadata snapshot). Its own assignment,
+    inside that join, records the new metadata, so kafka-python 3.0.12 no longer wants a join:
+    if the poll that began it returned first, no poll ever looks at it again, and the member
+    stays rebalancing with nothing assigned. Here it gets all three partitions."""
+    from kafka.admin import KafkaAdminClient, NewPartitions
+
+    topic = f"join-{uuid.uuid4().hex[:8]}"
+    create_topics(kafka.bootstrap, {topic: 2}, client=kafka.client)
+    c = make_consumer(spec_for(kafka, topic))
+    co = c._coordinator
+    try:
+        c.subscribe([topic])
+
+        def assigned_now(n: int) -> bool:
+            return len(c.assignment()) == n and co.state == MemberState.STABLE
+
+        def assigned(n: int) -> bool:
+            c.poll(timeout_ms=100)
+            return assigned_now(n)
+
+        wait_for(lambda: assigned(2), 60, "the consumer to own both partitions")
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap, **kafka.client)
+        try:
+            admin.create_partitions({topic: NewPartitions(total_count=3)})
+        finally:
+            admin.close()
+        co._cluster.request_update()  # the consumer learns of it (its metadata is 5 min old)
+        wait_for(lambda: co._metadata_snapshot.get(topic) == {0, 1, 2}, 60, "the new metadata")
+        generations = busy_loop_polls(c, joins=6, until=lambda: assigned_now(3))
+        assert c.assignment() == {TopicPartition(topic, p) for p in range(3)}, generations
+        assert co.state == MemberState.STABLE
+    finally:
+        c.close(autocommit=False)
