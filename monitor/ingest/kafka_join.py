@@ -99,7 +99,7 @@ class FinishedJoins:
     def completed_join(self) -> Any:
         """The join task that succeeded while no poll waited for it, or None. Only while
         nothing happened since: the member is still rebalancing in this attempt and still
-        wants to join (a reset or an unsubscribe meanwhile leaves it to kafka-python)."""
+        subscribed (a reset or an unsubscribe meanwhile leaves it to kafka-python)."""
         co = self.coordinator
         task = co._join_task
         if task is None or not task.is_done or not task.succeeded():
@@ -125,7 +125,7 @@ class FinishedJoins:
         self.last_generation = gen.generation_id
         log.info(
             "group join (generation %s) completed between polls: applying it (kafka-python "
-            "would drop it and join again)",
+            "3.0.12 would send a new JoinGroup, or forget it)",
             gen.generation_id,
         )
         await co._on_join_complete_async(gen.generation_id, gen.member_id, gen.protocol, task.value)
