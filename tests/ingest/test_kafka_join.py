@@ -208,7 +208,7 @@ def test_a_join_completed_between_polls_is_applied(kafka: Any) -> None:
         # first assignment was made from an empty metadata snapshot (kafka-python does that)
         assert ours._coordinator._generation.generation_id <= 2, generations
         if ours.finished_joins is not None:
-            assert ours.finished_joins.finished == 1
+            assert ours.finished_joins.finished >= 1
     finally:
         ours.close(autocommit=False)
 
