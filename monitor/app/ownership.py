@@ -192,8 +192,9 @@ class PartitionOwnership:
     def commit(self, parts: list[int]) -> None:
         """Commit checkpointed offsets, for lag monitoring only (the checkpoint is the source
         of truth). Not while the group rebalances (the revoke path, or a rebalance the
-        coordinator reports): such a commit fails anyway, and in a CI run a consumer that
-        tried one during its first rebalance never rejoined (kafka-python 3.0.12)."""
+        coordinator reports): such a commit fails anyway. (A consumer that never rejoined
+        after a quick second rebalance was blamed on such a commit; the cause was a join
+        kafka-python left unfinished, see ``monitor.ingest.kafka_join``.)"""
         if self.rebalancing():
             return
         offsets = {

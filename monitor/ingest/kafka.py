@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from monitor.config.settings import KafkaSpec
 from monitor.ingest import record_reader
 from monitor.ingest.events import DeadLetter
+from monitor.ingest.kafka_join import finish_unawaited_joins
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
     Range assignment gives partition *p* of both topics to the same member when the topics
     have the same partition count, which is what the per-partition join needs. Fetched record
     batches are parsed by ``record_reader`` (compiled), not by kafka-python's pure Python.
+    Group joins kafka-python would leave unfinished are finished (``kafka_join``: under load
+    a member stayed unassigned for good).
     """
     consumer = KafkaConsumer(
         **client_config(spec),
@@ -73,6 +76,7 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
         max_partition_fetch_bytes=8 * 2**20,
     )
     record_reader.install(consumer)
+    consumer.finished_joins = finish_unawaited_joins(consumer)  # None once kafka-python is fixed
     return consumer
 
 
