@@ -36,20 +36,14 @@ from monitor.ingest.groups import GroupRegistry
 from monitor.state.join import LABELLED, NO_SCORE, PENDING, first_occurrences, key_order
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
+from monitor.state.window_sums import WindowSums
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, n_cells
 
 I64 = npt.NDArray[np.int64]
 
 # the names readers import from here (snapshot and partition types live in their own modules)
-__all__ = [
-    "COUNTERS",
-    "DELAY_BOUNDS",
-    "HELD",
-    "Engine",
-    "ModelSnapshot",
-    "Snapshot",
-    "WindowCounts",
-]
+__all__ = ["COUNTERS", "DELAY_BOUNDS", "HELD", "Engine", "ModelSnapshot", "Snapshot"]
+__all__ += ["WindowCounts"]
 
 
 class Engine:
@@ -66,6 +60,7 @@ class Engine:
         self.partitions: dict[int, PartitionState] = {}
         # set by an alert evaluator: keep label times for counts as of a boundary (as_of)
         self.track_label_times = False
+        self._window_sums = [WindowSums() for _ in self.models]
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
         # An early label can still meet its prediction while that prediction would be counted:
         # its time is at most the label's, and predictions older than the ring are late anyway.
@@ -277,6 +272,12 @@ class Engine:
             if as_of is not None:
                 out -= st.ledgers[m].known_after(ring, as_of, start, end)
         return out
+
+    def windows_as_of(self, m: int, windows: list[tuple[int, int]], as_of: int) -> list[I64]:
+        """:meth:`counts_between` ``(m, start, end, as_of=as_of)`` of several windows, kept up to
+        date from one call to the next (``window_sums.py``): for reading at each boundary."""
+        g, c = len(self.registries[m]), n_cells(self.models[m].score_bins)
+        return self._window_sums[m].read(self.partitions, m, g, c, windows, as_of)
 
     def label_frontier(self, m: int, p: int) -> int | None:
         """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""

@@ -30,6 +30,7 @@ N, FAV, TP, FP, FN, TN = range(6)
 CAL = 6  # then, per score bin b: CAL+3b = labelled count, +1 = label sum, +2 = score sum (µ)
 SCORE_SCALE = 1_000_000
 CELL_NAMES = ("predictions", "favourable", "tp", "fp", "fn", "tn")
+JOURNAL_CHUNKS = 4096  # add() calls kept for a window-sum reader between two reads
 
 
 def n_cells(score_bins: int) -> int:
@@ -48,6 +49,8 @@ class WindowRing:
         self.expired: I64 = np.zeros((n_groups, n_cells), dtype=np.int64)
         self.head: int | None = None
         self.first: int | None = None  # the first bucket ever seen (where alerting starts)
+        # set by a reader that keeps window sums up to date (window_sums.py): what add() added
+        self.journal: list[tuple[I64, I64, I64]] | None = None
 
     @property
     def n_groups(self) -> int:
@@ -114,8 +117,12 @@ class WindowRing:
         if len(buckets) == 0:
             return
         slot = buckets % self.n_buckets
-        flat = (slot * self.n_groups + groups.astype(np.int64)) * self.n_cells + cells
-        np.add.at(self.counts.reshape(-1), flat, weights)
+        cell = groups.astype(np.int64) * self.n_cells + cells  # the index in counts[slot]
+        np.add.at(self.counts.reshape(-1), slot * (self.n_groups * self.n_cells) + cell, weights)
+        if self.journal is not None:
+            self.journal.append((buckets, cell, weights))
+            if len(self.journal) > JOURNAL_CHUNKS:  # nobody reads it: stop (the reader resums)
+                self.journal = None
 
     def add_expired(self, groups: npt.NDArray[Any], cells: I64, weights: I64) -> None:
         if len(groups):
