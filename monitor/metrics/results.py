@@ -60,11 +60,10 @@ class AttributeResult:
     def selection_rates(self) -> dict[str, float | None]:
         """Per group with predictions: its selection rate (``None``: undefined)."""
         gm = self.groups
+        rates = gm.selection_rate.tolist()  # in [0, 1] or NaN: finite_or_none, cheaper
         return {
-            lab: finite_or_none(rate)
-            for lab, rate, n in zip(
-                self.labels, gm.selection_rate.tolist(), gm.n.tolist(), strict=True
-            )
+            lab: (rate if rate == rate else None)
+            for lab, rate, n in zip(self.labels, rates, gm.n.tolist(), strict=True)
             if n
         }
 

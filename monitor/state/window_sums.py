@@ -51,7 +51,7 @@ def _fresh(ring: WindowRing, ranges: list[Range]) -> list[I64]:
 def _update(s: _Sums, ranges: list[Range]) -> list[I64]:
     """The windows ``ranges`` from the sums of ``s.ranges`` and the ring's journal since."""
     ring = s.ring
-    journal, ring.journal = ring.journal, []
+    journal = ring.start_journal()
     if journal is None or len(ranges) != len(s.ranges):
         return _fresh(ring, ranges)
     g, c = ring.n_groups, ring.n_cells
@@ -111,7 +111,7 @@ class WindowSums:
                 s = self._sums.get((p, m, future))
                 if s is None or s.ring is not r:
                     s = self._sums[(p, m, future)] = _Sums(r, ranges, _fresh(r, ranges))
-                    r.journal = []
+                    r.start_journal()
                 else:
                     s.sums, s.ranges = _update(s, ranges), ranges
                 for o, x in zip(out, s.sums, strict=True):

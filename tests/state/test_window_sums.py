@@ -90,7 +90,7 @@ def test_window_sums_equal_fresh_sums_at_every_read(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if seed % 4 == 3:  # a journal that outgrows its bound is dropped and the windows resummed
-        monkeypatch.setattr(windows, "JOURNAL_CHUNKS", 2)
+        monkeypatch.setattr(windows, "JOURNAL_LIMIT", 0.0005)
     rng = np.random.default_rng(seed)
     engine = engine_for(seed)
     spec = engine.models[0]
