@@ -17,8 +17,14 @@ from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohort
 from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
+from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
-from monitor.metrics.results import AttributeResult, attribute_result, finite_or_none
+from monitor.metrics.results import (
+    AttributeResult,
+    attribute_result,
+    attribute_results,
+    finite_or_none,
+)
 from monitor.state.engine import Engine
 
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
@@ -56,6 +62,8 @@ class AlertEvaluator:
         # replay --timeline streams them to a file instead of keeping them
         self.on_boundary: BoundaryHook | None = None
         self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
+        self._set_cache: dict[int, tuple[int, list[tuple[str, Any, list[str]]]]] = {}
+        self._rule_cache: dict[tuple[str, str], list[AlertRule]] = {}
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -106,38 +114,25 @@ class AlertEvaluator:
     def _evaluate(self, m: int, spec: ModelSpec, k: int) -> list[Transition]:
         out: list[Transition] = []
         at = float(k * spec.bucket)
-        reg = self.engine.registries[m]
-        sets = [(name, *reg.groups_of_set(s)) for s, name in enumerate(reg.set_names)]
+        sets = self._sets(m)
         results: list[tuple[str, str, AttributeResult]] = []
-        for w in spec.windows:
-            end = k - w.lag // spec.bucket
-            counts = self.engine.counts_between(m, end - w.length // spec.bucket, end, as_of=k)
-            for set_name, gidx, labels in sets:
-                if not labels:
-                    continue
-                rules = [
-                    r
-                    for r in self.spec.rules
-                    if (not r.windows or w.name in r.windows)
-                    and (not r.attributes or set_name in r.attributes)
-                ]
-                result = self._result(counts[gidx], labels, spec, set_name)
-                self._record(spec.name, w.name, set_name, at, result)
-                results.append((w.name, set_name, result))
-                for rule in rules:
-                    t = check_rule(
-                        self.book,
-                        rule,
-                        result,
-                        spec.name,
-                        w.name,
-                        set_name,
-                        at,
-                        confidence=self.config.confidence,
-                        favourable=spec.favourable,
-                    )
-                    if t is not None:
-                        out.append(t)
+        for w, set_name, result in self._window_results(m, spec, k, sets):
+            self._record(spec.name, w, set_name, at, result)
+            results.append((w, set_name, result))
+            for rule in self._rules(w, set_name):
+                t = check_rule(
+                    self.book,
+                    rule,
+                    result,
+                    spec.name,
+                    w,
+                    set_name,
+                    at,
+                    confidence=self.config.confidence,
+                    favourable=spec.favourable,
+                )
+                if t is not None:
+                    out.append(t)
         d = self.spec.drift
         if d.enabled and (k * spec.bucket) % d.bucket == 0:
             # prediction-time cohorts: label-based metrics once their labels have settled
@@ -165,6 +160,46 @@ class AlertEvaluator:
         if self.on_boundary is not None:  # after the evidence: the timeline shows this boundary's
             self.on_boundary(spec.name, at, results)
         return out
+
+    def _window_results(
+        self, m: int, spec: ModelSpec, k: int, sets: list[tuple[str, Any, list[str]]]
+    ) -> list[tuple[str, str, AttributeResult]]:
+        """(window, attribute set, result) of every window ending at boundary ``k``: the windows
+        read at once, kept up to date between boundaries (``state/window_sums.py``), and the
+        results computed stacked (``metrics/batch.py``)."""
+        ends = [k - w.lag // spec.bucket for w in spec.windows]
+        ranges = [(e - w.length // spec.bucket, e) for w, e in zip(spec.windows, ends, strict=True)]
+        live = [(name, gidx, labels) for name, gidx, labels in sets if labels]
+        items = [
+            (c[gidx], labels, name)
+            for c in self.engine.windows_as_of(m, ranges, k)
+            for name, gidx, labels in live
+        ]
+        results = attribute_results(items, spec, confidence=self.config.confidence)
+        keys = [(w.name, name) for w in spec.windows for name, _, _ in live]
+        return [(w, name, r) for (w, name), r in zip(keys, results, strict=True)]
+
+    def _sets(self, m: int) -> list[tuple[str, Any, list[str]]]:
+        """(name, group indices, labels) of each attribute set; groups are only ever appended,
+        so this changes only when the registry grows."""
+        reg = self.engine.registries[m]
+        cached = self._set_cache.get(m)
+        if cached is None or cached[0] != len(reg):
+            sets = [(name, *reg.groups_of_set(s)) for s, name in enumerate(reg.set_names)]
+            cached = self._set_cache[m] = (len(reg), sets)
+        return cached[1]
+
+    def _rules(self, window: str, attribute: str) -> list[AlertRule]:
+        """The configured rules that apply to one window and attribute set."""
+        rules = self._rule_cache.get((window, attribute))
+        if rules is None:
+            rules = self._rule_cache[(window, attribute)] = [
+                r
+                for r in self.spec.rules
+                if (not r.windows or window in r.windows)
+                and (not r.attributes or attribute in r.attributes)
+            ]
+        return rules
 
     def _record(
         self, model: str, window: str, attribute: str, at: float, r: AttributeResult

@@ -9,14 +9,16 @@ array; the alert evaluator, the drift detector, the exporter and the reports all
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
+from monitor.metrics.batch import stacked_results
 from monitor.metrics.disparities import AttributeDisparities, Disparity
-from monitor.metrics.fairness import GroupMetrics, disparities, group_metrics
+from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.registry import METRICS
 
 I64 = npt.NDArray[np.int64]
@@ -29,6 +31,10 @@ class AttributeResult:
     labels: tuple[str, ...]
     groups: GroupMetrics
     disparities: AttributeDisparities
+    # per basis metric, each group's denominator (filled on first use: rules ask per group)
+    _denominators: dict[str, list[int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def name(self, group: int | None) -> str | None:
         return None if group is None else self.labels[group]
@@ -39,7 +45,13 @@ class AttributeResult:
     def denominator(self, group: int, basis: str) -> int:
         """The sum of the cells the ``basis`` metric's rate divides by, for one group (what a
         rule's ``min_samples`` is checked against)."""
-        return int(sum(int(getattr(self.groups, c)[group]) for c in METRICS[basis].counts))
+        d = self._denominators.get(basis)
+        if d is None:
+            cells = [getattr(self.groups, c) for c in METRICS[basis].counts]
+            d = self._denominators[basis] = (
+                sum(cells[1:], cells[0]).tolist() if cells else [0] * len(self.labels)
+            )
+        return int(d[group])
 
     def value(self, field: str, group: int) -> float:
         """A per-group number (a ``GroupMetrics`` field)."""
@@ -48,10 +60,11 @@ class AttributeResult:
     def selection_rates(self) -> dict[str, float | None]:
         """Per group with predictions: its selection rate (``None``: undefined)."""
         gm = self.groups
+        rates = gm.selection_rate.tolist()  # in [0, 1] or NaN: finite_or_none, cheaper
         return {
-            lab: finite_or_none(float(gm.selection_rate[i]))
-            for i, lab in enumerate(self.labels)
-            if gm.n[i]
+            lab: (rate if rate == rate else None)
+            for lab, rate, n in zip(self.labels, rates, gm.n.tolist(), strict=True)
+            if n
         }
 
 
@@ -61,16 +74,39 @@ def finite_or_none(x: float) -> float | None:
 
 
 def attribute_result(
-    counts: I64, labels: list[str] | tuple[str, ...], spec: ModelSpec, set_name: str, *,
-    confidence: float,
-) -> AttributeResult:  # fmt: skip
-    """Group metrics and disparities of one attribute set, with the model's configured
-    reference group (if present) and minimum sample size: the one place that decides them."""
-    gm = group_metrics(
-        counts, score_bins=spec.score_bins, confidence=confidence, favourable=spec.favourable
+    counts: I64, labels: Sequence[str], spec: ModelSpec, set_name: str, *, confidence: float
+) -> AttributeResult:
+    """Group metrics and disparities of one attribute set (:func:`attribute_results` of one)."""
+    return attribute_results([(counts, labels, set_name)], spec, confidence=confidence)[0]
+
+
+def attribute_results(
+    items: Sequence[tuple[I64, Sequence[str], str]], spec: ModelSpec, *, confidence: float
+) -> list[AttributeResult]:
+    """Group metrics and disparities of several ``(counts[group, cell], group labels, attribute
+    set)`` of one model, with its configured reference groups (if present) and minimum sample
+    size: the one place that decides them. Computed stacked (:mod:`monitor.metrics.batch`): the
+    numbers of :func:`~monitor.metrics.fairness.group_metrics` and
+    :func:`~monitor.metrics.fairness.disparities`, at a fraction of the cost for many."""
+    if not items:
+        return []
+    sizes = [len(c) for c, _, _ in items]
+    width = max([1, *sizes])  # at least one (empty) group: argmax needs a non-empty axis
+    stacked = np.zeros((len(items), width, items[0][0].shape[-1]), dtype=np.int64)
+    refs: list[int | None] = []
+    for i, (c, labels, set_name) in enumerate(items):
+        stacked[i, : len(c)] = c
+        ref, names = spec.reference_groups.get(set_name), list(labels)
+        refs.append(names.index(ref) if ref is not None and ref in names else None)
+    out = stacked_results(
+        stacked,
+        sizes,
+        refs,
+        min_samples=spec.min_samples,
+        score_bins=spec.score_bins,
+        confidence=confidence,
+        favourable=spec.favourable,
     )
-    names = tuple(labels)
-    ref_label = spec.reference_groups.get(set_name)
-    ref = names.index(ref_label) if ref_label in names else None
-    d = disparities(gm, min_samples=spec.min_samples, reference=ref, confidence=confidence)
-    return AttributeResult(names, gm, d)
+    return [
+        AttributeResult(tuple(lab), g, d) for (_, lab, _), (g, d) in zip(items, out, strict=True)
+    ]

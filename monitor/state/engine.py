@@ -37,20 +37,14 @@ from monitor.state.join import LABELLED, NO_SCORE, PENDING, first_occurrences, k
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
+from monitor.state.window_sums import WindowSums
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, n_cells
 
 I64 = npt.NDArray[np.int64]
 
 # the names readers import from here (snapshot and partition types live in their own modules)
-__all__ = [
-    "COUNTERS",
-    "DELAY_BOUNDS",
-    "HELD",
-    "Engine",
-    "ModelSnapshot",
-    "Snapshot",
-    "WindowCounts",
-]
+__all__ = ["COUNTERS", "DELAY_BOUNDS", "HELD", "Engine", "ModelSnapshot", "Snapshot"]
+__all__ += ["WindowCounts"]
 
 
 class Engine:
@@ -67,6 +61,7 @@ class Engine:
         self.partitions: dict[int, PartitionState] = {}
         # set by an alert evaluator: keep label times for counts as of a boundary (as_of)
         self.track_label_times = False
+        self._window_sums = [WindowSums() for _ in self.models]
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
         # An early label can still meet its prediction while that prediction would be counted:
         # its time is at most the label's, and predictions older than the ring are late anyway.
@@ -283,6 +278,12 @@ class Engine:
         """``[group, cell]`` label increments that became known at boundary ``k``."""
         by_arrival = self.models[m].label_time == "arrival"  # then: simply bucket k - 1
         return arrivals(self.partitions.values(), m, k, self.counts_between(m, k - by_arrival, k))
+
+    def windows_as_of(self, m: int, windows: list[tuple[int, int]], as_of: int) -> list[I64]:
+        """:meth:`counts_between` ``(m, start, end, as_of=as_of)`` of several windows, kept up to
+        date from one call to the next (``window_sums.py``): for reading at each boundary."""
+        g, c = len(self.registries[m]), n_cells(self.models[m].score_bins)
+        return self._window_sums[m].read(self.partitions, m, g, c, windows, as_of)
 
     def label_frontier(self, m: int, p: int) -> int | None:
         """The bucket of model ``m`` that partition ``p``'s labels have reached (None: none)."""

@@ -155,13 +155,18 @@ class LabelLedger:
 
     def known_after(self, ring: WindowRing, boundary: int, start: int, end: int) -> I64:
         """Increments of labels whose time is at or after ``boundary``, over buckets
-        ``start <= b < end``: what a window read as of the boundary leaves out. Settles
-        through ``boundary - 1`` first; an earlier boundary than one already settled past
-        cannot be answered any more (boundaries are evaluated in order)."""
+        ``start <= b < end``: what a window read as of the boundary leaves out."""
+        self.settle_before(ring, boundary)
+        return self.future.window(start, end)
+
+    def settle_before(self, ring: WindowRing, boundary: int) -> None:
+        """Settle through ``boundary - 1``, so that ``future`` holds exactly the labels at or
+        after the boundary. An earlier boundary than one already settled past cannot be
+        answered any more (boundaries are evaluated in order)."""
         if self.settled is not None and boundary - 1 < self.settled:
             raise ValueError(f"labels are settled past boundary {boundary}")
+        self._sync(ring)  # shaped like the ring even when there is nothing new to settle
         self.settle(ring, boundary - 1)
-        return self.future.window(start, end)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def export(self) -> npt.NDArray[Any]:

@@ -30,6 +30,9 @@ N, FAV, TP, FP, FN, TN = range(6)
 CAL = 6  # then, per score bin b: CAL+3b = labelled count, +1 = label sum, +2 = score sum (µ)
 SCORE_SCALE = 1_000_000
 CELL_NAMES = ("predictions", "favourable", "tp", "fp", "fn", "tn")
+# a window-sum reader's journal is dropped past this many entries per count cell of the ring:
+# by then summing afresh is cheaper, and the journal's memory stays within the ring's
+JOURNAL_LIMIT = 1.0
 
 
 def n_cells(score_bins: int) -> int:
@@ -48,6 +51,9 @@ class WindowRing:
         self.expired: I64 = np.zeros((n_groups, n_cells), dtype=np.int64)
         self.head: int | None = None
         self.first: int | None = None  # the first bucket ever seen (where alerting starts)
+        # set by a reader that keeps window sums up to date (window_sums.py): what add() added
+        self.journal: list[tuple[I64, I64, I64]] | None = None
+        self.journaled = 0  # entries in it
 
     @property
     def n_groups(self) -> int:
@@ -114,8 +120,19 @@ class WindowRing:
         if len(buckets) == 0:
             return
         slot = buckets % self.n_buckets
-        flat = (slot * self.n_groups + groups.astype(np.int64)) * self.n_cells + cells
-        np.add.at(self.counts.reshape(-1), flat, weights)
+        cell = groups.astype(np.int64) * self.n_cells + cells  # the index in counts[slot]
+        np.add.at(self.counts.reshape(-1), slot * (self.n_groups * self.n_cells) + cell, weights)
+        if self.journal is not None:
+            self.journal.append((buckets, cell, weights))
+            self.journaled += len(buckets)
+            if self.journaled > JOURNAL_LIMIT * self.counts.size:  # the reader sums afresh
+                self.journal = None
+
+    def start_journal(self) -> list[tuple[I64, I64, I64]] | None:
+        """Journal what :meth:`add` adds from now on; returns the journal so far (``None``:
+        dropped, or never started)."""
+        journal, self.journal, self.journaled = self.journal, [], 0
+        return journal
 
     def add_expired(self, groups: npt.NDArray[Any], cells: I64, weights: I64) -> None:
         if len(groups):

@@ -1,0 +1,235 @@
+"""Stacked fairness results: every (window, attribute set) of a closed bucket in one pass.
+
+Why: the alert evaluator needs one result per window × attribute set at every closed bucket
+(9 for 3 windows × 3 sets). One at a time (:func:`~monitor.metrics.fairness.group_metrics`,
+:func:`~monitor.metrics.fairness.disparities`), each costs ~150 small numpy calls, most of it
+per-call overhead. Here the count arrays are stacked as ``counts[result, group, cell]``,
+zero-padded to the widest set (an empty group is never eligible and its rates are NaN), and
+every rate, Wilson bound, choice of groups and pair interval is one array operation over all
+results.
+
+The numbers are the reference functions' bit for bit: the same elementwise float operations in
+the same order, and the same first-index tie-breaking of ``argmax``/``argmin`` (masked entries
+become ∓inf, which no rate reaches). ``tests/metrics/test_batch.py`` checks it on random counts
+with empty groups, single groups, undefined rates and configured reference groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Disparity
+from monitor.metrics.fairness import GroupMetrics
+from monitor.metrics.intervals import mover_from_limits, newcombe_from_limits, ratio, wilson
+from monitor.metrics.registry import FOUR_FIFTHS
+from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+Bool = npt.NDArray[np.bool_]
+Index = npt.NDArray[np.intp]
+
+# the across-group gaps, in the order of the bounded rates (selection rate, TPR, FPR, PPV)
+_GAPS = ("statistical_parity_difference", "tpr_gap", "fpr_gap", "ppv_gap")
+_BOUNDED = ("selection_rate", "tpr", "fpr", "ppv")
+
+
+def _fractions(favourable: int) -> F64:
+    """``[cell, fraction]``: the numerator then the denominator of each GroupMetrics rate (in
+    field order) as a sum of the N, FAV, TP, FP, FN, TN cells, so one product of the counts with
+    this matrix gives them all (exactly: integer sums far below 2⁵³)."""
+    cell = {"n": N, "fav": FAV, "tp": TP, "fp": FP, "fn": FN, "tn": TN}
+    pp = "fav" if favourable == 1 else "n-fav"  # predicted positive (class 1)
+    pn = "n-fav" if favourable == 1 else "fav"
+    terms = [
+        ("fav", "n"),  # selection rate
+        ("tp", "tp+fn"),  # TPR
+        ("fp", "fp+tn"),  # FPR
+        ("fn", "tp+fn"),  # FNR
+        ("tn", "fp+tn"),  # TNR
+        ("tp", "tp+fp"),  # PPV
+        ("tn", "tn+fn"),  # NPV
+        ("fp", "tp+fp"),  # FDR
+        ("fn", "tn+fn"),  # false omission rate
+        ("tp+tn", "tp+fp+fn+tn"),  # accuracy
+        ("tp+fn", "tp+fp+fn+tn"),  # prevalence
+        ("tp+fp+fn+tn", "n"),  # label coverage
+        ("tp+fp", pp),  # label coverage of predicted positives
+        ("tn+fn", pn),  # ... and of predicted negatives
+    ]
+    m = np.zeros((6, 2 * len(terms)))
+    for j, expr in enumerate([t[0] for t in terms] + [t[1] for t in terms]):
+        for part in expr.replace("-", "+-").split("+"):
+            sign = -1.0 if part.startswith("-") else 1.0
+            m[cell[part.lstrip("-")], j] += sign
+    return m
+
+
+_MATRIX = {f: _fractions(f) for f in (0, 1)}
+_RATES = 14
+
+
+def stacked_results(
+    counts: I64,
+    sizes: Sequence[int],
+    references: Sequence[int | None],
+    *,
+    min_samples: int,
+    score_bins: int,
+    confidence: float = 0.95,
+    favourable: int = 1,
+) -> list[tuple[GroupMetrics, AttributeDisparities]]:
+    """:func:`~monitor.metrics.fairness.group_metrics` and
+    :func:`~monitor.metrics.fairness.disparities` (MOVER-R ratio interval) of every result of
+    ``counts[result, group, cell]``: result ``r`` has ``sizes[r]`` groups (the rest is zero
+    padding) and the configured reference group ``references[r]``."""
+    c = np.moveaxis(counts, -1, 0)  # c[cell] is [result, group]
+    n, fav, tp, fp, fn, tn = c[N], c[FAV], c[TP], c[FP], c[FN], c[TN]
+    labelled = tp + fn + fp + tn
+    # every rate in one ratio() call and the bounded rates' Wilson limits in one wilson() call:
+    # elementwise, so the numbers are those of the one-at-a-time calls
+    frac = np.moveaxis(counts[..., :6].astype(np.float64) @ _MATRIX[favourable], -1, 0)
+    x, d = frac[:_RATES], frac[_RATES:]
+    rates = ratio(x, d)
+    bounded = [0, 1, 2, 5]  # selection rate, TPR, FPR, PPV
+    lo, hi = wilson(x[bounded], d[bounded], confidence)
+    cal = counts[..., CAL : CAL + 3 * score_bins].reshape(*counts.shape[:-1], score_bins, 3)
+    gap = np.abs(cal[..., 1] - cal[..., 2] / SCORE_SCALE).sum(axis=-1)
+    ece = ratio(gap, cal[..., 0].sum(axis=-1))
+    ds = _disparities(n, fav, rates[bounded], lo, hi, references, sizes, min_samples)
+    out = []
+    for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
+        bounds = dict(
+            zip(_BOUNDED, zip(lo[:, i, :size], hi[:, i, :size], strict=True), strict=True)
+        )
+        fields: list[Any] = [*c[:6, i, :size], labelled[i, :size], *rates[:, i, :size]]
+        out.append((GroupMetrics(*fields, *[ece[i, :size], bounds]), dis))
+    return out
+
+
+def _first(values: F64, mask: Bool, *, lowest: bool) -> Index:
+    """Per row, the first index of the max (or min) of ``values`` where ``mask``."""
+    if lowest:
+        out: Index = np.argmin(np.where(mask, values, np.inf), axis=-1)
+    else:
+        out = np.argmax(np.where(mask, values, -np.inf), axis=-1)
+    return out
+
+
+def _disparities(
+    n: I64,
+    fav: I64,
+    rate: F64,
+    lo: F64,
+    hi: F64,
+    references: Sequence[int | None],
+    sizes: Sequence[int],
+    min_samples: int,
+) -> list[AttributeDisparities]:
+    """The across-group comparison of each row; ``rate``, ``lo``, ``hi``: ``[4, result, group]``
+    selection rate, TPR, FPR, PPV and their Wilson limits (the intervals' ingredients)."""
+    rows = np.arange(n.shape[0])
+    eligible = n >= max(min_samples, 1)
+    sr = rate[0]
+    ok = eligible & np.isfinite(sr)
+    cfg = np.array([-1 if r is None else r for r in references], dtype=np.intp)
+    cfg_ok = (cfg >= 0) & ok[rows, np.maximum(cfg, 0)]
+    ref = np.where(cfg_ok, cfg, np.where(ok.any(axis=-1), _first(sr, ok, lowest=False), -1))
+    ri = np.maximum(ref, 0)
+    sr_ref = sr[rows, ri]
+    positive = (ref >= 0) & (sr_ref > 0)
+    impact = np.where(ok & positive[:, None], sr / np.where(positive, sr_ref, 1.0)[:, None], np.nan)
+    others = ok.copy()
+    others[rows, ri] = False  # the worst group is never the reference itself
+    worst = _first(impact, others, lowest=True)
+    has_dir = positive & (ok.sum(axis=-1) >= 2)
+    # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
+    gap_ok = eligible & np.isfinite(rate)
+    top = _first(rate, gap_ok, lowest=False)
+    bottom = _first(rate, gap_ok, lowest=True)
+    k = np.arange(4)[:, None]
+    pick = np.stack([top, bottom, np.stack([worst] * 4), np.stack([ri] * 4)])  # [4 picks, 4, R]
+    p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))
+    gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
+    gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
+    dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
+    dir_value = impact[rows, worst]
+    # average odds difference vs the reference: the group with the largest |.|
+    tpr, fpr = rate[1], rate[2]
+    per_group = 0.5 * ((fpr - fpr[rows, ri][:, None]) + (tpr - tpr[rows, ri][:, None]))
+    aod_ok = eligible & np.isfinite(per_group) & (ref >= 0)[:, None]
+    aod_ok[rows, ri] = False
+    aod_g = _first(np.abs(per_group), aod_ok, lowest=False)
+    aod_value = per_group[rows, aod_g]
+    dfair = _differential_fairness(fav, n, eligible)
+
+    gap_rows = [
+        a.T.tolist() for a in (gap_ok.sum(axis=-1) >= 2, gap_value, gap_lo, gap_hi, bottom, top)
+    ]
+    per_row = zip(
+        sizes,
+        ref.tolist(),
+        has_dir.tolist(),
+        worst.tolist(),
+        dir_value.tolist(),
+        dir_lo.tolist(),
+        dir_hi.tolist(),
+        aod_ok.any(axis=-1).tolist(),
+        aod_g.tolist(),
+        aod_value.tolist(),
+        dfair.tolist(),
+        *gap_rows,
+        strict=True,
+    )
+    out = []
+    for i, (size, r, h_dir, w, dv, dl, du, h_aod, g, av, df, h, v, l_, u, g_lo, g_hi) in enumerate(
+        per_row
+    ):
+        spd, tpr_gap, fpr_gap, ppv_gap = (
+            Disparity(v[j], l_[j], u[j], g_lo[j], g_hi[j], basis) if h[j] else NAN_DISPARITY
+            for j, basis in enumerate(_GAPS)
+        )
+        dir_ = Disparity(dv, dl, du, w, r, "disparate_impact_ratio") if h_dir else NAN_DISPARITY
+        if h[1] and h[2]:  # the larger gap; the TPR gap on a tie
+            eod = fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap
+        else:
+            eod = tpr_gap if h[1] else fpr_gap if h[2] else NAN_DISPARITY
+        aod = (
+            Disparity(av, np.nan, np.nan, g, r, "average_odds_difference")
+            if h_aod
+            else NAN_DISPARITY
+        )
+        out.append(
+            AttributeDisparities(
+                eligible=eligible[i, :size],
+                reference=r if r >= 0 else None,
+                impact_ratios=impact[i, :size],
+                disparate_impact=dir_,
+                four_fifths_violation=dir_.value < FOUR_FIFTHS,
+                four_fifths_significant=dir_.upper < FOUR_FIFTHS,
+                statistical_parity_difference=spd,
+                tpr_gap=tpr_gap,
+                fpr_gap=fpr_gap,
+                ppv_gap=ppv_gap,
+                equalized_odds_difference=eod,
+                average_odds_difference=aod,
+                differential_fairness=df,
+            )
+        )
+    return out
+
+
+def _differential_fairness(favourable: I64, n: I64, eligible: Bool) -> F64:
+    """:func:`~monitor.metrics.fairness.differential_fairness` (α = 1) over each row's eligible
+    groups: max over outcomes of max − min of ln P(y | g); NaN with fewer than two groups."""
+    f, t = favourable.astype(np.float64), n.astype(np.float64)
+    a = 0.5
+    lp = np.log(np.stack([(f + a) / (t + 2 * a), (t - f + a) / (t + 2 * a)]))
+    top = np.where(eligible, lp, -np.inf).max(axis=-1)
+    spread = top - np.where(eligible, lp, np.inf).min(axis=-1)
+    eps = np.maximum(np.maximum(spread[0], spread[1]), 0.0)
+    return np.where(eligible.sum(axis=-1) >= 2, eps, np.nan)
