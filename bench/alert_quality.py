@@ -45,7 +45,7 @@ from bench.alert_streams import (
 )
 
 # seeds per scenario in the default run (a few minutes in all with --jobs 2)
-DEFAULT_SEEDS = {"fair": 2, "small-drop": 4, "large-drop": 3, "tpr-drop": 3, "dir-slide": 3}
+DEFAULT_SEEDS = {"fair": 1, "small-drop": 4, "large-drop": 2, "tpr-drop": 2, "dir-slide": 2}
 ORDER = ("fair", "small-drop", "large-drop", "tpr-drop", "dir-slide", "cost", "replay-check")
 
 

@@ -93,7 +93,9 @@ def header(sc: Scenario, results: list[RunResult], secs: float) -> None:
     )
 
 
-def print_fair(sc: Scenario, results: list[RunResult], secs: float, pages: float, per: float):  # type: ignore[no-untyped-def]
+def print_fair(
+    sc: Scenario, results: list[RunResult], secs: float, pages: float, per: float
+) -> None:
     header(sc, results, secs)
     days = len(results) * sc.days
     scale = per / 86400 / days
@@ -132,7 +134,9 @@ def print_fair(sc: Scenario, results: list[RunResult], secs: float, pages: float
     print(rate_line("runs with at least one false page", runs, len(results)))
 
 
-def print_drop(sc: Scenario, results: list[RunResult], secs: float, pages: float, per: float):  # type: ignore[no-untyped-def]
+def print_drop(
+    sc: Scenario, results: list[RunResult], secs: float, pages: float, per: float
+) -> None:
     header(sc, results, secs)
     t0, t1 = sc.start_h, sc.start_h + sc.hold_h
     n = len(results)
@@ -285,7 +289,7 @@ def print_cost() -> None:
         "\n== cost: alert evaluation per closed bucket, 3 windows × 3 attribute sets × 20 groups =="
     )
     try:
-        from bench.alert_cost import measure  # type: ignore[import-not-found, unused-ignore]
+        from bench.alert_cost import measure  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         from bench.alert_cost_case import measure_fallback as measure
     res = measure()

@@ -60,7 +60,7 @@ def _binom_cdf_half(j: int, n: int) -> float:
     """P(B ≤ j) for B ~ Bin(n, ½)."""
     if j < 0:
         return 0.0
-    return sum(math.comb(n, i) for i in range(min(j, n) + 1)) / 2**n
+    return float(sum(math.comb(n, i) for i in range(min(j, n) + 1)) / 2**n)
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
