@@ -43,6 +43,8 @@ from bench.alert_streams import (
     draw,
     run,
 )
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.state.engine import Engine
 
 # seeds per scenario in the default run (a few minutes in all with --jobs 2)
 DEFAULT_SEEDS = {"fair": 1, "small-drop": 4, "large-drop": 2, "tpr-drop": 2, "dir-slide": 2}
@@ -169,11 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     chosen = args.scenario or list(ORDER)
     pages, per, source = budget()
+    cfg = bench_config()
+    evidence = hasattr(AlertEvaluator(cfg, Engine(cfg)), "evidence")
     print(
         f"alert quality: model as deploy/compose/monitor.yaml (5-minute buckets; windows 3h, 12h, "
-        f"12h lagged 3d), default rules + drift; false-page budget {pages:g} per "
-        f"{per / 86400:g} d ({source})"
+        f"12h lagged 3d), default rules + drift{' + evidence detectors' if evidence else ''}; "
+        f"false-page budget {pages:g} per {per / 86400:g} d ({source})"
     )
+    started = time.perf_counter()
     ok = True
     for name in chosen:
         if name == "cost":
@@ -202,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_tpr(sc, results, secs)
         else:
             print_slide(sc, results, secs)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s wall")
     return 0 if ok else 1
 
 
