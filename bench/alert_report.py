@@ -15,7 +15,7 @@ from monitor.metrics.registry import METRICS
 Tr = tuple[str, tuple[tuple[str, str], ...], str, float]
 Ident = tuple[str, tuple[tuple[str, str], ...]]
 FIXED = {r.name for r in DEFAULT_RULES}
-LABEL_WORDS = ("tpr", "fpr", "odds", "positive", "label")
+LABEL_WORDS = ("tpr", "fpr", "odds", "positive")
 # evidence detectors for one non-reference group when the evaluator does not say: rate changes
 # of selection, TPR and FPR, the four-fifths bound, the TPR and FPR gap bounds
 K_ASSUMED = 6
@@ -42,7 +42,7 @@ def label_based(name: str, labels: tuple[tuple[str, str], ...]) -> bool:
     d = dict(labels)
     if "metric" in d and d["metric"] in METRICS:
         return METRICS[d["metric"]].needs_labels
-    text = " ".join([name, *d.values()]).lower()
+    text = " ".join([name, d.get("metric", ""), d.get("detector", "")]).lower()
     return any(w in text for w in LABEL_WORDS)
 
 

@@ -14,7 +14,7 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 import bench.alert_quality as aq
-from bench.alert_report import print_drop, print_fair, print_slide
+from bench.alert_report import label_based, print_drop, print_fair, print_slide
 from bench.alert_stats import garwood, kl_bernoulli, median_interval, wilson_interval
 from bench.alert_streams import SCENARIOS, T0, Events, RunResult, draw
 
@@ -186,3 +186,23 @@ def test_end_to_end_and_the_replay_check(monkeypatch, capsys, tmp_path: Path) ->
     assert aq.main(args) == 1
     out = capsys.readouterr().out
     assert "DIFFERENT" in out and "first difference" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "expected"),
+    [
+        ("FourFifthsRule", (("window", "12h-labelled"),), False),  # a lagged window's name
+        ("EqualizedOddsGap", (("window", "3h"),), True),
+        ("FairnessDrift", (("metric", "tpr_gap"),), True),
+        ("FairnessDrift", (("metric", "disparate_impact_ratio"),), False),
+        ("FairnessChange", (("detector", "sequential"), ("metric", "tpr")), True),
+        ("FairnessChange", (("detector", "sequential"), ("metric", "selection_rate")), False),
+        ("FourFifthsEvidence", (("detector", "sequential"), ("group", "big2")), False),
+        ("EqualizedOddsEvidence", (("detector", "sequential"), ("group", "big2")), True),
+    ],
+)
+def test_label_based_alerts_are_told_apart(
+    name: str, labels: tuple[tuple[str, str], ...], expected: bool
+) -> None:
+    """tpr-drop's headline counts alerts that judge labels, not the selection rate's fall."""
+    assert label_based(name, labels) is expected
