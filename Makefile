@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.pending_memory
 	$(BIN)/python -m bench.kafka_throughput
 	$(BIN)/python -m bench.scrape_cost
+	$(BIN)/python -m bench.alert_quality
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts
