@@ -309,11 +309,14 @@ def status(config: Path, checkpoint: Path) -> dict[str, Any]:
     return _cli_json("status", "-c", str(config), "--checkpoint", str(checkpoint), timeout=120)
 
 
-def replay_report(tmp: Path, config: Path, preds: list[dict], labels: list[dict]) -> dict:
+def replay_report(
+    tmp: Path, config: Path, preds: list[dict], labels: list[dict], *, timeline: Path | None = None
+) -> dict:
     p, lab = tmp / "oracle-p.jsonl", tmp / "oracle-l.jsonl"
     p.write_text("".join(json.dumps(e) + "\n" for e in preds))
     lab.write_text("".join(json.dumps(e) + "\n" for e in labels))
-    return _cli_json("replay", "-c", str(config), "-p", str(p), "-l", str(lab), timeout=300)
+    more = ["--timeline", str(timeline)] if timeline is not None else []
+    return _cli_json("replay", "-c", str(config), "-p", str(p), "-l", str(lab), *more, timeout=300)
 
 
 def own_tracebacks(log: str) -> list[str]:

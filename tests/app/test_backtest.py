@@ -11,11 +11,13 @@ answer does not depend on the interleaving.
 from __future__ import annotations
 
 import json
+import math
 import random
 import signal
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.alerts.test_sinks import Receiver
 from tests.helpers import wait_for
@@ -75,6 +77,23 @@ def stream(seed: int) -> tuple[list[dict], list[dict]]:
     return preds, labels
 
 
+def live_evidence(metrics: str) -> dict[tuple[str, str, str], float | None]:
+    """``fairness_alert_evidence`` of a ``/metrics`` text, by (attribute, group, detector)."""
+    out: dict[tuple[str, str, str], float | None] = {}
+    for fam in text_string_to_metric_families(metrics):
+        if fam.name == "fairness_alert_evidence":
+            for s in fam.samples:
+                k = (s.labels["attribute"], s.labels["group"], s.labels["detector"])
+                out[k] = s.value if math.isfinite(s.value) else None
+    return out
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
 def key(a: dict) -> tuple:
     """A transition with its evidence: the value, the rates, the n's and the interval."""
     return (
@@ -102,13 +121,27 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
         group="g-bt",
         extra=ALERTS.replace("URL", hook.url),
     )
-    backtest = sorted(key(a) for a in replay_report(tmp_path, m.config, events, labels)["alerts"])
+    timeline = tmp_path / "timeline.jsonl"
+    report = replay_report(tmp_path, m.config, events, labels, timeline=timeline)
+    backtest = sorted(key(a) for a in report["alerts"])
+    # the evidence detectors' state at the replay's last boundary
+    last = [json.loads(x) for x in timeline.read_text().splitlines() if '"evidence"' in x][-1]
+    replayed = {(r["attribute"], r["group"], r["detector"]): r["log_e"] for r in last["detectors"]}
     m.start()
     try:
         m.wait_ready()
         wait_consumed(m.checkpoint, end_offsets(kafka.bootstrap, [pred, lab]), procs=[m])
         # until the sink thread has delivered as many notifications as the backtest has
         wait_for(lambda: len(hook.bodies) >= len(backtest), 30, "the live deliveries")
+        # ...and until its evidence gauges show the replay's last boundary, value for value
+        seen: dict[tuple[str, str, str], float | None] = {}
+
+        def same_evidence() -> bool:
+            seen.clear()
+            seen.update(live_evidence(m.get("/metrics")[1]))
+            return set(seen) == set(replayed) and all(_same(seen[k], replayed[k]) for k in replayed)
+
+        wait_for(same_evidence, 60, lambda: f"live evidence {seen} != replayed {replayed}")
     finally:
         m.signal(signal.SIGTERM)
         assert m.wait(20) == 0
@@ -119,6 +152,8 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
     assert {"FourFifthsRule", "TruePositiveRateGap", "FairnessDrift"} <= names
     for rule in ("FourFifthsRule", "TruePositiveRateGap"):
         assert {k[1] for k in live if k[0] == rule} == {"firing", "resolved"}, rule
+    # the evidence detectors page on the same stream, and live equals the backtest for them too
+    assert {"FairnessChange", "FourFifthsEvidence", "EqualizedOddsEvidence"} <= names
     drifted = {dict(k[3])["metric"] for k in live if k[0] == "FairnessDrift"}
     assert drifted == {"disparate_impact_ratio", "tpr_gap"}
     assert live == backtest, json.dumps([live, backtest], default=str)[:3000]
