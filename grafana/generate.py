@@ -254,6 +254,132 @@ def blind_timeline(grid: tuple[int, int, int, int]) -> dict[str, Any]:
     }
 
 
+# the evidence detectors (monitor/alerts/evidence_alerts.py): per model, attribute set, group and
+# detector; no window (they run on every closed bucket, not over a window)
+EV_SEL = 'model="$model", attribute="$attribute"'
+EV_BY = "group, detector"
+EV_BLIND = f'fairness_alert_evidence_state{{{EV_SEL}, state="{BLIND_TEXT}"}}'
+# the detector's state as a number for the state timeline (Prometheus has it as a label)
+EV_STATES = (("warming-up", 0, "text"), ("watching", 1, "blue"), (BLIND_TEXT, 2, "text"),
+             ("firing", 3, "red"))  # fmt: skip
+
+
+def evidence_unless_blind(family: str) -> str:
+    """``family`` per group and detector, without the detectors the monitor flags as blind
+    (selective labels: their evidence and expected time are not measured, never shown)."""
+    return (
+        f"max by ({EV_BY}) ({family}{{{EV_SEL}}}) unless on ({EV_BY}) max by ({EV_BY}) ({EV_BLIND})"
+    )
+
+
+def evidence_panels(y: int) -> list[dict[str, Any]]:
+    """The evidence against its threshold (time series), the expected time to detect per
+    group (table) and each detector's state (state timeline)."""
+    series = timeseries(
+        "Evidence against its threshold (sequential detectors)",
+        "Per group and detector, the log e-value of the anytime-valid detector "
+        "(fairness_alert_evidence); it pages when it reaches its threshold (dashed, "
+        "fairness_alert_evidence_threshold: log of the run length the false-page budget "
+        "allows). Detectors still warming up have no line; blind ones (selective labels) are "
+        "left out: see the detector states.",
+        [
+            target(
+                f"({evidence_unless_blind('fairness_alert_evidence')}) > -Inf",
+                "{{group}} {{detector}}",
+                "A",
+            ),
+            target(
+                f"max by (detector) (fairness_alert_evidence_threshold{{{EV_SEL}}})",
+                "threshold {{detector}}",
+                "B",
+            ),
+        ],
+        unit="none",
+        grid=(0, y, 12, 9),
+    )
+    series["fieldConfig"]["overrides"].append(
+        {
+            "matcher": {"id": "byRegexp", "options": "^threshold .*"},
+            "properties": [
+                {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [6, 4]}},
+                {"id": "custom.lineWidth", "value": 1},
+                {"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+            ],
+        }
+    )
+    never = {"type": "range", "options": {"from": 1e12, "to": None,
+                                          "result": {"text": "no data: cannot show"}}}  # fmt: skip
+    table = {
+        "type": "table",
+        "title": "Expected time to detect a drop to 0.8×",
+        "description": "Per group and detector, how long a drop of its rate to 0.8× would take "
+        "to reach the threshold at the group's volume of the last hour "
+        "(fairness_expected_time_to_detect_seconds). A small group's silence is this wait, "
+        "not proof of fairness. Blind detectors (selective labels) are left out.",
+        "datasource": DS,
+        "gridPos": {"x": 12, "y": y, "w": 12, "h": 9},
+        "fieldConfig": {
+            "defaults": {
+                "unit": "s",
+                "decimals": 1,
+                "mappings": [never],
+                "thresholds": thresholds((None, "text")),
+            },
+            "overrides": [],
+        },
+        "options": {
+            "showHeader": True,
+            "cellHeight": "sm",
+            "frameIndex": 0,
+            "footer": {"show": False, "reducer": ["sum"], "countRows": False, "fields": ""},
+        },
+        "transformations": [
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True},
+                    "renameByName": {"Value": "expected time to detect"},
+                    "indexByName": {"group": 0, "detector": 1, "Value": 2},
+                },
+            }
+        ],
+        "targets": [
+            {
+                **target(
+                    evidence_unless_blind("fairness_expected_time_to_detect_seconds"),
+                    instant=True,
+                ),
+                "format": "table",
+            }
+        ],
+    }
+    states = " or ".join(
+        f'{v} * fairness_alert_evidence_state{{{EV_SEL}, state="{name}"}}'
+        for name, v, _ in EV_STATES
+    )
+    timeline = blind_timeline(grid=(0, y + 9, 24, 8))
+    timeline.update(
+        title="Evidence detector states",
+        description="Each sequential detector's state (fairness_alert_evidence_state): "
+        "warming-up (no baseline yet), watching, firing, or blind: selective labels (TPR, "
+        "FPR and equalized-odds cannot be measured: never shown as a value).",
+        targets=[target(f"max by ({EV_BY}) ({states})", "{{group}} {{detector}}")],
+    )
+    timeline["fieldConfig"]["defaults"].update(
+        mappings=[
+            {
+                "type": "value",
+                "options": {
+                    str(v): {"text": name, "color": color, "index": i}
+                    for i, (name, v, color) in enumerate(EV_STATES)
+                },
+            }
+        ],
+        color={"mode": "thresholds"},
+    )
+    return [series, table, timeline]
+
+
 def variable(name: str, label: str, query: str) -> dict[str, Any]:
     return {
         "type": "query",
@@ -456,6 +582,7 @@ def fairness_overview() -> dict[str, Any]:
             grid=(12, 23, 12, 8),
         ),
         blind_timeline(grid=(0, 31, 24, 7)),
+        *evidence_panels(38),
     ]
     variables = [
         variable("model", "Model", "label_values(fairness:predictions:sum, model)"),

@@ -6,11 +6,16 @@ recent history of the headline disparities at closed bucket boundaries (sparklin
 alerts that are firing, with their evidence. A metric the counts cannot measure (selective
 labels, :mod:`monitor.metrics.blindness`) carries ``blind`` in the report and the page reads
 "blind: selective labels" there, never a (green) number.
+
+The evidence detectors' rows (:class:`EvidenceRow`) go out as ``evidence``: per group and
+detector the log e-value against its threshold, the state and the expected time to detect, so a
+small group's silence reads as "not enough volume yet", not as fairness.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 from monitor.alerts.evaluator import SeriesPoint
+from monitor.alerts.evidence_alerts import EvidenceRow
 from monitor.alerts.lifecycle import Alert
 from monitor.alerts.sinks import alert_json
 from monitor.config.rules import AlertRule
@@ -34,7 +40,9 @@ class StatusState:
     series: dict[tuple[str, str, str], list[SeriesPoint]]
     alerts: list[Alert]
     recent: list[dict[str, Any]]  # the latest transitions, newest first (alert_json)
-    evidence: tuple[Any, ...] = ()  # the evidence detectors' rows (EvidenceTracker.snapshot)
+    evidence: tuple[
+        EvidenceRow, ...
+    ] = ()  # the evidence detectors' rows (EvidenceTracker.snapshot)
 
 
 def page_html() -> bytes:
@@ -50,11 +58,39 @@ def _bounds(rules: Sequence[AlertRule]) -> dict[str, float]:
     return bounds(configured)
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def evidence_json(rows: Sequence[EvidenceRow]) -> list[dict[str, Any]]:
+    """The evidence rows for the page: non-finite numbers become ``null`` (no data, or a
+    detector still warming up); a blind row carries no evidence and no expected time at all
+    (its "silence" is not measured, so no number may read as good news)."""
+    out = []
+    for r in rows:
+        blind = r.state.startswith("blind")
+        out.append(
+            {
+                "model": r.model,
+                "attribute": r.attribute,
+                "group": r.group,
+                "detector": r.detector,
+                "state": r.state,
+                "blind": blind,
+                "log_e": None if blind else _finite(r.log_e),
+                "log_threshold": _finite(r.log_threshold),
+                "expected_seconds": None if blind else _finite(r.expected_seconds),
+            }
+        )
+    return out
+
+
 def status_json(
     state: StatusState, *, confidence: float, rules: Sequence[AlertRule], now: float
 ) -> dict[str, Any]:
     """The page's data: per model/window/attribute the groups (only those with predictions
-    in the window, as on ``/metrics``), the disparities, their recent history, the alerts."""
+    in the window, as on ``/metrics``), the disparities, their recent history, the alerts, the
+    evidence detectors' rows."""
     models: dict[str, Any] = {}
     if state.snapshot is not None:
         report = build_report(state.snapshot, confidence=confidence)
@@ -78,6 +114,7 @@ def status_json(
         "counters": counters,
         "alerts": [alert_json(a) for a in state.alerts],
         "recent_transitions": state.recent,
+        "evidence": evidence_json(state.evidence),
     }
 
 

@@ -196,6 +196,74 @@ def test_blind_metrics_show_blind_not_a_value() -> None:
     assert flagged <= exported
 
 
+def test_evidence_panels_read_what_the_exporter_writes() -> None:
+    """The evidence against its threshold (time series), the expected time to detect per group
+    (table) and the detector states (timeline) select the families, labels and state values
+    the exporter writes for real evidence rows (two groups through the engine and the alert
+    evaluator, outcomes only for approvals: some detectors blind); blind detectors are left
+    out of the numbers and read "blind: selective labels" in the timeline, in no green."""
+    import numpy as np
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from monitor.outputs.exporter import render_evidence
+    from tests.alerts.test_evidence import drive, events
+
+    preds, labs = events(16 * 60, lambda m: 0.5, labels=True, seed=4)
+    approved = np.isin(labs["key"], preds["key"][preds["pred"] == 1])
+    rows = drive(preds, {k: v[approved] for k, v in labs.items()}, cut_minutes=30).evidence
+    exported = {f.name: f for f in text_string_to_metric_families(render_evidence(rows.snapshot()))}
+    states = {s.labels["state"] for s in exported["fairness_alert_evidence_state"].samples}
+    assert {"watching", "blind: selective labels"} <= states
+
+    d = json.loads((ROOT / "grafana/dashboards/fairness-overview.json").read_text())
+    by_title = {p["title"]: p for p in panels(d)}
+    series = by_title["Evidence against its threshold (sequential detectors)"]
+    table = by_title["Expected time to detect a drop to 0.8×"]
+    timeline = by_title["Evidence detector states"]
+    assert (series["type"], table["type"], timeline["type"]) == (
+        "timeseries", "table", "state-timeline"
+    )  # fmt: skip
+    want = {
+        series["id"]: {"fairness_alert_evidence", "fairness_alert_evidence_threshold"},
+        table["id"]: {"fairness_expected_time_to_detect_seconds"},
+        timeline["id"]: {"fairness_alert_evidence_state"},
+    }
+    blind = 'fairness_alert_evidence_state{model="$model", attribute="$attribute", state="blind: selective labels"}'
+    for p in (series, table, timeline):
+        names: set[str] = set()
+        for t in p["targets"]:
+            expr = t["expr"]
+            used = set(re.findall(r"(fairness_\w+)\{", expr))
+            assert used <= set(exported), (p["title"], used - set(exported))
+            for fam in used:
+                labels = set(exported[fam].samples[0].labels)
+                for sel in re.findall(fam + r"\{([^}]*)\}", expr):
+                    assert {m.split("=")[0].strip() for m in sel.split(",")} <= labels, sel
+            for by in re.findall(r"by \(([^)]*)\)", expr):
+                assert {b.strip() for b in by.split(",")} <= {"group", "detector"}, by
+            assert set(re.findall(r'state="([^"]+)"', expr)) <= states | {"warming-up", "firing"}
+            names |= used - {"fairness_alert_evidence_state"} if p is not timeline else used
+            if "fairness_alert_evidence{" in expr or "expected_time" in expr:
+                assert expr.count(" unless on (group, detector) ") == 1 and blind in expr, expr
+        assert names == want[p["id"]], p["title"]
+    assert table["targets"][0]["instant"] and table["fieldConfig"]["defaults"]["unit"] == "s"
+    threshold = next(o for o in series["fieldConfig"]["overrides"]
+                     if o["matcher"]["options"] == "^threshold .*")  # fmt: skip
+    assert {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [6, 4]}} in (
+        threshold["properties"]
+    )
+    (mapping,) = timeline["fieldConfig"]["defaults"]["mappings"]
+    shown = {m["text"]: m["color"] for m in mapping["options"].values()}
+    assert shown["blind: selective labels"] not in ("green", "red") and shown["firing"] == "red"
+    assert "green" not in shown.values() and set(shown) == states | {"warming-up", "firing"}
+    # the numbers the states are mapped from are the ones the query gives each state
+    for v, m in mapping["options"].items():
+        assert (
+            f'{v} * fairness_alert_evidence_state{{model="$model", attribute="$attribute", state="{m["text"]}"}}'
+            in (timeline["targets"][0]["expr"])
+        )
+
+
 # Rules of grafana/dashboard-linter that these dashboards knowingly do not follow (the linter
 # itself is not installable here: see docs/deploy.md), with the reason.
 LINT_EXCEPTIONS = {

@@ -10,6 +10,7 @@ browser is ``tests/app/test_demo.py``); the page is served by the monitor's own 
 
 from __future__ import annotations
 
+import math
 import shutil
 from typing import Any
 
@@ -21,7 +22,7 @@ from monitor.app.simulate import LendingSimulation, iter_hours, scenario
 from monitor.config.spec import Config, parse_config
 from monitor.ingest.events import RawRecord
 from monitor.outputs.http import HttpServer
-from monitor.outputs.status import StatusEndpoint, StatusState, page_html
+from monitor.outputs.status import StatusEndpoint, StatusState, page_html, status_json
 from monitor.state.engine import Engine
 from tests.conftest import require
 from tests.helpers import T0, run
@@ -125,6 +126,108 @@ def test_blind_metrics_read_blind_not_a_green_number(browser: Any) -> None:
             text = cell.inner_text()
             assert text[0].isdigit() and "[" in text, text
         assert BLIND not in page.locator("body").inner_text()
+        page.close()
+    finally:
+        server.stop()
+    assert errors == []
+
+
+# -- the evidence detectors' rows --------------------------------------------------------------
+def evidence_state() -> StatusState:
+    """Two groups (1,200 and 40 decisions/h, rate 0.5) for 16 h through the engine and the
+    alert evaluator, outcomes 1–6 h late and only for approvals: the selection-rate and
+    four-fifths detectors watch, the TPR/FPR/equalized-odds ones are blind."""
+    import numpy as np
+
+    from tests.alerts.test_evidence import drive, events
+
+    preds, labs = events(16 * 60, lambda m: 0.5, labels=True, seed=4)
+    approved = np.isin(labs["key"], preds["key"][preds["pred"] == 1])
+    ev = drive(preds, {k: v[approved] for k, v in labs.items()}, cut_minutes=30)
+    return StatusState(ev.engine.snapshot(), {}, [], [], tuple(ev.evidence.snapshot()))
+
+
+def test_status_json_carries_the_evidence_rows_and_no_number_for_blind_ones() -> None:
+    import json
+
+    st = evidence_state()
+    doc = status_json(st, confidence=0.95, rules=(), now=T0)
+    json.dumps(doc, allow_nan=False)  # what /api/status sends: no inf/nan
+    got = doc["evidence"]
+    assert [(r["group"], r["detector"], r["state"]) for r in got] == [
+        (r.group, r.detector, r.state) for r in st.evidence
+    ]
+    states = {(r.group, r.detector): r.state for r in st.evidence}
+    assert states[("b", "selection_rate")] == "watching"
+    assert states[("b", "four_fifths")] == "watching"
+    assert states[("b", "equalized_odds")] == BLIND and states[("a", "tpr")] == BLIND
+    for row, r in zip(got, st.evidence, strict=True):
+        assert row["model"] == "credit" and row["attribute"] == "group"
+        assert row["log_threshold"] == r.log_threshold > 0
+        if r.state == BLIND:
+            # even where the detector has a finite expected time (a's TPR), nothing is shown
+            assert row["blind"] and row["log_e"] is None and row["expected_seconds"] is None
+        else:
+            assert not row["blind"]
+            assert row["log_e"] == r.log_e and row["expected_seconds"] == r.expected_seconds
+    assert any(math.isfinite(r.expected_seconds) for r in st.evidence if r.state == BLIND)
+    # the small group's silence is explained: it needs far longer to show the same drop
+    exp = {r["group"]: r["expected_seconds"] for r in got if r["detector"] == "selection_rate"}
+    print({g: round(s / 3600, 2) for g, s in exp.items()}, "hours to detect a 0.8x drop")
+    assert exp["b"] > 10 * exp["a"]
+
+
+def test_evidence_table_shows_the_snapshot_and_blind_rows_read_blind(browser: Any) -> None:
+    st = evidence_state()
+    endpoint = StatusEndpoint(lambda: st, confidence=0.95, rules=())
+    server = HttpServer(
+        "127.0.0.1",
+        0,
+        live=lambda: (True, ""),
+        ready=lambda: (True, ""),
+        registry=CollectorRegistry(),
+        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
+    )
+    server.start()
+    errors: list[str] = []
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"http://127.0.0.1:{server.port}/")
+        page.wait_for_selector('article[data-evidence][data-model="credit"]')
+        card = page.locator('article[data-evidence][data-attribute="group"]')
+        shown = card.locator("tbody tr").all()
+        assert len(shown) == len(st.evidence) == 8
+        for tr, r in zip(shown, st.evidence, strict=True):
+            assert tr.get_attribute("data-group") == r.group
+            assert tr.get_attribute("data-detector") == r.detector
+            ev, state, exp = (
+                tr.locator(f'td[data-field="{f}"]') for f in ("evidence", "state", "expected")
+            )
+            assert state.inner_text() == r.state
+            if r.state == BLIND:
+                for cell in (ev, state, exp):
+                    text = cell.inner_text()
+                    assert text == BLIND and not any(c.isdigit() for c in text), text
+                    assert cell.evaluate("e => getComputedStyle(e).color") != GREEN
+                assert tr.locator(".meter").count() == 0
+            else:
+                assert ev.inner_text().strip() == f"{r.log_e:.1f} / {r.log_threshold:.1f}"
+                h = r.expected_seconds / 3600
+                want = (
+                    f"~{round(r.expected_seconds / 60)} min"
+                    if h < 1
+                    else (f"~{h:.1f} h" if h < 10 else f"~{round(h)} h")
+                )
+                assert exp.inner_text() == want, (exp.inner_text(), r)
+                width = tr.locator(".meter > span").evaluate("e => e.style.width")
+                frac = min(1.0, max(0.0, r.log_e / r.log_threshold))
+                assert abs(float(width.rstrip("%")) - frac * 100) <= 0.05, (width, r)
+        b = card.locator('tr[data-group="b"][data-detector="selection_rate"]')
+        print("small group:", b.inner_text())
+        assert " h" in b.locator('td[data-field="expected"]').inner_text()
+        assert "0.8× drop shows after this long" in card.inner_text()
         page.close()
     finally:
         server.stop()
