@@ -111,6 +111,17 @@ class DriftTracker:
         span_hours = (pts[-1][0] - pts[0][0]) / 3600.0
         return self.sign * slope * span_hours > self.scale
 
+    def back_at_baseline(self, n: int) -> bool:
+        """Is the mean of the last ``n`` values within two of its standard errors
+        (``2·scale/√n``) of the baseline, or better? Only then has a worsening gone away: a
+        step change that stays is not recovery, however flat it is now (issue 14: no
+        resolution while the change persists)."""
+        pts = [v for _, v in list(self.history)[-n:]]
+        if len(pts) < n or not math.isfinite(self.scale):
+            return False
+        gap = self.sign * (float(np.mean(pts)) - self.baseline)
+        return gap <= 2 * self.scale / math.sqrt(n)
+
     def _feed(self, value: float) -> None:
         if self.spec.detector == "adwin":
             self.detector.update(value)

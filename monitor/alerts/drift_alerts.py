@@ -126,7 +126,7 @@ def check_drift(
 ) -> list[Transition]:
     """Feed one cohort's values (``cohort``: by default the drift bucket ending at ``at``) to
     the detectors of one attribute set; FairnessDrift fires on a worsening change and resolves
-    after ``min_values`` quiet values — measured ones: an undefined value (too few samples, a
+    after ``min_values`` quiet values once the metric is back at its baseline — measured ones: an undefined value (too few samples, a
     metric in ``blind``) is no news, good or bad."""
     out = []
     # a two-sided interval of the configured confidence spans 2·z standard errors
@@ -199,7 +199,10 @@ def check_drift(
                 name="FairnessDrift",
                 labels=labels,
                 breached=False,
-                recovered=measured and quiet >= d.min_values and not tracker.still_worsening(),
+                recovered=measured
+                and quiet >= d.min_values
+                and not tracker.still_worsening()
+                and tracker.back_at_baseline(d.min_values),
                 at=at,
                 for_=0,
                 value=value,
