@@ -10,9 +10,10 @@ group with the most decisions in its baseline once one has ``min_baseline``; it 
   While r's own detector fires, the others of that metric pause (one change, one page).
   Per bucket the likelihood ratio of ``x`` of ``n`` under bets ``q`` 10–50 % below p0 or
   10–50 % nearer 1, mixed. Plug-ins make it approximately valid: each direction bets against
-  the far end of p0 ± ``baseline_z`` (1.5) standard errors of the baselines, so a baseline's
-  error gives no drift towards an alarm. Labelled outcomes count when their label arrives (its own time),
-  whatever their prediction's bucket: valid if the label delay does not depend on the outcome.
+  the far end of p0 ± ``baseline_z`` (1.5) standard errors of p0 (the baselines' and the
+  trailing hour's), so their error gives no drift towards an alarm. Labelled outcomes count
+  when their label arrives (its own time), whatever their prediction's bucket: valid if the
+  label delay does not depend on the outcome.
 * ``four_fifths``: the null ``0.8 ≤ p_g/p_r ≤ 1.25`` by betting on random pairs of g's and r's
   decisions of the bucket; exact however the rates drift (Chugg et al. 2023).
 * ``equalized_odds``: ``|TPR_g − TPR_r| ≤ b`` and ``|FPR_g − FPR_r| ≤ b`` the same way, on
@@ -194,7 +195,7 @@ class ModelEvidence:
         alive[..., 4] &= ~blind
         p0c = np.clip(np.nan_to_num(p0, nan=0.5), 1e-6, 1 - 1e-6)
         x, n = obs[..., 0], obs[..., 1]
-        se = self._se(p0c, p_base, base, r, is_ref)
+        se = self._se(p0c, p_base, base, r, is_ref, (hour[s_, r, :, 1], pr_now))
         pairs = np.zeros((S, G, 3, 4), np.int64)
         step = alive & (n > 0)[..., [0, 1, 2, 0, 0]]
         lr = a["log_r"]
@@ -310,14 +311,22 @@ class ModelEvidence:
         return out
 
     @staticmethod
-    def _se(p0: Any, p_base: Any, base: Any, r: Any, is_ref: Any) -> Any:
-        """Standard error of ``p0 = p_g,base / p_r,base · p_r,t`` from the baselines (delta
-        method: relative variances add); of ``p_g,base`` for a reference. The trailing hour's
-        noise is left out: fresh every hour and zero-mean, it biases no bet for long."""
+    def _se(p0: Any, p_base: Any, base: Any, r: Any, is_ref: Any, now: tuple[Any, Any]) -> Any:
+        """Standard error of ``p0 = p_g,base / p_r,base · p_r,t`` (delta method: the three
+        factors are independent, so their relative variances add); of ``p_g,base`` for a
+        reference. ``p_r,t``'s share matters as much as the baselines': with two large groups
+        the reference's hour is as noisy as g's own, and a bet against a ``p0`` that wanders by
+        that much gains evidence on a fair stream (left out, one of five 8-day runs paged on an
+        unchanged group). ``now``: the reference's trailing-hour denominator and ``p_r,t``
+        per [set, metric]; the shrunk rate's variance is ``n·p(1−p)/(n + κ)²``."""
         S = len(r)
+        n_h, p_h = now
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = (1 - p_base) / (p_base * base[..., 1])  # relative variance of a binomial rate
-            total = np.where(is_ref[..., None], rel, rel + rel[np.arange(S), r][:, None])
+            rel_now = n_h * (1 - p_h) / (p_h * (n_h + KAPPA) ** 2)  # [S, 3]
+            total = np.where(
+                is_ref[..., None], rel, rel + (rel[np.arange(S), r] + rel_now)[:, None]
+            )
         return np.nan_to_num(p0 * np.sqrt(total), nan=1.0, posinf=1.0)
 
     def _recovery(
