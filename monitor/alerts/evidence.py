@@ -178,8 +178,8 @@ class ModelEvidence:
             pr_base = p_base[s_, r]  # [S, 3]
             pr_now = (hour[s_, r, :, 0] + KAPPA * pr_base) / (hour[s_, r, :, 1] + KAPPA)
             rho = np.where(is_ref[..., None], p_base, p_base / pr_base[:, None, :])
-        rho = np.where(np.isnan(a["frozen"]), rho, a["frozen"])
-        p0 = np.where(is_ref[..., None], rho, rho * pr_now[:, None, :])
+            rho = np.where(np.isnan(a["frozen"]), rho, a["frozen"])
+            p0 = np.where(is_ref[..., None], rho, rho * pr_now[:, None, :])
         blind = self.blind(held)
         n_base = base[..., 1]
         ready = (n_base >= self.ev.min_baseline) & (n_base[s_, r] >= self.ev.min_baseline)[:, None]

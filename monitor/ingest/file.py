@@ -10,6 +10,7 @@ records Kafka would deliver, so replay exercises exactly the streaming decode pa
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,7 @@ class CsvMapping:
     timestamp: str
     prediction: str | None
     score: str | None
+    score_range: tuple[float, float] | None  # the score column's [low, high] → [0, 1]
     attributes: Mapping[str, str]
     label: str | None
     label_timestamp: str | None
@@ -96,6 +98,9 @@ class CsvMappingDoc(Doc, frozen=True):
     model: str | None = None
     prediction: Column | None = None
     score: Column | None = None
+    # the score column's [low, high], mapped linearly onto [0, 1] (COMPAS deciles 1..10 with
+    # [0.5, 10.5] land on the centres of ten score bins)
+    score_range: list[float] | None = None
     label: Column | None = None
     label_timestamp: Column | None = None
     label_delay: Duration = 0
@@ -119,12 +124,19 @@ def load_csv_mapping(path: str | Path) -> CsvMapping:
         filters.append(RowFilter(f.column, f.op, f.value))
     if doc.prediction is None and doc.score is None:
         raise ConfigError("prediction", "map a prediction column or a score column")
+    score_range = None
+    if doc.score_range is not None:
+        lo_hi = [float(v) for v in doc.score_range]
+        if len(lo_hi) != 2 or not all(map(math.isfinite, lo_hi)) or lo_hi[1] <= lo_hi[0]:
+            raise ConfigError("score_range", "needs [low, high] with finite low < high")
+        score_range = (lo_hi[0], lo_hi[1])
     return CsvMapping(
         model=doc.model,
         id=doc.id,
         timestamp=doc.timestamp,
         prediction=doc.prediction,
         score=doc.score,
+        score_range=score_range,
         attributes=dict(doc.attributes),
         label=doc.label,
         label_timestamp=doc.label_timestamp,
@@ -162,7 +174,7 @@ def read_csv(
                 if mapping.prediction is not None:
                     _put(ev, fields.prediction, _cell(row.get(mapping.prediction)))
                 if mapping.score is not None:
-                    _put(ev, fields.score, _cell(row.get(mapping.score)))
+                    _put(ev, fields.score, _scaled(_cell(row.get(mapping.score)), mapping))
                 for attr, col in mapping.attributes.items():
                     _put(ev, (*fields.attributes, attr), _cell(row.get(col)))
                 preds.append(RawRecord(value=ev, topic=topic, offset=lineno))
@@ -209,6 +221,15 @@ def _cell(text: str | None) -> Any:
         pass
     f = _float(text)
     return text if f is None else f
+
+
+def _scaled(x: Any, mapping: CsvMapping) -> Any:
+    """A score cell onto [0, 1] by ``score_range`` (anything but a number is left for the
+    decoder to reject with its reason)."""
+    if mapping.score_range is None or isinstance(x, bool) or not isinstance(x, int | float):
+        return x
+    lo, hi = mapping.score_range
+    return (x - lo) / (hi - lo)
 
 
 def _eq(cell: str, value: Any) -> bool:

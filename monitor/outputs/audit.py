@@ -155,6 +155,43 @@ def _disparity_table(window: str, attr: str, a: dict[str, Any], confidence: floa
     )
 
 
+def _threshold_text(t: dict[str, Any]) -> str:
+    at = "never" if t["at"] is None else f"≥ {t['at']:.2f}"
+    if t["p"] > 0:
+        at += f"; [{t['lower']:.2f}, {t['at'] if t['at'] is not None else 1:.2f}) w.p. {t['p']:.2f}"
+    return at + ("" if t["judged"] else " (not judged: too few)")
+
+
+def _remedies_table(window: str, attr: str, a: dict[str, Any]) -> str:
+    """Per-group thresholds that would meet each constraint, with the accuracy they cost."""
+    rem = a.get("remedies")
+    if not rem:
+        return ""
+    rows = []
+    for constraint, by_kind in rem.items():
+        for kind in ("deterministic", "randomized"):
+            r = by_kind[kind]
+            th = "; ".join(f"{g}: {_threshold_text(t)}" for g, t in r["thresholds"].items())
+            rows.append(
+                f'<tr data-constraint="{_e(constraint)}" data-kind="{kind}"><th scope="row">'
+                f"{_e(constraint.replace('_', ' '))} ({by_kind['bound']}), {kind}</th>"
+                f"<td>{'yes' if r['feasible'] else 'no'}</td>"
+                + _cell(r["accuracy_before"], attrs=' data-field="accuracy_before"')
+                + _cell(r["accuracy_after"], attrs=' data-field="accuracy_after"')
+                + _cell(r["value_after"], attrs=' data-field="value_after"')
+                + f'<td style="text-align:left">{_e(th)}</td></tr>'
+            )
+    return (
+        f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="remedies">'
+        f"<caption>Per-group score thresholds (class 1 at or above) that would meet each "
+        "constraint at the least loss of accuracy, on the labelled, scored decisions"
+        '</caption><thead><tr><th scope="col">constraint</th><th scope="col">met</th>'
+        '<th scope="col">accuracy now</th><th scope="col">after</th><th scope="col">value '
+        'after</th><th scope="col">thresholds</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _plots(model: str, window: str, attr: str, series: Sequence[SeriesPoint]) -> str:
     if not series:
         return ""
@@ -239,6 +276,7 @@ def render_html(
                 parts.append(f"<h4>{_e(attr)}</h4>")
                 parts.append(_group_table(wname, attr, a, conf))
                 parts.append(_disparity_table(wname, attr, a, conf))
+                parts.append(_remedies_table(wname, attr, a))
                 parts.append(_plots(model, wname, attr, series.get((model, wname, attr), ())))
     c = report["counters"]
     parts.append('<h2>Events</h2><table data-kind="counters"><tbody>')

@@ -34,7 +34,9 @@ def restore(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], CheckpointS
 def status_report(cfg: Config, path: str) -> dict[str, Any]:
     """``status``: the report of the checkpoint's state, with its offsets."""
     engine, offsets, _ = restore(cfg, path)
-    report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
+    report = build_report(
+        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, remedies=True
+    )
     report["offsets"] = offsets
     return report
 
@@ -49,6 +51,8 @@ def checkpoint_audit(cfg: Config, path: str) -> tuple[dict[str, Any], AlertEvalu
     # the history of the retained span: its closed boundaries, evaluated afresh
     evaluator = AlertEvaluator(cfg, engine, series_points=None)
     evaluator.advance()
-    report = build_report(engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid)
+    report = build_report(
+        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, remedies=True
+    )
     report["alerts"] = fired
     return report, evaluator

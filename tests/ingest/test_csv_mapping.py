@@ -23,6 +23,23 @@ def test_the_compas_mapping_reads() -> None:
     assert m.label_delay == 730 * 86400
     assert [(f.column, f.op) for f in m.where][:2] == [("days_b_screening_arrest", "between"), ("is_recid", "ne")]  # fmt: skip
     assert m.where[0].value == [-30, 30]
+    # deciles 1..10 onto the centres of ten score bins
+    assert (m.score, m.score_range) == ("decile_score", (0.5, 10.5))
+
+
+def test_score_range_maps_the_column_linearly_onto_0_1(tmp_path: Path) -> None:
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import read_csv
+
+    (tmp_path / "m.yaml").write_text(
+        "id: id\ntimestamp: t\nprediction: p\nscore: s\nscore_range: [0.5, 10.5]\n"
+        "attributes: {race: race}\n"
+    )
+    (tmp_path / "d.csv").write_text("id,t,p,s,race\na,1,1,1,x\nb,2,0,10,y\nc,3,0,oops,z\n")
+    preds, _, _ = read_csv(tmp_path / "d.csv", load_csv_mapping(tmp_path / "m.yaml"), FieldMap())
+    scores = [r.value.get("score") for r in preds]
+    assert scores[:2] == [pytest.approx(0.05), pytest.approx(0.95)]
+    assert scores[2] == "oops"  # not a number: the decoder dead-letters it with its reason
 
 
 BASE = "id: id\ntimestamp: t\nprediction: p\nattributes: {race: race}\n"
@@ -42,6 +59,9 @@ BASE = "id: id\ntimestamp: t\nprediction: p\nattributes: {race: race}\n"
         (BASE + "where: [{op: eq, value: 3}]\n", "where[0].column: required"),
         ("id: id\ntimestamp: t\nattributes: {race: race}\n", "prediction: map a prediction"),
         ("id: id\ntimestamp: t\nprediction: p\nattributes: {}\n", "attributes: map each"),
+        (BASE + "score: s\nscore_range: [10, 1]\n", "score_range: needs [low, high]"),
+        (BASE + "score: s\nscore_range: [1, 2, 3]\n", "score_range: needs [low, high]"),
+        (BASE + "score: s\nscore_range: [1, .inf]\n", "score_range: needs [low, high]"),
     ],
 )
 def test_mapping_mistakes_name_the_key(tmp_path: Path, text: str, message: str) -> None:
