@@ -71,7 +71,7 @@ def replay_files(
         engine.snapshot(),
         confidence=cfg.confidence,
         invalid=dict(Counter(d.reason.value for d in dead)),
-        remedies=True,
+        audit=True,
     )
     # the backtest: when each alert would have fired and resolved, with its evidence
     report["alerts"] = [

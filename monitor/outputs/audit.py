@@ -192,6 +192,29 @@ def _remedies_table(window: str, attr: str, a: dict[str, Any]) -> str:
     )
 
 
+def _tradeoff_table(window: str, attr: str, a: dict[str, Any]) -> str:
+    """Seed 000's identity with the groups' numbers, when base rates differ."""
+    t = a.get("base_rate_tradeoff")
+    if not t or not t["applies"]:
+        return ""
+    cols = ("base_rate", "ppv", "tpr", "fpr", "fpr_identity", "fpr_at_reference_ppv_tpr")
+    rows = "".join(
+        f'<tr data-group="{_e(g)}"><th scope="row">{_e(g)}</th>'
+        + "".join(_cell(v[c], attrs=f' data-field="{c}"') for c in cols)
+        + "</tr>"
+        for g, v in t["groups"].items()
+    )
+    return (
+        f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="tradeoff">'
+        "<caption>Base rates differ, so predictive parity and equal error rates cannot all "
+        "hold: FPR = b/(1−b) · (1−PPV)/PPV · TPR (Chouldechova 2017). With the PPV and TPR of "
+        f"{_e(t['reference_group'])}, the FPRs would be as in the last column (spread "
+        f"{_fmt(t['forced_fpr_gap'])}).</caption><thead><tr><th>group</th><th>base rate</th>"
+        "<th>PPV</th><th>TPR</th><th>FPR</th><th>FPR by the identity</th><th>FPR with the "
+        f"reference's PPV and TPR</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _plots(model: str, window: str, attr: str, series: Sequence[SeriesPoint]) -> str:
     if not series:
         return ""
@@ -277,6 +300,7 @@ def render_html(
                 parts.append(_group_table(wname, attr, a, conf))
                 parts.append(_disparity_table(wname, attr, a, conf))
                 parts.append(_remedies_table(wname, attr, a))
+                parts.append(_tradeoff_table(wname, attr, a))
                 parts.append(_plots(model, wname, attr, series.get((model, wname, attr), ())))
     c = report["counters"]
     parts.append('<h2>Events</h2><table data-kind="counters"><tbody>')

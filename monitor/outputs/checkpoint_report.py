@@ -35,7 +35,7 @@ def status_report(cfg: Config, path: str) -> dict[str, Any]:
     """``status``: the report of the checkpoint's state, with its offsets."""
     engine, offsets, _ = restore(cfg, path)
     report = build_report(
-        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, remedies=True
+        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, audit=True
     )
     report["offsets"] = offsets
     return report
@@ -52,7 +52,7 @@ def checkpoint_audit(cfg: Config, path: str) -> tuple[dict[str, Any], AlertEvalu
     evaluator = AlertEvaluator(cfg, engine, series_points=None)
     evaluator.advance()
     report = build_report(
-        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, remedies=True
+        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, audit=True
     )
     report["alerts"] = fired
     return report, evaluator

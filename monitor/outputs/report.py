@@ -22,10 +22,9 @@ from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import RATE_CELLS, BlindReason, BlindReport, blind_groups
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import FOUR_FIFTHS, METRICS
-from monitor.metrics.remedies import remedy
 from monitor.metrics.results import AttributeResult, attribute_result
+from monitor.outputs.audit_findings import audit_findings
 from monitor.state.engine import HELD, ModelSnapshot, Snapshot
-from monitor.state.windows import CAL
 
 I64 = npt.NDArray[np.int64]
 
@@ -107,39 +106,7 @@ def attribute_report(
     return result_report(r, favourable=spec.favourable)
 
 
-def remedies_report(counts: I64, labels: list[str], spec: ModelSpec, set_name: str) -> Any:
-    """Per-group threshold remedies (``metrics/remedies.py``) for the four-fifths rule and
-    equal opportunity, deterministic and randomized; ``None`` without scored, labelled data."""
-    if counts[:, CAL : CAL + 3 * spec.score_bins].sum() == 0:
-        return None
-    ref_name = spec.reference_groups.get(set_name)
-    ref = labels.index(ref_name) if ref_name in labels else None
-    out: dict[str, Any] = {}
-    for constraint in ("four_fifths", "equal_opportunity"):
-        for kind in ("deterministic", "randomized"):
-            r = remedy(
-                counts,
-                constraint=constraint,
-                score_bins=spec.score_bins,
-                favourable=spec.favourable,
-                min_samples=spec.min_samples,
-                reference=ref,
-                randomized=kind == "randomized",
-            )
-            out.setdefault(constraint, {"bound": r.bound})[kind] = {
-                "feasible": r.feasible,
-                "accuracy_before": _num(r.accuracy_before),
-                "accuracy_after": _num(r.accuracy_after),
-                "value_after": _num(r.value_after),
-                "thresholds": {
-                    lab: {"at": t.at, "lower": t.lower, "p": t.p, "judged": j}
-                    for lab, t, j in zip(labels, r.thresholds, r.judged, strict=True)
-                },
-            }
-    return out
-
-
-def model_report(ms: ModelSnapshot, *, confidence: float, remedies: bool = False) -> dict[str, Any]:
+def model_report(ms: ModelSnapshot, *, confidence: float, audit: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"windows": {}}
     for wname, wc in ms.windows.items():
         attrs = {
@@ -148,11 +115,9 @@ def model_report(ms: ModelSnapshot, *, confidence: float, remedies: bool = False
             )
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True)
         }
-        if remedies:
+        if audit:
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
-                rem = remedies_report(wc.counts[gidx], list(labels), ms.spec, set_name)
-                if rem is not None:
-                    attrs[set_name]["remedies"] = rem
+                attrs[set_name] |= audit_findings(wc.counts[gidx], list(labels), ms.spec, set_name)
         out["windows"][wname] = {
             "start": _iso(wc.start) if wc.end else None,
             "end": _iso(wc.end) if wc.end else None,
@@ -166,14 +131,15 @@ def build_report(
     *,
     confidence: float = 0.95,
     invalid: dict[str, int] | None = None,
-    remedies: bool = False,
+    audit: bool = False,
 ) -> dict[str, Any]:
-    """``remedies``: add the threshold remedies per window and attribute set (replay, status
-    and the audit report; not the demo's frequent refreshes)."""
+    """``audit``: add the threshold remedies and the base-rate trade-off per window and
+    attribute set (``outputs/audit_findings.py``: replay, status and the audit report; not the
+    demo's frequent refreshes)."""
     return {
         "confidence": confidence,
         "models": {
-            name: model_report(ms, confidence=confidence, remedies=remedies)
+            name: model_report(ms, confidence=confidence, audit=audit)
             for name, ms in snap.models.items()
         },
         "counters": dict(snap.counters),
