@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.state.join import LABELLED, PENDING, SortedTable, _raw, _search_sorted, pending_dtype
+from monitor.state.join import LABELLED, PENDING, SortedTable, _raw, pending_dtype
 
 I64 = npt.NDArray[np.int64]
 # AgeCounts' count rows: all rows in the main run, all rows in the delta run, awaiting a label
@@ -151,7 +151,9 @@ class PendingStore(SortedTable):
         self.n_sets = n_sets
         self._ages = AgeCounts()
         self._cut = np.zeros(0, np.int64)  # the last expiry's min bucket per model
+        self._cut_max = _NONE
         self._dead = [0, 0]  # dead rows still in main, in delta
+        self._masked: list[npt.NDArray[np.uint64]] = []  # keys find() did not see: dead rows
 
     def __len__(self) -> int:
         return len(self.main) + len(self.delta) - self._dead[0] - self._dead[1]
@@ -167,6 +169,7 @@ class PendingStore(SortedTable):
         self._ages = AgeCounts()
         self._cut = np.zeros(0, np.int64)
         self._dead = [0, 0]
+        self._masked = []
         self._ages.count(self.main, MAIN, 1)
 
     def awaiting_label(self) -> int:
@@ -176,12 +179,17 @@ class PendingStore(SortedTable):
     def find(
         self, keys: npt.NDArray[np.uint64], order: npt.NDArray[np.int64] | None = None
     ) -> npt.NDArray[np.int64]:
+        """Row index of each key, ``-1`` where absent (or dead)."""
         idx = super().find(keys, order)
         if self._dead[0] or self._dead[1]:
             hit = np.flatnonzero(idx >= 0)
             if len(hit):
                 rows = self.rows(idx[hit])
-                idx[hit[rows["bucket"] < self._cut[rows["model"]]]] = -1
+                cut = self._cut[0] if len(self._cut) == 1 else self._cut[rows["model"]]
+                dead = hit[rows["bucket"] < cut]
+                if len(dead):
+                    idx[dead] = -1
+                    self._masked.append(keys[dead])
         return idx
 
     def label(self, idx: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> None:
@@ -206,6 +214,8 @@ class PendingStore(SortedTable):
         super().set_field(idx, name, value)
 
     def insert(self, rows: npt.NDArray[Any], *, presorted: bool = False) -> npt.NDArray[Any]:
+        """Insert rows whose keys are absent: :meth:`find` gave -1 for each since the last
+        expiry (a dead row's key is seen then, and its row dropped first)."""
         if len(rows):
             if (self._dead[0] or self._dead[1]) and self._purge_before(rows):
                 self._purge()
@@ -213,15 +223,14 @@ class PendingStore(SortedTable):
         return super().insert(rows, presorted=presorted)
 
     def _purge_before(self, rows: npt.NDArray[Any]) -> bool:
-        """Whether dead rows must go before ``rows`` do: a row that would count as dead, a key
-        held by a dead row, or more physical rows than the size cap."""
+        """Whether dead rows must go before ``rows`` do: a key of a dead row, a row that would
+        count as dead, or more physical rows than the size cap."""
         if len(self.main) + len(self.delta) + len(rows) > self.max_size:
             return True
-        if np.any(rows["bucket"] < self._cut[rows["model"]]):
+        if self._masked and np.any(np.isin(rows["key"], np.concatenate(self._masked))):
             return True
-        keys = rows["key"]
-        return bool(np.any(_search_sorted(self._keys(), keys) >= 0)) or bool(
-            len(self.delta) and np.any(_search_sorted(self._dkeys(), keys) >= 0)
+        return int(rows["bucket"].min()) < self._cut_max and bool(
+            np.any(rows["bucket"] < self._cut[rows["model"]])
         )
 
     def _merge_due(self) -> bool:
@@ -250,6 +259,7 @@ class PendingStore(SortedTable):
             self._purge()  # dead rows must stay below the cut
         in_main, in_delta, awaiting = self._ages.take_below(cut)
         self._cut = cut.copy()
+        self._cut_max = int(cut.max()) if len(cut) else _NONE
         self._dead = [self._dead[0] + in_main, self._dead[1] + in_delta]
         if (self._dead[0] + self._dead[1]) * self.DEAD_SHARE >= len(self.main) + len(self.delta):
             self._purge()
@@ -264,6 +274,7 @@ class PendingStore(SortedTable):
         if self._dead[1]:
             self.delta = self._live(self.delta, self._dead[1])
         self._dead = [0, 0]
+        self._masked = []
 
     def _live(self, rows: npt.NDArray[Any], dead: int) -> npt.NDArray[Any]:
         keep = rows["bucket"] >= self._cut[rows["model"]]
