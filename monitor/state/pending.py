@@ -29,6 +29,7 @@ I64 = npt.NDArray[np.int64]
 # AgeCounts' count rows: all rows in the main run, all rows in the delta run, awaiting a label
 MAIN, DELTA, AWAITING = 0, 1, 2
 _NONE = np.iinfo(np.int64).min  # past the newest bucket held: never equal to a newer bucket
+_NO_KEYS = np.zeros(0, np.uint64)
 
 
 class AgeCounts:
@@ -153,7 +154,7 @@ class PendingStore(SortedTable):
         self._cut = np.zeros(0, np.int64)  # the last expiry's min bucket per model
         self._cut_max = _NONE
         self._dead = [0, 0]  # dead rows still in main, in delta
-        self._masked: list[npt.NDArray[np.uint64]] = []  # keys find() did not see: dead rows
+        self._masked = _NO_KEYS  # keys of dead rows that find() did not see (sorted)
 
     def __len__(self) -> int:
         return len(self.main) + len(self.delta) - self._dead[0] - self._dead[1]
@@ -169,7 +170,7 @@ class PendingStore(SortedTable):
         self._ages = AgeCounts()
         self._cut = np.zeros(0, np.int64)
         self._dead = [0, 0]
-        self._masked = []
+        self._masked = _NO_KEYS
         self._ages.count(self.main, MAIN, 1)
 
     def awaiting_label(self) -> int:
@@ -189,7 +190,7 @@ class PendingStore(SortedTable):
                 dead = hit[rows["bucket"] < cut]
                 if len(dead):
                     idx[dead] = -1
-                    self._masked.append(keys[dead])
+                    self._masked = np.union1d(self._masked, keys[dead])
         return idx
 
     def label(self, idx: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> None:
@@ -227,8 +228,12 @@ class PendingStore(SortedTable):
         count as dead, or more physical rows than the size cap."""
         if len(self.main) + len(self.delta) + len(rows) > self.max_size:
             return True
-        if self._masked and np.any(np.isin(rows["key"], np.concatenate(self._masked))):
-            return True
+        if len(self._masked):
+            if len(self._masked) * 32 > len(self.main) + len(self.delta):
+                return True  # (labels keep coming for expired rows: keep the list short)
+            pos = np.searchsorted(self._masked, rows["key"])
+            if np.any(self._masked[np.minimum(pos, len(self._masked) - 1)] == rows["key"]):
+                return True
         return int(rows["bucket"].min()) < self._cut_max and bool(
             np.any(rows["bucket"] < self._cut[rows["model"]])
         )
@@ -274,7 +279,7 @@ class PendingStore(SortedTable):
         if self._dead[1]:
             self.delta = self._live(self.delta, self._dead[1])
         self._dead = [0, 0]
-        self._masked = []
+        self._masked = _NO_KEYS
 
     def _live(self, rows: npt.NDArray[Any], dead: int) -> npt.NDArray[Any]:
         keep = rows["bucket"] >= self._cut[rows["model"]]
