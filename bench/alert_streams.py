@@ -57,7 +57,7 @@ def bench_config(alerts: dict[str, Any] | None = None) -> Config:
                     "lateness": "1h",
                     "min_samples": 30,
                     # Compose keeps labelled predictions 4 days; labels here come within 6 h,
-                    # so a day changes no count and keeps the join's per-bucket expiry cheap
+                    # so a day changes no count and keeps the join table small
                     "join": {"ttl": "1d"},
                 }
             },

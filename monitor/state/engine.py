@@ -166,7 +166,7 @@ class Engine:
         if not len(match):
             return
         entries = st.pending.rows(idx[match])
-        st.pending.set_field(idx[match], "state", LABELLED)
+        st.pending.label(idx[match], entries)
         lab = label[match].astype(np.int64)
         t_match = ts[match]
         for m in np.unique(entries["model"]):
@@ -231,8 +231,7 @@ class Engine:
             [r.head if r.head is not None else np.iinfo(np.int64).min // 2 for r in st.rings],
             dtype=np.int64,
         )
-        gone = st.pending.expire(heads - self._ttl)
-        st.count("expired_pending", (gone["state"] == PENDING).sum())
+        st.count("expired_pending", st.pending.expire(heads - self._ttl))
         if np.isfinite(st.watermark):
             st.count("orphan_labels", len(st.early.expire(st.watermark - self._early_horizon)))
 

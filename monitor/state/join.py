@@ -9,7 +9,8 @@ inserting a batch is one linear merge.
 Two tables use the same mechanism (:class:`SortedTable`):
 
 * **pending predictions** — kept after their label arrives (``state = LABELLED``) until the
-  TTL, so that a repeated prediction or a repeated label is recognised and counted once;
+  TTL, so that a repeated prediction or a repeated label is recognised and counted once
+  (``pending.py``: :class:`~monitor.state.pending.PendingStore`, with cheap expiry);
 * **early labels** — labels whose prediction has not been seen yet, held for a grace period;
   when it expires (or the table is full) the label is an *orphan*.
 
@@ -164,9 +165,12 @@ class SortedTable:
             pos = np.searchsorted(self._dkeys(), rows["key"])
             self.delta = _insert(self.delta, pos, rows)
             self._min_age = min(self._min_age, float(rows[self.age_field].min()))
-            if len(self.delta) > max(self.DELTA_MIN, len(self.main) // 4):
+            if self._merge_due():
                 self._merge()
         return self._evict_over_cap()
+
+    def _merge_due(self) -> bool:
+        return len(self.delta) > max(self.DELTA_MIN, len(self.main) // 4)
 
     def _merge(self) -> None:
         if len(self.delta):
@@ -252,25 +256,6 @@ def first_occurrences(
     first = np.empty(len(keys), dtype=bool)
     first[order] = run_start
     return first
-
-
-class PendingStore(SortedTable):
-    """Predictions awaiting a label, and labelled ones kept until the TTL (de-duplication)."""
-
-    def __init__(self, n_sets: int, *, max_size: int) -> None:
-        super().__init__(pending_dtype(n_sets), max_size=max_size, age_field="bucket")
-        self.n_sets = n_sets
-
-    def awaiting_label(self) -> int:
-        """Rows whose label has not arrived (the rest are labelled, kept until the TTL)."""
-        return int((self.main["state"] == PENDING).sum() + (self.delta["state"] == PENDING).sum())
-
-    def expire(self, min_bucket_by_model: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-        """Remove rows older than their model's TTL (``bucket < min_bucket_by_model[model]``)."""
-        if not len(self) or self._min_age >= min_bucket_by_model.min():
-            return self.main[:0]
-        data = self.data
-        return self.remove_mask(data["bucket"] < min_bucket_by_model[data["model"]])
 
 
 class EarlyLabels(SortedTable):

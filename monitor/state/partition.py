@@ -22,8 +22,9 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.ingest.groups import GroupRegistry
-from monitor.state.join import EarlyLabels, PendingStore
+from monitor.state.join import EarlyLabels
 from monitor.state.label_times import LabelLedger
+from monitor.state.pending import PendingStore
 from monitor.state.windows import WindowRing, n_cells
 
 # label delay histogram bounds (seconds): a minute ... a month
