@@ -58,7 +58,8 @@ class Outbox:
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
 
     def add(self, a: Alert, now: float) -> None:
-        """A firing or resolved transition to deliver (it replaces an undelivered older one)."""
+        """A firing or resolved transition to deliver (after those owed before it; see above for
+        when it replaces an undelivered older state of the same alert)."""
         if a.state == "firing":
             self.firing[a.key] = a
             if self.resend_all and self.next_resend == math.inf:
