@@ -3,8 +3,16 @@
 A page that failed is not lost: it is tried again with exponential backoff, capped at half of
 ``resend_interval`` (so it arrives within one interval of the receiver's return), until it is
 delivered — a firing alert until it is delivered or resolved, a resolved one until it is
-delivered. Only the newest state of an alert is owed: a newer one replaces an undelivered older
-one (an alert that fired and resolved during an outage arrives as resolved, with its times).
+delivered.
+
+Which states are owed. A receiver that works is sent every transition, in order: an alert that
+fires and resolves within one loop turn (a backlog worked off, a short-lived evidence alert)
+pages and then resolves, as the backtest says it does — otherwise whether a page is sent would
+depend on how the boundaries fell into loop turns and how fast the delivery thread woke (the
+Kafka backtest lost the label-arrival detectors' pages that way). Only while the receiver is
+failing does a newer state replace an undelivered older one (an alert that fired and resolved
+during an outage arrives as resolved, with its times), and for Alertmanager always: it keeps
+the active set, so the newest state is all it needs.
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -41,14 +49,17 @@ class Outbox:
         self.backoff = backoff
         self.max_owed = max_owed
         self.firing: dict[Key, Alert] = {}
-        self.owed: OrderedDict[Key, Alert] = OrderedDict()
+        self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
+        self._newest: dict[Key, int] = {}  # alert -> the sequence of its newest owed state
+        self._seq = 0
         self.failed_in_row = 0
         self.next_try = -math.inf  # backoff after a failure
         self.next_resend = math.inf
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
 
     def add(self, a: Alert, now: float) -> None:
-        """A firing or resolved transition to deliver (it replaces an undelivered older one)."""
+        """A firing or resolved transition to deliver (after those owed before it; see above for
+        when it replaces an undelivered older state of the same alert)."""
         if a.state == "firing":
             self.firing[a.key] = a
             if self.resend_all and self.next_resend == math.inf:
@@ -57,10 +68,15 @@ class Outbox:
             self.firing.pop(a.key, None)
         else:
             return  # pending alerts are not paged
-        self.owed.pop(a.key, None)
-        self.owed[a.key] = a
+        older = self._newest.get(a.key)
+        if older is not None and (self.resend_all or self.failed_in_row):
+            del self.owed[older]  # the newest state only: Alertmanager, or during an outage
+        self._seq += 1
+        self.owed[self._seq] = a
+        self._newest[a.key] = self._seq
         while len(self.owed) > self.max_owed:
-            self.owed.popitem(last=False)
+            seq, gone = self.owed.popitem(last=False)
+            self._forget(gone.key, seq)
             self.undelivered["dropped"] += 1
 
     def seed(self, firing: Iterable[Alert], now: float) -> None:
@@ -116,9 +132,13 @@ class Outbox:
         return min(self.backoff * float(2 ** min(n, 30)), self.interval / 2)
 
     def _settle(self, sent: list[Alert]) -> int:
-        n = 0
-        for a in sent:
-            if self.owed.get(a.key) is a:  # not replaced by a newer state meanwhile
-                del self.owed[a.key]
-                n += 1
-        return n
+        """Drop the sent states that are still owed (not replaced meanwhile); how many."""
+        ids = {id(a) for a in sent}
+        done = [seq for seq, a in self.owed.items() if id(a) in ids]
+        for seq in done:
+            self._forget(self.owed.pop(seq).key, seq)
+        return len(done)
+
+    def _forget(self, key: Key, seq: int) -> None:
+        if self._newest.get(key) == seq:
+            del self._newest[key]

@@ -2,8 +2,9 @@
 
 Delivery runs on its own thread behind a bounded queue: a slow or dead receiver never blocks
 consumption. What each sink still owes is kept in an :class:`~monitor.alerts.outbox.Outbox`
-(``outbox.py``: retries with backoff capped at half of ``resend_interval``, only the newest
-state of an alert owed); how each receiver is spoken to (what Alertmanager, a webhook and the
+(``outbox.py``: retries with backoff capped at half of ``resend_interval``; a working webhook
+or Kafka sink is sent every transition in order, during an outage and to Alertmanager only the
+newest state of an alert is owed); how each receiver is spoken to (what Alertmanager, a webhook and the
 Kafka topic are sent, and which rejections are final) is in ``receivers.py``.
 
 Counted per sink: failed attempts (``fairness_alert_delivery_failures_total``), and pages never

@@ -1,11 +1,17 @@
 """Backtest: `replay` over the recorded events reports the same alert transitions (rule,
-labels, event times) as the live monitor delivered through its webhook sink — for rules on
-predictions (the DIR and its drift) and on labels (the TPR gap and its drift).
+labels, event times, evidence) as the live monitor delivered through its webhook sink — for
+rules on predictions (the DIR and its drift), on labels (the TPR gap and its drift) and for
+every evidence detector (on decisions, and on labelled outcomes as their labels arrive).
 
 Labels are the hard part: a live poll batch can carry labels from after a boundary, and which
 ones depends on how the two topics interleave. Rules read counts *as of* each boundary (labels
 by their own time) and a boundary waits for every partition's labels to reach it, so the
 answer does not depend on the interleaving.
+
+Deliveries: a working webhook is sent every transition, in order (``alerts/outbox.py``). An
+evidence alert on labelled outcomes can fire and resolve within one loop turn (32 boundaries);
+when the sink kept only an alert's newest state, its page was lost whenever the delivery thread
+took both at once, and the live run missed pages the replay had.
 """
 
 from __future__ import annotations
@@ -77,21 +83,9 @@ def stream(seed: int) -> tuple[list[dict], list[dict]]:
     return preds, labels
 
 
-# Not yet equal live and in a replay: the evidence detectors that count labelled outcomes by
-# their arrival (FairnessChange on tpr/fpr, EqualizedOddsEvidence). In this stream the replay
-# pages FairnessChange{metric="tpr"} at 02:03 for F and 30-50 and the live monitor does not
-# (consistently, on two partitions); the cause is open (notes of issue 14).
-LABEL_ARRIVALS = {"tpr", "fpr", "equalized_odds"}
-
-
 def judged(alerts: list[dict]) -> list[tuple]:
-    """The transitions compared, as sorted keys (without the label-arrival detectors' ones)."""
-    return sorted(
-        key(a)
-        for a in alerts
-        if a["name"] != "EqualizedOddsEvidence"
-        and not (a["name"] == "FairnessChange" and a["labels"].get("metric") in LABEL_ARRIVALS)
-    )
+    """The transitions compared, as sorted keys."""
+    return sorted(key(a) for a in alerts)
 
 
 def live_evidence(metrics: str) -> dict[tuple[str, str, str], float | None]:
@@ -100,8 +94,6 @@ def live_evidence(metrics: str) -> dict[tuple[str, str, str], float | None]:
     for fam in text_string_to_metric_families(metrics):
         if fam.name == "fairness_alert_evidence":
             for s in fam.samples:
-                if s.labels["detector"] in LABEL_ARRIVALS:
-                    continue
                 k = (s.labels["attribute"], s.labels["group"], s.labels["detector"])
                 out[k] = s.value if math.isfinite(s.value) else None
     return out
@@ -145,11 +137,7 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
     backtest = judged(report["alerts"])
     # the evidence detectors' state at the replay's last boundary
     last = [json.loads(x) for x in timeline.read_text().splitlines() if '"evidence"' in x][-1]
-    replayed = {
-        (r["attribute"], r["group"], r["detector"]): r["log_e"]
-        for r in last["detectors"]
-        if r["detector"] not in LABEL_ARRIVALS
-    }
+    replayed = {(r["attribute"], r["group"], r["detector"]): r["log_e"] for r in last["detectors"]}
     m.start()
     try:
         m.wait_ready()
@@ -184,8 +172,11 @@ def test_replay_reports_the_transitions_the_live_monitor_delivered(kafka, tmp_pa
     assert {"FourFifthsRule", "TruePositiveRateGap", "FairnessDrift"} <= names
     for rule in ("FourFifthsRule", "TruePositiveRateGap"):
         assert {k[1] for k in live if k[0] == rule} == {"firing", "resolved"}, rule
-    # the evidence detectors page on the same stream, and live equals the backtest for them too
-    assert {"FairnessChange", "FourFifthsEvidence"} <= names
+    # the evidence detectors page on the same stream, and live equals the backtest for them too:
+    # those on decisions and those fed by labels as they arrive (F's TPR drop)
+    assert {"FairnessChange", "FourFifthsEvidence", "EqualizedOddsEvidence"} <= names
+    changed = {dict(k[3])["metric"] for k in live if k[0] == "FairnessChange"}
+    assert {"selection_rate", "tpr"} <= changed
     drifted = {dict(k[3])["metric"] for k in live if k[0] == "FairnessDrift"}
     assert drifted == {"disparate_impact_ratio", "tpr_gap"}
     assert live == backtest, json.dumps([live, backtest], default=str)[:3000]
