@@ -193,7 +193,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     """``gate``: the whole-data verdict of the rules, a summary, optionally JUnit XML."""
     from monitor.app.gate import run_gate
-    from monitor.outputs.gate_report import summary, write_junit
+    from monitor.app.gate_report import summary, write_junit
 
     t0 = time.monotonic()
     result = run_gate(
