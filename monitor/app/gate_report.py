@@ -23,6 +23,11 @@ from monitor.metrics.registry import METRICS
 # characters XML 1.0 cannot carry (group names come from the data)
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MARK = {"fail": "FAIL", "pass": "pass", "insufficient": "skip", "blind": "skip"}
+# event counters that mean some input was not counted as it stands
+_ODD = (
+    "duplicate_predictions", "late_predictions", "duplicate_labels", "late_labels",
+    "early_labels", "orphan_labels", "evicted_pending", "expired_pending",
+)  # fmt: skip
 # each compared rate's denominator, named by its cells ("n", "tp+fn", …)
 _DENOMINATOR = {m.rate: "+".join(m.counts) for m in METRICS.values() if m.rate}
 
@@ -45,6 +50,8 @@ def headline(c: Check, confidence: float) -> str:
     """``metric value, CI [l, u], op bound: low vs high`` (what a failure's message says)."""
     r = c.rule
     pair = f": {c.low_group} vs {c.high_group}" if c.low_group is not None else ""
+    if c.low_group is not None and c.low_group == c.high_group:
+        pair = ": every judged group has the same rate"
     if not math.isfinite(c.value):
         return f"{r.metric} undefined (bound {r.op} {r.bound}){pair}"
     past = " wholly" if c.status == "fail" else ""
@@ -105,6 +112,9 @@ def summary(res: GateResult) -> str:
             if short and c.status in ("fail", "pass"):
                 names = ", ".join(f"{g.name} (n={g.n})" for g in short)
                 out.append(f"        not judged, insufficient data: {names}")
+    odd = [f"{k} {v}" for k in _ODD if (v := res.counters.get(k, 0))]
+    if odd:  # e.g. labels whose prediction id matches none: the two files may not match
+        out.append("events not counted: " + ", ".join(odd))
     if res.dead:
         out.append(f"{len(res.dead)} unreadable record(s) left out (--allow-invalid)")
     n, failed = len(res.checks), len(res.failed)
