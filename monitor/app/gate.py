@@ -1,11 +1,15 @@
 """``fairness-monitor gate``: a CI fairness gate over recorded events (a validation set).
 
-The events are replayed through the engine exactly as ``replay`` does, and each selected rule is
-judged once, per model and attribute set, on the *whole data* (every accepted event: the
-snapshot's totals, not a sliding window) with the alert rules' own test: both compared groups
-reach the rule's ``min_samples``, the metric is not blind (selective labels), and the whole
-confidence interval lies past the bound (significance is always required here: a CI gate must
-not fail a build on noise). Exit 1 when a rule is breached, 0 otherwise; bad input exits 2.
+The events are decoded and applied by the engine exactly as ``replay`` does, and each selected
+rule is judged once, per model and attribute set, on the *whole data* with the alert rules' own
+test (``gate_rules.py``): significance is always required, since a CI gate must not fail a build
+on noise. Exit 1 when a rule is breached, 0 otherwise; bad input exits 2.
+
+The whole data: the engine runs with one window per model spanning every event time, and a join
+that keeps every prediction until its label comes, so that no label is late and no prediction
+expires however long the data spans (the configured windows and TTL are for a live stream; a
+1-hour window would otherwise count only the last hour's labels). Buckets are coarsened to keep
+the ring small: they decide nothing here, the judged counts are the engine's totals.
 """
 
 from __future__ import annotations
@@ -13,66 +17,31 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, cast
 
 import numpy as np
 
-from monitor.alerts.window_rules import compared_enough
 from monitor.app.backtest import read_inputs
-from monitor.app.replay import replay
-from monitor.config.rules import DEFAULT_RULES, AlertRule, Metric
-from monitor.config.rules import METRICS as RULE_METRICS
+from monitor.app.gate_rules import Check, judge, parse_fail_on
+from monitor.app.replay import decode, replay
+from monitor.config.model import WindowSpec
+from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ConfigError, ModelSpec
-from monitor.ingest.events import DeadLetter
+from monitor.ingest.events import DeadLetter, RawRecord
 from monitor.ingest.file import UnreadableInput
-from monitor.metrics.blindness import blind_groups
-from monitor.metrics.registry import METRICS
-from monitor.metrics.results import I64, AttributeResult, attribute_result
+from monitor.metrics.results import attribute_result
 from monitor.state.engine import Engine
 from monitor.state.snapshot import ModelSnapshot
 from monitor.state.windows import FN, FP, TN, TP, N
 
-Status = Literal["fail", "pass", "insufficient", "blind"]
 SHOWN_DEAD = 5  # dead letters named in the exit-2 message
-
-
-@dataclass(frozen=True)
-class GroupRow:
-    """One group's numbers behind a check: ``rates`` per compared rate, (value, lower, upper,
-    denominator); ``judged`` false for a group below ``min_samples`` (insufficient data)."""
-
-    name: str
-    n: int
-    rates: dict[str, tuple[float, float, float, int]]
-    judged: bool
-
-
-@dataclass(frozen=True)
-class Check:
-    """One rule on one attribute set of one model, judged on the whole data."""
-
-    model: str
-    attribute: str
-    rule: AlertRule
-    status: Status
-    value: float
-    lower: float
-    upper: float
-    low_group: str | None
-    high_group: str | None
-    groups: tuple[GroupRow, ...]
-    note: str
-    basis: str = ""  # the registry metric the numbers are (the EOD: its larger gap)
-
-    @property
-    def insufficient_groups(self) -> list[GroupRow]:
-        return [g for g in self.groups if not g.judged]
+MAX_BUCKETS = 512  # ring size of the whole-data window (coarser buckets past that)
 
 
 @dataclass(frozen=True)
 class ModelData:
-    """What a model's whole data holds: events, the span of their times, the windows that
-    hold all of it."""
+    """A model's whole data: predictions, how many are labelled, the span of the prediction
+    times (bucket-aligned, in the model's buckets), and the configured windows at least that
+    long (those whose rules apply by default)."""
 
     predictions: int
     labelled: int
@@ -88,6 +57,7 @@ class GateResult:
     counters: dict[str, int]
     confidence: float
     dead: list[DeadLetter]
+    no_data: tuple[str, ...] = ()  # configured models without a prediction in the input
 
     @property
     def failed(self) -> list[Check]:
@@ -96,41 +66,6 @@ class GateResult:
     @property
     def exit_code(self) -> int:
         return 1 if self.failed else 0
-
-
-def parse_fail_on(names: Sequence[str], configured: Sequence[AlertRule]) -> list[AlertRule]:
-    """``--fail-on`` names: a configured rule, a shipped default rule (``FourFifthsRule``,
-    ``EqualizedOddsGap``, …) or a registry metric (its registry bound and direction), each
-    optionally ``=BOUND``. An unknown name is a :class:`ConfigError` naming what is known."""
-    by_name = {r.name: r for r in DEFAULT_RULES} | {r.name: r for r in configured}
-    out: dict[str, AlertRule] = {}
-    for raw in names:
-        name, eq, text = raw.partition("=")
-        name = name.strip()
-        if name in by_name:
-            rule = by_name[name]
-        elif name in METRICS:
-            m = METRICS[name]
-            if name not in RULE_METRICS:
-                raise ConfigError("--fail-on", f"{name} has no interval to judge significance by")
-            rule = AlertRule(name, cast(Metric, name), m.op, m.default_bound, significant=True)
-        else:
-            known = ", ".join(sorted(by_name))
-            raise ConfigError(
-                "--fail-on",
-                f"unknown rule {name!r}: give a rule ({known}) or a metric "
-                f"({', '.join(RULE_METRICS)}), optionally with =BOUND",
-            )
-        if eq:
-            try:
-                bound = float(text)
-            except ValueError:
-                bound = math.nan
-            if not math.isfinite(bound):
-                raise ConfigError("--fail-on", f"{raw!r}: the bound {text!r} is not a number")
-            rule = replace(rule, name=raw.strip(), bound=bound)
-        out[rule.name] = rule
-    return list(out.values())
 
 
 def run_gate(
@@ -154,20 +89,23 @@ def run_gate(
     preds, labs = read_inputs(
         cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping
     )
-    engine = Engine(cfg)
+    whole, seen = whole_data_config(cfg, preds, labs)
+    engine = Engine(whole)
     dead = replay(engine, preds, labs, batch_size=batch_size)
     if dead and not allow_invalid:
         raise UnreadableInput(_dead_message(dead))
     snap = engine.snapshot()
     checks: list[Check] = []
     data: dict[str, ModelData] = {}
-    for m, (name, ms) in enumerate(snap.models.items()):
+    no_data: list[str] = []
+    for name, ms in snap.models.items():
         if models and name not in models:
             continue
-        info = _model_data(engine, m, ms)
+        info = _model_data(ms, cfg.models[name], seen.get(name))
         if info.predictions == 0:
             if models:
                 raise UnreadableInput(f"no predictions of model {name!r} in the input")
+            no_data.append(name)
             continue
         data[name] = info
         rules = named if named is not None else _whole_data_rules(cfg.alerts.rules, info)
@@ -185,111 +123,68 @@ def run_gate(
         raise UnreadableInput("no predictions of a configured model in the input")
     if not checks:
         raise ConfigError(
-            "alerts.rules",
-            "no configured rule applies to a window holding the whole data (or to its "
+            "--fail-on" if named is not None else "alerts.rules",
+            "the rules named apply to none of the attribute sets (their attributes: lists)"
+            if named is not None
+            else "no configured rule applies to a window as long as the data (or to its "
             "attributes): name the rules to judge with --fail-on",
         )
-    return GateResult(checks, data, engine.counters(), cfg.confidence, dead)
+    return GateResult(checks, data, engine.counters(), cfg.confidence, dead, tuple(no_data))
 
 
-def judge(
-    rule: AlertRule,
-    r: AttributeResult,
-    counts: I64,
-    spec: ModelSpec,
-    where: tuple[str, str],
-    *,
-    confidence: float,
-) -> Check:
-    """One rule on one attribute set's whole data (``r``: its result over every group,
-    ``counts`` its ``[group, cell]`` counts; ``where``: model and attribute set).
-
-    Groups short of ``min_samples`` (the model's, in predictions; the rule's, in each compared
-    rate's denominator) are left out and named, not judged; the rest are compared with the alert
-    rules' test (``compared_enough``, blindness, ``AlertRule.breached``), significance required.
-    Left-out groups never decide: where a live alert would say "insufficient data" because a
-    small group has the extreme rate, the gate judges the groups that have the data."""
-    rule = replace(rule, significant=True)
-    rows = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
-    keep = [i for i, row in rows if row.judged]
-    jr = attribute_result(
-        counts[keep], [r.labels[i] for i in keep], spec, where[1], confidence=confidence
-    )
-    d = jr.disparity(rule.metric)
-    value, lower, upper = (x if math.isfinite(x) else math.nan for x in (d.value, d.lower, d.upper))
-    status: Status
-    if not compared_enough(rule, jr, d):
-        status, note = "insufficient", _short(rule, len(keep))
-    else:
-        blind = None
-        if METRICS[rule.metric].needs_labels:
-            report = blind_groups(jr.groups, favourable=spec.favourable)
-            blind = report.disparities(jr.disparities).get(rule.metric)
-        if blind is not None:
-            status, note = "blind", f"blind: {blind.text}"
-        elif rule.breached(value, lower, upper):
-            status, note = "fail", ""
-        else:
-            status, note = "pass", ""
-            if replace(rule, significant=False).breached(value, lower, upper):
-                note = "past the bound, but not significantly (the interval reaches it)"
-    return Check(
-        where[0], where[1], rule, status, value, lower, upper,
-        jr.name(d.low_group), jr.name(d.high_group), tuple(row for _, row in rows), note,
-        d.basis,
-    )  # fmt: skip
+def whole_data_config(
+    cfg: Config, predictions: Sequence[RawRecord], labels: Sequence[RawRecord]
+) -> tuple[Config, dict[str, tuple[float, float]]]:
+    """``cfg`` with, per model, one window over every event time of the input and a join that
+    holds every prediction until its label (see the module docstring); and per model with
+    predictions, the first and last prediction time. The records are decoded once here, with a
+    throwaway engine, for their times."""
+    preds, labs, _ = decode(Engine(cfg), predictions, labels)
+    times = np.concatenate([preds.ts, labs.ts])
+    if not len(times):
+        return cfg, {}
+    span = math.ceil(float(times.max() - times.min())) + 1
+    seen: dict[str, tuple[float, float]] = {}
+    models = {}
+    for m, (name, spec) in enumerate(cfg.models.items()):
+        ts = preds.ts[preds.model == m]
+        if len(ts):
+            seen[name] = (float(ts.min()), float(ts.max()))
+        bucket = spec.bucket * max(1, math.ceil(span / (spec.bucket * MAX_BUCKETS)))
+        length = bucket * (span // bucket + 2)  # whole buckets, wherever the span starts
+        join = replace(
+            spec.join,
+            ttl=max(spec.join.ttl, length),
+            max_pending=max(spec.join.max_pending, len(predictions)),
+            max_early_labels=max(spec.join.max_early_labels, len(labels)),
+        )
+        models[name] = replace(
+            spec,
+            bucket=bucket,
+            windows=(WindowSpec("whole-data", length),),
+            lateness=spec.lateness - spec.lateness % bucket,
+            join=join,
+        )
+    return replace(cfg, models=models), seen
 
 
-def _bases(metric: str) -> list[str]:
-    """The registry metrics whose rates a check compares (the EOD: its TPR and FPR gaps)."""
-    return [metric] if METRICS[metric].rate else ["tpr_gap", "fpr_gap"]
-
-
-def _rows(
-    r: AttributeResult, bases: list[str], min_n: int, min_den: int
-) -> list[tuple[int, GroupRow]]:
-    """(index, row) of each group with predictions; ``judged``: enough data for every rate."""
-    g = r.groups
-    rows = []
-    for i, name in enumerate(r.labels):
-        n = int(g.n[i])
-        if n == 0:
-            continue
-        rates: dict[str, tuple[float, float, float, int]] = {}
-        for b in bases:
-            rate = METRICS[b].rate
-            lo, hi = g.bounds[rate]
-            rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), r.denominator(i, b))
-        judged = n >= min_n and all(v[3] >= min_den for v in rates.values())
-        rows.append((i, GroupRow(name, n, rates, judged)))
-    return rows
-
-
-def _short(rule: AlertRule, judged: int) -> str:
-    return (
-        f"insufficient data: {judged} group(s) with at least {rule.min_samples} in each "
-        "compared rate's denominator (and the model's min_samples predictions); two are needed"
-    )
-
-
-def _model_data(engine: Engine, m: int, ms: ModelSnapshot) -> ModelData:
-    first, head = engine.first_bucket(m), engine.low_watermark(m)
+def _model_data(ms: ModelSnapshot, spec: ModelSpec, seen: tuple[float, float] | None) -> ModelData:
+    """Counts from the engine's totals; the span of the prediction times (``seen``) in the
+    configured model's buckets, and its windows at least that long."""
     cells = ms.totals[ms.groups[0][0]] if ms.groups else ms.totals[:0]
-    bucket = ms.spec.bucket
+    b = spec.bucket
+    start, end = (seen[0] // b * b, (seen[1] // b + 1) * b) if seen else (math.nan, math.nan)
     return ModelData(
         predictions=int(cells[:, N].sum()),
         labelled=int(cells[:, [TP, FP, FN, TN]].sum()),
-        start=float(first * bucket) if first is not None else math.nan,
-        end=float((head + 1) * bucket) if head is not None else math.nan,
-        # a window holds the whole data when its counts are every accepted event's
-        whole_windows=tuple(
-            name for name, wc in ms.windows.items() if np.array_equal(wc.counts, ms.totals)
-        ),
+        start=start,
+        end=end,
+        whole_windows=tuple(w.name for w in spec.windows if seen and w.length >= end - start),
     )
 
 
 def _whole_data_rules(rules: Sequence[AlertRule], info: ModelData) -> list[AlertRule]:
-    """The configured rules that apply to a window holding the whole data (no ``windows:``
+    """The configured rules that apply to a window as long as the data (no ``windows:``
     restriction, or one naming such a window)."""
     return [r for r in rules if not r.windows or set(r.windows) & set(info.whole_windows)]
 

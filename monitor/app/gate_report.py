@@ -17,7 +17,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from monitor.app.gate import Check, GateResult, GroupRow
+from monitor.app.gate import GateResult
+from monitor.app.gate_rules import Check, GroupRow
 from monitor.metrics.registry import METRICS
 
 # characters XML 1.0 cannot carry (group names come from the data)
@@ -100,7 +101,7 @@ def summary(res: GateResult) -> str:
         windows = ", ".join(info.whole_windows) or "none"
         out.append(
             f"model {name}: {info.predictions} predictions ({info.labelled} labelled), "
-            f"{_iso(info.start)} → {_iso(info.end)}; windows holding all of it: {windows}"
+            f"{_iso(info.start)} → {_iso(info.end)}; configured windows as long: {windows}"
         )
         for c in (c for c in res.checks if c.model == name):
             line = f"  {_MARK[c.status]}  {c.rule.name} [{c.attribute}]  "
@@ -112,6 +113,8 @@ def summary(res: GateResult) -> str:
             if short and c.status in ("fail", "pass"):
                 names = ", ".join(f"{g.name} (n={g.n})" for g in short)
                 out.append(f"        not judged, insufficient data: {names}")
+    if res.no_data:
+        out.append(f"no predictions in the input, not judged: model {', '.join(res.no_data)}")
     odd = [f"{k} {v}" for k in _ODD if (v := res.counters.get(k, 0))]
     if odd:  # e.g. labels whose prediction id matches none: the two files may not match
         out.append("events not counted: " + ", ".join(odd))
@@ -160,7 +163,7 @@ def junit_xml(res: GateResult, *, elapsed: float = 0.0) -> bytes:
             ("labelled", str(info.labelled)),
             ("data_start", _iso(info.start)),
             ("data_end", _iso(info.end)),
-            ("windows_holding_all_data", ",".join(info.whole_windows)),
+            ("windows_as_long_as_the_data", ",".join(info.whole_windows)),
         ):
             ET.SubElement(props, "property", name=key, value=_x(value))
         for c in checks:

@@ -174,6 +174,30 @@ def test_compas_default_rules_and_schema(
     assert failure.attrib["message"].endswith(f": {lo} vs {hi}")
 
 
+def test_whole_data_whatever_the_configured_windows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """COMPAS under a live-stream config (1-minute buckets, a 1-hour window, the default 30-day
+    join TTL; labels come 730 days late): the gate still counts every label, and its FPR gap on
+    race is the pandas recount's."""
+    cfg = yaml.safe_load(COMPAS_CONFIG.read_text())
+    model = cfg["models"]["compas"]
+    model.update(bucket="1m", windows=[{"name": "1h", "length": "1h"}], lateness="1h")
+    del model["join"]
+    config = tmp_path / "live.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    rc, out, _ = gate(capsys, "-c", str(config), "--csv", str(COMPAS_CSV), "--csv-mapping",
+                      str(COMPAS_MAPPING), "--fail-on", "fpr_gap")  # fmt: skip
+    df = pandas_counts()
+    assert rc == 1
+    assert f"model compas: {len(df)} predictions ({len(df)} labelled)" in out
+    assert "configured windows as long: none" in out and "events not counted" not in out
+    neg = df[df.y == 0]
+    fpr = {r: (sub.p == 1).mean() for r, sub in neg.groupby("race") if len(sub) >= 30}
+    hi, lo = max(fpr, key=fpr.__getitem__), min(fpr, key=fpr.__getitem__)
+    assert f"FAIL  fpr_gap [race]  fpr_gap {fpr[hi] - fpr[lo]:.3f}, 95% CI" in out
+
+
 # -- synthetic sets -------------------------------------------------------------------------------
 
 
@@ -273,7 +297,7 @@ def test_rules_of_short_windows_are_not_defaults(
     cfg = loan_config(tmp_path, {"alerts": {"rules": [rule]}})
     data = write_set(tmp_path, {"A": (500, 400), "B": (500, 100)})
     rc, _, err = gate(capsys, "-c", cfg, *data)
-    assert rc == 2 and "no configured rule applies to a window holding the whole data" in err
+    assert rc == 2 and "no configured rule applies to a window as long as the data" in err
     rc, out, _ = gate(capsys, "-c", cfg, *data, "--fail-on", "HourlyDIR")
     assert rc == 1 and "FAIL  HourlyDIR [group]  disparate_impact_ratio 0.250" in out
 
