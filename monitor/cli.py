@@ -1,4 +1,4 @@
-"""Command line: ``fairness-monitor check-config | run | status | replay | report | demo |
+"""Command line: ``fairness-monitor check-config | run | status | replay | gate | report | demo |
 simulate``: argument parsing and dispatch. Each command's work lives in the layer it belongs
 to (the backtest in ``app/backtest.py``, checkpoint reports in ``outputs/checkpoint_report.py``,
 ``run`` in ``app/run_command.py``, ``simulate`` in ``app/simulate_command.py``).
@@ -54,6 +54,33 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write every closed bucket boundary's disparities (with bounds, blind marked), "
         "group rates and detector evidence here (JSON lines)",
+    )
+
+    g = sub.add_parser(
+        "gate",
+        help="CI fairness gate: exit 1 when a rule is breached significantly on the given data",
+        description="Replay recorded events (a validation set) and judge fairness rules on the "
+        "whole data: exit 1 when a rule's whole confidence interval is past its bound, 0 "
+        "otherwise, 2 on bad input.",
+    )
+    _inputs(g)
+    g.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a configured rule (FourFifthsRule, EqualizedOddsGap, ...) or a metric "
+        "(disparate_impact_ratio, tpr_gap, ...), optionally RULE=BOUND; repeatable "
+        "(default: the configured alert rules that apply to a window holding the whole data)",
+    )
+    g.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
+    g.add_argument(
+        "--model", action="append", default=[], help="judge only this model (repeatable)"
+    )
+    g.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="judge without unreadable records instead of exiting 2",
     )
 
     a = sub.add_parser(
@@ -163,6 +190,30 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate(args: argparse.Namespace) -> int:
+    """``gate``: the whole-data verdict of the rules, a summary, optionally JUnit XML."""
+    from monitor.app.gate import run_gate
+    from monitor.app.gate_report import summary, write_junit
+
+    t0 = time.monotonic()
+    result = run_gate(
+        load_config(args.config),
+        predictions=args.predictions,
+        labels=args.labels,
+        csv=args.csv,
+        csv_mapping=args.csv_mapping,
+        fail_on=args.fail_on,
+        models=args.model,
+        allow_invalid=args.allow_invalid,
+        batch_size=args.batch_size,
+    )
+    print(summary(result))
+    if args.junit:
+        write_junit(args.junit, result, elapsed=time.monotonic() - t0)
+        print(f"wrote {args.junit}", file=sys.stderr)
+    return result.exit_code
+
+
 def _print_report(report: dict[str, object], fmt: str) -> None:
     if fmt == "json":
         json.dump(report, sys.stdout, indent=2, allow_nan=False)
@@ -263,6 +314,7 @@ COMMANDS = {
     "run": _run,
     "status": _status,
     "replay": _replay,
+    "gate": _gate,
     "report": _report,
     "demo": _demo,
     "simulate": _simulate,

@@ -9,6 +9,7 @@ from typing import Any
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import blind_groups
+from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -32,6 +33,19 @@ def _fmt(x: Any) -> str:
     )
 
 
+def compared_enough(rule: AlertRule, r: AttributeResult, d: Disparity) -> bool:
+    """Do both compared groups reach the rule's ``min_samples`` in the denominator of the rate
+    compared? The basis decides the rate (for the EOD: the gap that is the larger). The alert
+    rules and ``fairness-monitor gate`` judge with this one test."""
+    lo, hi = d.low_group, d.high_group
+    basis = d.basis or rule.metric
+    return (
+        lo is not None
+        and hi is not None
+        and all(r.denominator(g, basis) >= rule.min_samples for g in (lo, hi))
+    )
+
+
 def check_rule(
     book: AlertBook,
     rule: AlertRule,
@@ -48,13 +62,8 @@ def check_rule(
     d = r.disparity(rule.metric)
     value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
     lo, hi = d.low_group, d.high_group
-    # the basis decides the rate and the denominator (for the EOD: the gap that is the max)
     basis = d.basis or rule.metric
-    enough = (
-        lo is not None
-        and hi is not None
-        and all(r.denominator(g, basis) >= rule.min_samples for g in (lo, hi))
-    )
+    enough = compared_enough(rule, r, d)
     breached = enough and rule.breached(value, lower, upper)
     labels = {
         "alertname": rule.name,

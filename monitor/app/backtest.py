@@ -22,21 +22,16 @@ from monitor.outputs.timeline import attach
 from monitor.state.engine import Engine
 
 
-def replay_files(
+def read_inputs(
     cfg: Config,
     *,
     predictions: Sequence[str],
     labels: Sequence[str] = (),
     csv: Sequence[str] = (),
     csv_mapping: str | None = None,
-    batch_size: int = 10_000,
-    series_points: int | None = 0,
-    timeline: str | None = None,
-) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
-    """Replay the named files: the report (with the backtest's alerts), dead letters, evaluator.
-
-    ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
-    (``outputs/timeline.py``), streamed as the evaluator goes."""
+) -> tuple[list[RawRecord], list[RawRecord]]:
+    """The raw prediction and label records of the named JSONL and CSV files (``replay``,
+    ``report`` and ``gate`` read them the one way)."""
     if not (predictions or csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -53,6 +48,27 @@ def replay_files(
             p, lab, _ = read_csv(path, mapping, cfg.fields)
             preds += p
             labs += lab
+    return preds, labs
+
+
+def replay_files(
+    cfg: Config,
+    *,
+    predictions: Sequence[str],
+    labels: Sequence[str] = (),
+    csv: Sequence[str] = (),
+    csv_mapping: str | None = None,
+    batch_size: int = 10_000,
+    series_points: int | None = 0,
+    timeline: str | None = None,
+) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
+    """Replay the named files: the report (with the backtest's alerts), dead letters, evaluator.
+
+    ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
+    (``outputs/timeline.py``), streamed as the evaluator goes."""
+    preds, labs = read_inputs(
+        cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping
+    )
     engine = Engine(cfg)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
     with contextlib.ExitStack() as stack:

@@ -38,6 +38,23 @@ def _concat_labels(parts: list[LabelBatch]) -> LabelBatch:
     )
 
 
+def decode(
+    engine: Engine, predictions: Sequence[RawRecord], labels: Sequence[RawRecord]
+) -> tuple[PredictionBatch, LabelBatch, list[DeadLetter]]:
+    """Decode every record with the engine's decoder (which registers the groups it meets)."""
+    dead: list[DeadLetter] = []
+    pparts, lparts = [], []
+    for i in range(0, len(predictions), DECODE_CHUNK):
+        b, d = engine.decoder.decode_predictions(predictions[i : i + DECODE_CHUNK])
+        pparts.append(b)
+        dead += d
+    for i in range(0, len(labels), DECODE_CHUNK):
+        lb, d = engine.decoder.decode_labels(labels[i : i + DECODE_CHUNK])
+        lparts.append(lb)
+        dead += d
+    return _concat_preds(pparts), _concat_labels(lparts), dead
+
+
 def replay(
     engine: Engine,
     predictions: Sequence[RawRecord],
@@ -52,18 +69,8 @@ def replay(
     With an ``evaluator``, alert rules are evaluated at every closed bucket on the way (a
     backtest: its ``history`` holds the transitions the live monitor would have produced).
     """
-    dead: list[DeadLetter] = []
-    pparts, lparts = [], []
-    for i in range(0, len(predictions), DECODE_CHUNK):
-        b, d = engine.decoder.decode_predictions(predictions[i : i + DECODE_CHUNK])
-        pparts.append(b)
-        dead += d
-    for i in range(0, len(labels), DECODE_CHUNK):
-        lb, d = engine.decoder.decode_labels(labels[i : i + DECODE_CHUNK])
-        lparts.append(lb)
-        dead += d
+    preds, labs, dead = decode(engine, predictions, labels)
     engine.count_invalid(0, [d.reason.value for d in dead])
-    preds, labs = _concat_preds(pparts), _concat_labels(lparts)
     # stable sort on time; predictions before labels at equal times
     ts = np.concatenate([preds.ts, labs.ts])
     order = np.argsort(ts, kind="stable")

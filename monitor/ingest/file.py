@@ -162,7 +162,15 @@ def read_csv(
     lineno = 1
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            for lineno, row in enumerate(csv.DictReader(fh), start=2):
+            reader = csv.DictReader(fh)
+            for lineno, row in enumerate(reader, start=2):
+                if None in row or None in row.values():  # DictReader's marks of a ragged row
+                    width = len(reader.fieldnames or ())
+                    extra = row.pop(None, [])
+                    got = len(extra) + sum(v is not None for v in row.values())
+                    raise UnreadableInput(
+                        f"{path} line {reader.line_num}: {got} fields where the header has {width}"
+                    )
                 if not all(f.keep(row) for f in mapping.where):
                     skipped += 1
                     continue

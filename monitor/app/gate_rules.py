@@ -1,0 +1,168 @@
+"""The rules of ``fairness-monitor gate``: which rule a ``--fail-on`` name means, and how one rule
+is judged on one attribute set's whole data (the alert rules' test, significance required,
+groups short of ``min_samples`` named and left out)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, cast
+
+from monitor.alerts.window_rules import compared_enough
+from monitor.config.rules import DEFAULT_RULES, AlertRule, Metric
+from monitor.config.rules import METRICS as RULE_METRICS
+from monitor.config.spec import ConfigError, ModelSpec
+from monitor.metrics.blindness import blind_groups
+from monitor.metrics.registry import METRICS
+from monitor.metrics.results import I64, AttributeResult, attribute_result
+
+Status = Literal["fail", "pass", "insufficient", "blind"]
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One group's numbers behind a check: ``rates`` per compared rate, (value, lower, upper,
+    denominator); ``judged`` false for a group below ``min_samples`` (insufficient data)."""
+
+    name: str
+    n: int
+    rates: dict[str, tuple[float, float, float, int]]
+    judged: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    """One rule on one attribute set of one model, judged on the whole data."""
+
+    model: str
+    attribute: str
+    rule: AlertRule
+    status: Status
+    value: float
+    lower: float
+    upper: float
+    low_group: str | None
+    high_group: str | None
+    groups: tuple[GroupRow, ...]
+    note: str
+    basis: str = ""  # the registry metric the numbers are (the EOD: its larger gap)
+
+    @property
+    def insufficient_groups(self) -> list[GroupRow]:
+        return [g for g in self.groups if not g.judged]
+
+
+def parse_fail_on(names: Sequence[str], configured: Sequence[AlertRule]) -> list[AlertRule]:
+    """``--fail-on`` names: a configured rule, a shipped default rule (``FourFifthsRule``,
+    ``EqualizedOddsGap``, …) or a registry metric (its registry bound and direction), each
+    optionally ``=BOUND``. An unknown name is a :class:`ConfigError` naming what is known."""
+    by_name = {r.name: r for r in DEFAULT_RULES} | {r.name: r for r in configured}
+    out: dict[str, AlertRule] = {}
+    for raw in names:
+        name, eq, text = raw.partition("=")
+        name = name.strip()
+        if name in by_name:
+            rule = by_name[name]
+        elif name in METRICS:
+            m = METRICS[name]
+            if name not in RULE_METRICS:
+                raise ConfigError("--fail-on", f"{name} has no interval to judge significance by")
+            rule = AlertRule(name, cast(Metric, name), m.op, m.default_bound, significant=True)
+        else:
+            known = ", ".join(sorted(by_name))
+            raise ConfigError(
+                "--fail-on",
+                f"unknown rule {name!r}: give a rule ({known}) or a metric "
+                f"({', '.join(RULE_METRICS)}), optionally with =BOUND",
+            )
+        if eq:
+            try:
+                bound = float(text)
+            except ValueError:
+                bound = math.nan
+            if not math.isfinite(bound):
+                raise ConfigError("--fail-on", f"{raw!r}: the bound {text!r} is not a number")
+            rule = replace(rule, name=raw.strip(), bound=bound)
+        out[rule.name] = rule
+    return list(out.values())
+
+
+def judge(
+    rule: AlertRule,
+    r: AttributeResult,
+    counts: I64,
+    spec: ModelSpec,
+    where: tuple[str, str],
+    *,
+    confidence: float,
+) -> Check:
+    """One rule on one attribute set's whole data (``r``: its result over every group,
+    ``counts`` its ``[group, cell]`` counts; ``where``: model and attribute set).
+
+    Groups short of ``min_samples`` (the model's, in predictions; the rule's, in each compared
+    rate's denominator) are left out and named, not judged; the rest are compared with the alert
+    rules' test (``compared_enough``, blindness, ``AlertRule.breached``), significance required.
+    Left-out groups never decide: where a live alert would say "insufficient data" because a
+    small group has the extreme rate, the gate judges the groups that have the data."""
+    rule = replace(rule, significant=True)
+    rows = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
+    keep = [i for i, row in rows if row.judged]
+    jr = attribute_result(
+        counts[keep], [r.labels[i] for i in keep], spec, where[1], confidence=confidence
+    )
+    d = jr.disparity(rule.metric)
+    value, lower, upper = (x if math.isfinite(x) else math.nan for x in (d.value, d.lower, d.upper))
+    status: Status
+    if not compared_enough(rule, jr, d):
+        status, note = "insufficient", _short(rule, len(keep))
+    else:
+        blind = None
+        if METRICS[rule.metric].needs_labels:
+            report = blind_groups(jr.groups, favourable=spec.favourable)
+            blind = report.disparities(jr.disparities).get(rule.metric)
+        if blind is not None:
+            status, note = "blind", f"blind: {blind.text}"
+        elif rule.breached(value, lower, upper):
+            status, note = "fail", ""
+        else:
+            status, note = "pass", ""
+            if replace(rule, significant=False).breached(value, lower, upper):
+                note = "past the bound, but not significantly (the interval reaches it)"
+    return Check(
+        where[0], where[1], rule, status, value, lower, upper,
+        jr.name(d.low_group), jr.name(d.high_group), tuple(row for _, row in rows), note,
+        d.basis,
+    )  # fmt: skip
+
+
+def _bases(metric: str) -> list[str]:
+    """The registry metrics whose rates a check compares (the EOD: its TPR and FPR gaps)."""
+    return [metric] if METRICS[metric].rate else ["tpr_gap", "fpr_gap"]
+
+
+def _rows(
+    r: AttributeResult, bases: list[str], min_n: int, min_den: int
+) -> list[tuple[int, GroupRow]]:
+    """(index, row) of each group with predictions; ``judged``: enough data for every rate."""
+    g = r.groups
+    rows = []
+    for i, name in enumerate(r.labels):
+        n = int(g.n[i])
+        if n == 0:
+            continue
+        rates: dict[str, tuple[float, float, float, int]] = {}
+        for b in bases:
+            rate = METRICS[b].rate
+            lo, hi = g.bounds[rate]
+            rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), r.denominator(i, b))
+        judged = n >= min_n and all(v[3] >= min_den for v in rates.values())
+        rows.append((i, GroupRow(name, n, rates, judged)))
+    return rows
+
+
+def _short(rule: AlertRule, judged: int) -> str:
+    return (
+        f"insufficient data: {judged} group(s) with at least {rule.min_samples} in each "
+        "compared rate's denominator (and the model's min_samples predictions); two are needed"
+    )

@@ -1,0 +1,373 @@
+"""``fairness-monitor gate``: exit 1 on a significant breach (COMPAS, race: the four-fifths rule),
+0 on a fair set, 2 on bad input; the JUnit XML validated against a JUnit schema.
+
+The numbers are checked against independent computations: a pandas recount of COMPAS with
+ProPublica's filter, Wilson limits from statsmodels and the MOVER-R ratio interval written out
+here (Donner & Zou 2012), and synthetic sets whose rates are known by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import xmlschema
+import yaml
+from statsmodels.stats.proportion import proportion_confint
+
+from monitor.cli import main
+from tests.app.test_compas import pandas_counts
+from tests.conftest import COMPAS_CSV, ROOT
+
+SCHEMA = Path(__file__).with_name("junit.xsd")
+COMPAS_CONFIG = ROOT / "examples/compas/config.yaml"
+COMPAS_MAPPING = ROOT / "examples/compas/mapping.yaml"
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+@pytest.fixture(scope="module")
+def schema() -> xmlschema.XMLSchema:
+    return xmlschema.XMLSchema(str(SCHEMA))
+
+
+def gate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["gate", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def compas_config(tmp_path: Path, rules: list[dict[str, object]]) -> Path:
+    """The example's config with these alert rules."""
+    cfg = yaml.safe_load(COMPAS_CONFIG.read_text())
+    cfg["alerts"] = {"rules": rules}
+    path = tmp_path / "compas.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def compas_args(config: Path, junit: Path) -> list[str]:
+    return ["-c", str(config), "--csv", str(COMPAS_CSV), "--csv-mapping", str(COMPAS_MAPPING),
+            "--junit", str(junit)]  # fmt: skip
+
+
+def mover_ratio(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
+    """MOVER-R interval of p1/p2 with Wilson limits (Donner & Zou 2012), from statsmodels'
+    Wilson limits: the oracle for the gate's interval."""
+    p1, p2 = x1 / n1, x2 / n2
+    l1, u1 = proportion_confint(x1, n1, alpha=0.05, method="wilson")
+    l2, u2 = proportion_confint(x2, n2, alpha=0.05, method="wilson")
+    pp = p1 * p2
+    lo = (pp - math.sqrt(pp**2 - l1 * (2 * p1 - l1) * u2 * (2 * p2 - u2))) / (u2 * (2 * p2 - u2))
+    hi = (pp + math.sqrt(pp**2 - u1 * (2 * p1 - u1) * l2 * (2 * p2 - l2))) / (l2 * (2 * p2 - l2))
+    return lo, hi
+
+
+def cases(junit: Path) -> dict[str, ET.Element]:
+    return {c.attrib["name"]: c for c in ET.parse(junit).getroot().iter("testcase")}
+
+
+def counts_agree(junit: Path) -> None:
+    """The suites' counts are those of their testcases (a schema cannot say so)."""
+    root = ET.parse(junit).getroot()
+    suites = root.findall("testsuite")
+    for s in suites:
+        tcs = s.findall("testcase")
+        assert int(s.attrib["tests"]) == len(tcs)
+        assert int(s.attrib["failures"]) == sum(tc.find("failure") is not None for tc in tcs)
+        assert int(s.attrib["skipped"]) == sum(tc.find("skipped") is not None for tc in tcs)
+    assert int(root.attrib["tests"]) == sum(int(s.attrib["tests"]) for s in suites)
+    assert int(root.attrib["failures"]) == sum(int(s.attrib["failures"]) for s in suites)
+
+
+# -- COMPAS: a significant four-fifths breach on race ------------------------------------------
+
+
+def test_compas_race_breaches_four_fifths_significantly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: xmlschema.XMLSchema
+) -> None:
+    """Favourable is the low-risk prediction (config.yaml: favourable 0): the low-risk rate of
+    African-American defendants over Caucasian ones (the reference) is below 0.8, and so is the
+    upper limit of its 95% interval."""
+    config = compas_config(
+        tmp_path,
+        [{"name": "FourFifths", "metric": "disparate_impact_ratio", "bound": 0.8,
+          "significant": True, "attributes": ["race"]}],
+    )  # fmt: skip
+    junit = tmp_path / "gate.xml"
+    rc, out, _ = gate(capsys, *compas_args(config, junit))
+    assert rc == 1
+
+    df = pandas_counts()
+    low_risk = {r: int((sub.p == 0).sum()) for r, sub in df.groupby("race")}
+    n = {r: len(sub) for r, sub in df.groupby("race")}
+    aa, cau = "African-American", "Caucasian"
+    dir_ = (low_risk[aa] / n[aa]) / (low_risk[cau] / n[cau])
+    lo, hi = mover_ratio(low_risk[aa], n[aa], low_risk[cau], n[cau])
+    assert dir_ < hi < 0.8  # the breach is significant, independently of the gate
+    # every other group with at least 30 has a higher low-risk rate than African-American
+    rates = {r: low_risk[r] / n[r] for r in n if n[r] >= 30}
+    assert min(rates, key=rates.__getitem__) == aa
+
+    schema.validate(str(junit))
+    counts_agree(junit)
+    tc = cases(junit)
+    assert set(tc) == {"FourFifths [race]"}  # the rule applies to race only
+    failure = tc["FourFifths [race]"].find("failure")
+    assert failure is not None
+    msg = failure.attrib["message"]
+    assert msg == (
+        f"disparate_impact_ratio {dir_:.3f}, 95% CI [{lo:.3f}, {hi:.3f}] wholly below 0.8: "
+        f"{aa} vs {cau}"
+    )
+    text = failure.text or ""
+    judged, short = text.split("insufficient data (below min_samples, not judged):")
+    for race in n:
+        line = f"  {race}: selection_rate {low_risk[race] / n[race]:.3f} "
+        assert line in (judged if n[race] >= 30 else short), race
+        assert f"(n={n[race]})" in text
+    assert any(n[r] < 30 for r in n)  # Native American: reported, not judged
+    assert msg in out and "gate FAILED: 1 of 1 checks" in out
+
+
+def test_compas_sex_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On sex the DIR's interval lies wholly above 0.8 (pandas recount): exit 0."""
+    config = compas_config(
+        tmp_path,
+        [{"name": "FourFifths", "metric": "disparate_impact_ratio", "bound": 0.8,
+          "significant": True, "attributes": ["sex"]}],
+    )  # fmt: skip
+    junit = tmp_path / "gate.xml"
+    rc, out, _ = gate(capsys, *compas_args(config, junit))
+    df = pandas_counts()
+    fav = {s: int((sub.p == 0).sum()) for s, sub in df.groupby("sex")}
+    n = {s: len(sub) for s, sub in df.groupby("sex")}
+    lo, _ = mover_ratio(fav["Male"], n["Male"], fav["Female"], n["Female"])
+    assert lo > 0.8 and rc == 0
+    assert cases(junit)["FourFifths [sex]"].find("failure") is None
+    assert "gate passed: 0 of 1 checks" in out
+
+
+def test_compas_default_rules_and_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: xmlschema.XMLSchema
+) -> None:
+    """Without --fail-on: the configured rules (the shipped defaults here) on every attribute
+    set, one testcase per rule × attribute set; the FPR gap on race is judged between the
+    groups that have the data (ProPublica: 0.423 vs 0.220), not lost to a small group."""
+    junit = tmp_path / "gate.xml"
+    rc, _, _ = gate(capsys, *compas_args(COMPAS_CONFIG, junit))
+    assert rc == 1
+    schema.validate(str(junit))
+    counts_agree(junit)
+    tc = cases(junit)
+    rules = ["FourFifthsRule", "EqualizedOddsGap", "TruePositiveRateGap", "FalsePositiveRateGap"]
+    assert set(tc) == {f"{r} [{a}]" for r in rules for a in ("race", "sex", "age", "race&sex")}
+    df = pandas_counts()
+    neg = df[df.y == 0]
+    fpr = {r: (sub.p == 1).mean() for r, sub in neg.groupby("race") if len(sub) >= 30}
+    failure = tc["FalsePositiveRateGap [race]"].find("failure")
+    assert failure is not None
+    hi, lo = max(fpr, key=fpr.__getitem__), min(fpr, key=fpr.__getitem__)
+    assert failure.attrib["message"].startswith(f"fpr_gap {fpr[hi] - fpr[lo]:.3f}, 95% CI")
+    assert failure.attrib["message"].endswith(f": {lo} vs {hi}")
+
+
+def test_whole_data_whatever_the_configured_windows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """COMPAS under a live-stream config (1-minute buckets, a 1-hour window, the default 30-day
+    join TTL; labels come 730 days late): the gate still counts every label, and its FPR gap on
+    race is the pandas recount's."""
+    cfg = yaml.safe_load(COMPAS_CONFIG.read_text())
+    model = cfg["models"]["compas"]
+    model.update(bucket="1m", windows=[{"name": "1h", "length": "1h"}], lateness="1h")
+    del model["join"]
+    config = tmp_path / "live.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    rc, out, _ = gate(capsys, "-c", str(config), "--csv", str(COMPAS_CSV), "--csv-mapping",
+                      str(COMPAS_MAPPING), "--fail-on", "fpr_gap")  # fmt: skip
+    df = pandas_counts()
+    assert rc == 1
+    assert f"model compas: {len(df)} predictions ({len(df)} labelled)" in out
+    assert "configured windows as long: none" in out and "events not counted" not in out
+    neg = df[df.y == 0]
+    fpr = {r: (sub.p == 1).mean() for r, sub in neg.groupby("race") if len(sub) >= 30}
+    hi, lo = max(fpr, key=fpr.__getitem__), min(fpr, key=fpr.__getitem__)
+    assert f"FAIL  fpr_gap [race]  fpr_gap {fpr[hi] - fpr[lo]:.3f}, 95% CI" in out
+
+
+# -- synthetic sets -------------------------------------------------------------------------------
+
+
+def write_set(tmp_path: Path, groups: dict[str, tuple[int, int]]) -> list[str]:
+    """Predictions and labels: per group (n, favourable); among the favourable (prediction 1)
+    half are labelled 1, among the others a quarter; one event a minute."""
+    preds, labels = tmp_path / "p.jsonl", tmp_path / "l.jsonl"
+    t = T0
+    with preds.open("w") as p, labels.open("w") as lab:
+        for g, (n, fav) in groups.items():
+            for i in range(n):
+                pid, yhat = f"{g}-{i}", int(i < fav)
+                y = int(i % 2 == 0) if yhat else int(i % 4 == 0)
+                p.write(json.dumps({"prediction_id": pid, "timestamp": t, "model_id": "loan",
+                                    "prediction": yhat, "attributes": {"group": g}}) + "\n")  # fmt: skip
+                lab.write(json.dumps({"prediction_id": pid, "timestamp": t + 3600, "label": y}))
+                lab.write("\n")
+                t += 60
+    return ["-p", str(preds), "-l", str(labels)]
+
+
+def loan_config(tmp_path: Path, extra: dict[str, object] | None = None) -> str:
+    cfg: dict[str, object] = {
+        "models": {
+            "loan": {
+                "attributes": {"group": {}},
+                "reference_groups": {"group": "A"},
+                "bucket": "1h",
+                "windows": [{"name": "1h", "length": "1h"}, {"name": "all", "length": "30d"}],
+                "lateness": "0s",
+            }
+        },
+        **(extra or {}),
+    }
+    path = tmp_path / "loan.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_fair_set_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: xmlschema.XMLSchema
+) -> None:
+    """Two groups with the same counts in every cell: every rule passes (exit 0). A third group
+    of 12 with no favourable decision is named as insufficient data and judged by no rule."""
+    data = write_set(tmp_path, {"A": (1000, 600), "B": (1000, 600), "C": (12, 0)})
+    junit = tmp_path / "gate.xml"
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--junit", str(junit))
+    assert rc == 0, out
+    schema.validate(str(junit))
+    counts_agree(junit)
+    tc = cases(junit)
+    assert len(tc) == 4 and all(c.find("failure") is None for c in tc.values())
+    dir_case = (tc["FourFifthsRule [group]"].findtext("system-out") or "").splitlines()
+    assert dir_case[1].startswith("disparate_impact_ratio 1.000, 95% CI")
+    assert dir_case[3].startswith("  A: selection_rate 0.600 ") and "(n=1000)" in dir_case[3]
+    assert dir_case[4].startswith("  B: selection_rate 0.600 ") and "(n=1000)" in dir_case[4]
+    assert dir_case[-1].startswith("  C: selection_rate 0.000") and "(n=12)" in dir_case[-1]
+    assert "not judged, insufficient data: C (n=12)" in out
+    assert "gate passed: 0 of 4 checks" in out
+
+
+def test_a_breach_within_the_noise_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DIR 0.7 on 60 per group: below 0.8, but the interval reaches past it (the oracle says
+    so): not significant, exit 0, and said."""
+    data = write_set(tmp_path, {"A": (60, 30), "B": (60, 21)})
+    lo, hi = mover_ratio(21, 60, 30, 60)
+    assert lo < 0.7 < 0.8 < hi
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on", "FourFifthsRule")
+    assert rc == 0
+    assert f"disparate_impact_ratio 0.700, 95% CI [{lo:.3f}, {hi:.3f}], bound < 0.8" in out
+    assert "past the bound, but not significantly" in out
+
+
+def test_too_few_per_group_is_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: xmlschema.XMLSchema
+) -> None:
+    """29 per group (seed 002 asks 30): a skipped testcase, never a failure, however unequal."""
+    data = write_set(tmp_path, {"A": (29, 29), "B": (29, 0)})
+    junit = tmp_path / "gate.xml"
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on",
+                      "disparate_impact_ratio", "--junit", str(junit))  # fmt: skip
+    assert rc == 0
+    schema.validate(str(junit))
+    skipped = cases(junit)["disparate_impact_ratio [group]"].find("skipped")
+    assert skipped is not None and "insufficient data: 0 group(s)" in skipped.attrib["message"]
+    assert "skip  disparate_impact_ratio [group]" in out
+
+
+def test_rules_of_short_windows_are_not_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule restricted to the 1h window does not judge the whole data unless named."""
+    rule = {"name": "HourlyDIR", "metric": "disparate_impact_ratio", "bound": 0.8,
+            "windows": ["1h"]}  # fmt: skip
+    cfg = loan_config(tmp_path, {"alerts": {"rules": [rule]}})
+    data = write_set(tmp_path, {"A": (500, 400), "B": (500, 100)})
+    rc, _, err = gate(capsys, "-c", cfg, *data)
+    assert rc == 2 and "no configured rule applies to a window as long as the data" in err
+    rc, out, _ = gate(capsys, "-c", cfg, *data, "--fail-on", "HourlyDIR")
+    assert rc == 1 and "FAIL  HourlyDIR [group]  disparate_impact_ratio 0.250" in out
+
+
+# -- exit 2: bad input ----------------------------------------------------------------------------
+
+
+def test_malformed_file_exits_2_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_set(tmp_path, {"A": (100, 60), "B": (100, 60)})
+    with open(data[1], "a") as fh:
+        fh.write('{"prediction_id": "x", "timestamp": \n')  # line 201: cut short
+    junit = tmp_path / "gate.xml"
+    rc, out, err = gate(capsys, "-c", loan_config(tmp_path), *data, "--junit", str(junit))
+    assert rc == 2 and out == "" and not junit.exists()
+    assert f"{data[1]} line 201: not_json" in err
+    rc, _, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--allow-invalid")
+    assert rc == 0
+
+
+def test_ragged_csv_row_exits_2_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A COMPAS row that lost its last field: exit 2, the line and both widths named."""
+    lines = COMPAS_CSV.read_text().splitlines()[:6]
+    width = len(lines[0].split(","))
+    lines[3] = lines[3].rsplit(",", 1)[0]  # file line 4
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    rc, out, err = gate(capsys, "-c", str(COMPAS_CONFIG), "--csv", str(bad),
+                        "--csv-mapping", str(COMPAS_MAPPING))  # fmt: skip
+    assert rc == 2 and out == ""
+    assert f"{bad} line 4: {width - 1} fields where the header has {width}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fail-on", "FourFifths"], "--fail-on: unknown rule 'FourFifths'"),
+        (["--fail-on", "tpr_gap=high"], "the bound 'high' is not a number"),
+        (["--fail-on", "average_odds_difference"], "has no interval"),
+        (["--model", "nope"], "--model: unknown model 'nope'"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    data = write_set(tmp_path, {"A": (50, 30), "B": (50, 30)})
+    rc, _, err = gate(capsys, "-c", loan_config(tmp_path), *data, *args)
+    assert rc == 2 and message in err
+
+
+def test_bad_config_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rule = {"name": "R", "metric": "disparate_impact_ratio", "bound": ".8x"}
+    cfg = loan_config(tmp_path, {"alerts": {"rules": [rule]}})
+    data = write_set(tmp_path, {"A": (50, 30), "B": (50, 30)})
+    rc, _, err = gate(capsys, "-c", cfg, *data)
+    assert rc == 2 and "alerts.rules[0].bound" in err
+
+
+def test_schema_rejects_what_ci_cannot_read(schema: xmlschema.XMLSchema) -> None:
+    """The schema bites: a testcase without a name, a count that is not a number."""
+    assert not schema.is_valid(
+        '<testsuites><testsuite name="m" tests="1" failures="0" errors="0">'
+        "<testcase/></testsuite></testsuites>"
+    )
+    assert not schema.is_valid(
+        '<testsuites><testsuite name="m" tests="one" failures="0" errors="0">'
+        '<testcase name="t"/></testsuite></testsuites>'
+    )
