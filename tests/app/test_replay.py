@@ -105,7 +105,7 @@ def test_replay_equals_streaming(tmp_path: Path) -> None:
             [RawRecord(json.dumps(e).encode()) for _, k, e in chunk if k == "l"]
         )
         engine.apply(0, pb, lb)
-    streamed = build_report(engine.snapshot())
+    streamed = build_report(engine.snapshot(), audit=True)  # what replay reports
     assert streamed["counters"]["late_predictions"] == 0
     assert replayed["counters"]["predictions"] == len(preds)
     assert replayed["counters"]["labels"] == len(labels)
