@@ -60,6 +60,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.kafka_throughput
 	$(BIN)/python -m bench.scrape_cost
 	$(BIN)/python -m bench.alert_quality
+	$(BIN)/python -m bench.alert_cost
+	$(BIN)/python -m bench.pending_expiry
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts

@@ -9,12 +9,14 @@ statistics for median delays) and the target beside it.
 
 Run: python -m bench.alert_quality [--scenario NAME ...] [--seeds N] [--jobs 2]
      python -m bench.alert_quality --scenario fair --seeds 200 --jobs 2   # the acceptance run
+     ... --results fair.jsonl   # keep each seed's result; an interrupted run resumes
 Exit status 1 if ``replay-check`` finds a replay whose transitions differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -56,17 +58,48 @@ def _one(job: tuple[str, int]) -> RunResult:
     return run(SCENARIOS[name], seed)[0]
 
 
-def run_seeds(sc: Scenario, seeds: Sequence[int], jobs: int) -> tuple[list[RunResult], float]:
-    """All seeds of one scenario (in ``jobs`` processes); the results in seed order."""
+def run_seeds(
+    sc: Scenario, seeds: Sequence[int], jobs: int, results: Path | None = None
+) -> tuple[list[RunResult], float]:
+    """All seeds of one scenario (in ``jobs`` processes); the results in seed order. With
+    ``results``, each seed's result is appended to that JSON-lines file as it finishes and the
+    seeds already there are not run again (a 200-seed run survives an interruption)."""
     t = time.perf_counter()
-    work = [(sc.name, s) for s in seeds]
+    done = load_results(results, sc.name) if results is not None else {}
+    work = [(sc.name, s) for s in seeds if s not in done]
+    out = [done[s] for s in seeds if s in done]
     if jobs > 1 and len(work) > 1:
         with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
-            out = list(pool.imap_unordered(_one, work))
+            for r in pool.imap_unordered(_one, work):
+                out.append(_keep(r, results))
     else:
-        out = [_one(w) for w in work]
+        out += [_keep(_one(w), results) for w in work]
     out.sort(key=lambda r: r.seed)
     return out, time.perf_counter() - t
+
+
+def _keep(r: RunResult, results: Path | None) -> RunResult:
+    if results is not None:
+        with results.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(dataclasses.asdict(r)) + "\n")
+    return r
+
+
+def load_results(path: Path, scenario: str) -> dict[int, RunResult]:
+    """The results of ``scenario`` kept in ``path`` (by seed; none when it does not exist)."""
+    out: dict[int, RunResult] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        d = json.loads(line)
+        if d["scenario"] != scenario:
+            continue
+        d["transitions"] = [
+            (n, tuple((k, v) for k, v in labels), state, h)
+            for n, labels, state, h in d["transitions"]
+        ]
+        out[d["seed"]] = RunResult(**d)
+    return out
 
 
 def budget() -> tuple[float, float, str]:
@@ -168,6 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--replay-seeds", type=int, default=2, help="seeds for replay-check")
     ap.add_argument("--replay-scenario", default="small-drop", choices=sorted(SCENARIOS))
     ap.add_argument("--days", type=float, help="override every scenario's length (smoke runs)")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="keep each seed's result in this JSON-lines file; seeds already there are not rerun",
+    )
     args = ap.parse_args(argv)
     chosen = args.scenario or list(ORDER)
     pages, per, source = budget()
@@ -198,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sc = _shortened(sc, args.days)
             SCENARIOS[sc.name] = sc  # workers are forked: they see the shortened scenario
         n = args.seeds if args.seeds is not None else DEFAULT_SEEDS[name]
-        results, secs = run_seeds(sc, range(args.first_seed, args.first_seed + n), args.jobs)
+        results, secs = run_seeds(
+            sc, range(args.first_seed, args.first_seed + n), args.jobs, args.results
+        )
         if name == "fair":
             print_fair(sc, results, secs, pages, per)
         elif name in ("small-drop", "large-drop"):

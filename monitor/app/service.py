@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from kafka import TopicPartition
+from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
 from monitor.alerts import persist
@@ -85,6 +86,7 @@ class Monitor:
         self.stop_requested = threading.Event()
         self.stop_signalled = False  # set by on_signal: no lock in a signal handler
         self.listener = RebalanceQueue()
+        self.kafka_trouble = ""  # the last Kafka error of a poll while it lasts
         self.last_loop, self.last_publish = clock(), -1e18
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.evaluator = AlertEvaluator(config, self.engine)
@@ -123,6 +125,8 @@ class Monitor:
             return False, "waiting for partition assignment / restoring state"
         if (why := self.checkpoints.not_ready()) is not None:
             return False, why
+        if self.kafka_trouble:
+            return False, f"Kafka unavailable: {self.kafka_trouble}"
         if not own.connected():
             return False, "not connected to the Kafka group coordinator"
         return True, f"ready: partitions {sorted(own.owned)}"
@@ -139,7 +143,7 @@ class Monitor:
         try:
             while not (self.stop_signalled or self.stop_requested.is_set()):
                 t0 = time.perf_counter()
-                batch = consumer.poll(timeout_ms=200)
+                batch = self._poll(consumer)
                 t1 = time.perf_counter()
                 self.ownership.apply(self.listener.drain(), revoked)
                 if self.checkpoints.paused:
@@ -166,6 +170,24 @@ class Monitor:
         self.checkpoint()
         self._close()
         return EXIT_OK
+
+    def _poll(self, consumer: Any) -> dict[TopicPartition, list[Any]]:
+        """One poll; a broker that went away mid-run is an outage to wait out, not a reason to
+        exit: kafka-python can raise a connection or timeout error from the group coordinator's
+        tasks (seen when the broker stopped during a second join). Not ready meanwhile
+        (``/readyz`` says why); logged once per outage; back off half a second per attempt."""
+        try:
+            batch: dict[TopicPartition, list[Any]] = consumer.poll(timeout_ms=200)
+        except KafkaError as exc:
+            if not self.kafka_trouble:
+                log.warning("Kafka unavailable, retrying: %s", exc, exc_info=True)
+            self.kafka_trouble = f"{type(exc).__name__}: {exc}"
+            self.stop_requested.wait(0.5)
+            return {}
+        if self.kafka_trouble:
+            log.info("Kafka reachable again (after %s)", self.kafka_trouble)
+            self.kafka_trouble = ""
+        return batch
 
     def request_stop(self, *_: object) -> None:
         """Stop after the current batch (callable from any thread)."""

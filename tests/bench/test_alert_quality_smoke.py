@@ -206,3 +206,28 @@ def test_label_based_alerts_are_told_apart(
 ) -> None:
     """tpr-drop's headline counts alerts that judge labels, not the selection rate's fall."""
     assert label_based(name, labels) is expected
+
+
+def test_results_file_keeps_each_seed_and_a_rerun_resumes(
+    monkeypatch, capsys, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """``--results``: each seed's result is kept; a second run reads them instead of running
+    them (so it prints the same figures) and runs only the seeds that are missing."""
+    tiny = replace(SCENARIOS["small-drop"], name="tiny", days=0.5, start_h=2, hold_h=4, to=0.05)
+    monkeypatch.setitem(SCENARIOS, "tiny", tiny)
+    kept = tmp_path / "tiny.jsonl"
+    ran: list[int] = []
+    real_one = aq._one
+
+    def counting(job: tuple[str, int]) -> RunResult:
+        ran.append(job[1])
+        return real_one(job)
+
+    monkeypatch.setattr(aq, "_one", counting)
+    first, _ = aq.run_seeds(tiny, range(2), 1, kept)
+    assert ran == [0, 1] and len(kept.read_text().splitlines()) == 2
+    again, _ = aq.run_seeds(tiny, range(3), 1, kept)
+    assert ran == [0, 1, 2]  # only the missing seed ran
+    assert again[:2] == first  # the kept results read back equal, transitions and all
+    assert [r.seed for r in again] == [0, 1, 2]
+    assert len(first[0].transitions) >= 2  # a change was seen: an equality of something
