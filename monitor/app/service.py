@@ -28,7 +28,6 @@ from functools import partial
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
 from monitor.alerts import persist
@@ -38,6 +37,7 @@ from monitor.alerts.sinks import Dispatcher, alert_json
 from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE, Checkpointer
 from monitor.app.endpoints import start_http, stop_servers
 from monitor.app.intake import Intake
+from monitor.app.outage import PollGuard
 from monitor.app.ownership import PartitionOwnership
 from monitor.config.spec import Config
 from monitor.ingest.invalid_guard import InvalidRatioExceeded, InvalidRatioGuard
@@ -86,7 +86,7 @@ class Monitor:
         self.stop_requested = threading.Event()
         self.stop_signalled = False  # set by on_signal: no lock in a signal handler
         self.listener = RebalanceQueue()
-        self.kafka_trouble = ""  # the last Kafka error of a poll while it lasts
+        self.polls = PollGuard(self.stop_requested)  # a Kafka outage is waited out
         self.last_loop, self.last_publish = clock(), -1e18
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.evaluator = AlertEvaluator(config, self.engine)
@@ -123,13 +123,10 @@ class Monitor:
             return False, "starting"
         if own.pending:
             return False, "waiting for partition assignment / restoring state"
-        if (why := self.checkpoints.not_ready()) is not None:
-            return False, why
-        if self.kafka_trouble:
-            return False, f"Kafka unavailable: {self.kafka_trouble}"
-        if not own.connected():
-            return False, "not connected to the Kafka group coordinator"
-        return True, f"ready: partitions {sorted(own.owned)}"
+        why = self.checkpoints.not_ready() or self.polls.not_ready()
+        if why is None and not own.connected():
+            why = "not connected to the Kafka group coordinator"
+        return why is None, why or f"ready: partitions {sorted(own.owned)}"
 
     def run(self) -> int:
         started = time.perf_counter()
@@ -143,7 +140,7 @@ class Monitor:
         try:
             while not (self.stop_signalled or self.stop_requested.is_set()):
                 t0 = time.perf_counter()
-                batch = self._poll(consumer)
+                batch = self.polls.poll(consumer)
                 t1 = time.perf_counter()
                 self.ownership.apply(self.listener.drain(), revoked)
                 if self.checkpoints.paused:
@@ -170,24 +167,6 @@ class Monitor:
         self.checkpoint()
         self._close()
         return EXIT_OK
-
-    def _poll(self, consumer: Any) -> dict[TopicPartition, list[Any]]:
-        """One poll; a broker that went away mid-run is an outage to wait out, not a reason to
-        exit: kafka-python can raise a connection or timeout error from the group coordinator's
-        tasks (seen when the broker stopped during a second join). Not ready meanwhile
-        (``/readyz`` says why); logged once per outage; back off half a second per attempt."""
-        try:
-            batch: dict[TopicPartition, list[Any]] = consumer.poll(timeout_ms=200)
-        except KafkaError as exc:
-            if not self.kafka_trouble:
-                log.warning("Kafka unavailable, retrying: %s", exc, exc_info=True)
-            self.kafka_trouble = f"{type(exc).__name__}: {exc}"
-            self.stop_requested.wait(0.5)
-            return {}
-        if self.kafka_trouble:
-            log.info("Kafka reachable again (after %s)", self.kafka_trouble)
-            self.kafka_trouble = ""
-        return batch
 
     def request_stop(self, *_: object) -> None:
         """Stop after the current batch (callable from any thread)."""

@@ -52,13 +52,13 @@ def test_a_poll_error_is_an_outage_not_an_exit(
     m.ownership.consumer = consumer
     m.ownership.pending = False
     m.ownership.owned = {0}
-    with caplog.at_level(logging.INFO, logger="monitor.app.service"):
-        assert m._poll(consumer) == {}
+    with caplog.at_level(logging.INFO, logger="monitor.app.service"):  # outage.py logs there
+        assert m.polls.poll(consumer) == {}
         ok, why = m.ready()
         assert not ok and why.startswith("Kafka unavailable: KafkaConnectionError")
-        assert m._poll(consumer) == {}  # still out: logged once, the reason is the latest
+        assert m.polls.poll(consumer) == {}  # still out: logged once, the reason is the latest
         assert "KafkaTimeoutError" in m.ready()[1]
-        assert m._poll(consumer) == {} and consumer.polls == 3
+        assert m.polls.poll(consumer) == {} and consumer.polls == 3
         assert "Kafka unavailable" not in m.ready()[1]  # back: another reason, if any
     warnings = [r for r in caplog.records if "Kafka unavailable, retrying" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].exc_info is not None  # with its traceback
