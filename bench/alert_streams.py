@@ -16,6 +16,7 @@ only the TPR (so the selection rate falls too: 0.5·0.6 + 0.5·0.2 = 0.4).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -219,22 +220,19 @@ class RunResult:
     events: int = 0
 
 
-def run(sc: Scenario, seed: int, cfg: Config | None = None) -> tuple[RunResult, AlertEvaluator]:
-    """One seed through the engine and the evaluator, bucket by bucket."""
-    cfg = cfg or bench_config()
-    ev = draw(sc, seed)
-    engine = Engine(cfg)
-    evaluator = AlertEvaluator(cfg, engine, series_points=0)
+def bucket_batches(
+    sc: Scenario, ev: Events, engine: Engine, days: float | None = None
+) -> Iterator[tuple[PredictionBatch, LabelBatch]]:
+    """One seed's events as the engine takes them, a batch pair per 5-minute bucket (labels in
+    label-time order), for the first ``days`` (all of them by default)."""
     reg = engine.registries[0]
     gidx = np.array([reg.index(0, name) for name, _ in sc.groups], dtype=np.int32)
     edges = T0 + np.arange(ev.buckets + 1) * float(BUCKET)
-    pcut = np.searchsorted(ev.ts, edges)
-    lcut = np.searchsorted(ev.label_ts, edges)
-    t_apply = t_adv = 0.0
-    for b in range(ev.buckets):
-        p = slice(pcut[b], pcut[b + 1])
-        li = ev.label_idx[lcut[b] : lcut[b + 1]]
-        n = pcut[b + 1] - pcut[b]
+    pcut, lcut = np.searchsorted(ev.ts, edges), np.searchsorted(ev.label_ts, edges)
+    buckets = ev.buckets if days is None else min(ev.buckets, int(days * 86400 // BUCKET))
+    for b in range(buckets):
+        p, n = slice(pcut[b], pcut[b + 1]), int(pcut[b + 1] - pcut[b])
+        li = slice(lcut[b], lcut[b + 1])
         preds = PredictionBatch(
             key=ev.key[p],
             model=np.zeros(n, np.uint16),
@@ -243,11 +241,20 @@ def run(sc: Scenario, seed: int, cfg: Config | None = None) -> tuple[RunResult, 
             score=np.full(n, np.nan),
             groups=gidx[ev.group[p]].reshape(-1, 1),
         )
-        labels = LabelBatch(
-            key=ev.key[li],
-            ts=ev.label_ts[lcut[b] : lcut[b + 1]],
-            label=ev.label[lcut[b] : lcut[b + 1]],
+        yield (
+            preds,
+            LabelBatch(key=ev.key[ev.label_idx[li]], ts=ev.label_ts[li], label=ev.label[li]),
         )
+
+
+def run(sc: Scenario, seed: int, cfg: Config | None = None) -> tuple[RunResult, AlertEvaluator]:
+    """One seed through the engine and the evaluator, bucket by bucket."""
+    cfg = cfg or bench_config()
+    ev = draw(sc, seed)
+    engine = Engine(cfg)
+    evaluator = AlertEvaluator(cfg, engine, series_points=0)
+    t_apply = t_adv = 0.0
+    for preds, labels in bucket_batches(sc, ev, engine):
         t = time.perf_counter()
         engine.apply(0, preds, labels)
         t2 = time.perf_counter()

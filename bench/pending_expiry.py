@@ -19,9 +19,7 @@ import statistics
 import time
 from typing import Any
 
-import numpy as np
-
-from bench.alert_streams import BUCKET, SCENARIOS, T0, bench_config, draw
+from bench.alert_streams import BUCKET, SCENARIOS, bench_config, bucket_batches, draw
 from monitor.config.spec import Config
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.state.engine import Engine
@@ -39,25 +37,7 @@ def config(ttl: str) -> Config:
 
 def batches(seed: int, days: float, engine: Engine) -> list[tuple[PredictionBatch, LabelBatch]]:
     sc = SCENARIOS["fair"]
-    ev = draw(sc, seed)
-    gidx = np.array([engine.registries[0].index(0, g) for g, _ in sc.groups], dtype=np.int32)
-    edges = T0 + np.arange(ev.buckets + 1) * float(BUCKET)
-    pcut, lcut = np.searchsorted(ev.ts, edges), np.searchsorted(ev.label_ts, edges)
-    out = []
-    for b in range(min(ev.buckets, int(days * 86400 // BUCKET))):
-        p, n = slice(pcut[b], pcut[b + 1]), int(pcut[b + 1] - pcut[b])
-        li = slice(lcut[b], lcut[b + 1])
-        preds = PredictionBatch(
-            key=ev.key[p],
-            model=np.zeros(n, np.uint16),
-            ts=ev.ts[p],
-            pred=ev.pred[p],
-            score=np.full(n, np.nan),
-            groups=gidx[ev.group[p]].reshape(-1, 1),
-        )
-        labels = LabelBatch(key=ev.key[ev.label_idx[li]], ts=ev.label_ts[li], label=ev.label[li])
-        out.append((preds, labels))
-    return out
+    return list(bucket_batches(sc, draw(sc, seed), engine, days))
 
 
 def measure(*, days: float = 4.0, ttl: str = "1d", seed: int = 1) -> dict[str, Any]:
