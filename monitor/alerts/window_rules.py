@@ -126,17 +126,22 @@ def _annotations(
     hi: int,
     confidence: float,
 ) -> dict[str, str]:
-    rate = METRICS[basis].rate
+    # a score-distribution distance has no rate of its own: its groups' selection rates are
+    # quoted (often equal: what the distance sees that the rate does not) and their scored counts
+    rate = METRICS[basis].rate or "selection_rate"
     value, lower, upper = numbers
     g_rate, r_rate = _fmt(r.value(rate, lo)), _fmt(r.value(rate, hi))
     g_n, r_n = int(r.groups.n[lo]), int(r.groups.n[hi])
     g_lab, r_lab = int(r.groups.labelled[lo]), int(r.groups.labelled[hi])
+    second = "labelled"
+    if not METRICS[basis].rate:
+        second, g_lab, r_lab = "scored", int(r.groups.scored[lo]), int(r.groups.scored[hi])
     lo_name, hi_name = r.labels[lo], r.labels[hi]
     ann = {
         "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {lo_name} vs {hi_name}",
         "description": (
-            f"{rate} {lo_name}: {g_rate} (n={g_n}, labelled={g_lab}); "
-            f"{hi_name}: {r_rate} (n={r_n}, labelled={r_lab}); "
+            f"{rate} {lo_name}: {g_rate} (n={g_n}, {second}={g_lab}); "
+            f"{hi_name}: {r_rate} (n={r_n}, {second}={r_lab}); "
             f"{rule.metric} {_fmt(value)}, {confidence:.0%} CI "
             f"[{_fmt(lower)}, {_fmt(upper)}]"
         ),

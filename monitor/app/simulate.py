@@ -18,6 +18,9 @@ Scenarios (:data:`SCENARIOS`):
   learning"). The refit then reads the postcode as risk and the disadvantaged group's approval
   rate ratchets down.
 - ``label-delay``: fair, but outcomes arrive one to three days after the decision.
+- ``calibrated``: fair, and whether an applicant repays is drawn from the model's own score,
+  so the scores are calibrated in every group; ``miscalibrated``: the same, but group B repays
+  less often than its scores say (its logit shifted by −1).
 
 Simulated time runs ``speed`` times faster than wall time. Everything is drawn from one seeded
 generator, so a scenario with a seed always produces the same events.
@@ -50,6 +53,10 @@ class Scenario:
     retrain_every: float | None = None  # feedback loop: hours between refits
     retrain_from: float = 8.0  # feedback loop: first refit after this many hours
     impact: float = 0.0  # feedback loop: z drift per hour per unit denial-rate gap
+    # outcomes drawn from the model's own score (calibrated scores: label-free estimates hold),
+    # group B's shifted by this much on the logit scale (its calibration broken)
+    outcome_from_score: bool = False
+    miscalibration_b: float = 0.0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -73,6 +80,18 @@ SCENARIOS: dict[str, Scenario] = {
             "label-delay",
             "a fair model whose outcomes arrive one to three days late",
             label_delay=(24 * HOUR, 72 * HOUR),
+        ),
+        Scenario(
+            "calibrated",
+            "the model's scores are each applicant's repayment probability (label-free "
+            "estimates of TPR/FPR hold)",
+            outcome_from_score=True,
+        ),
+        Scenario(
+            "miscalibrated",
+            "calibrated for group A; group B repays less often than its scores say",
+            outcome_from_score=True,
+            miscalibration_b=-1.0,
         ),
     )
 }
@@ -172,7 +191,12 @@ class LendingSimulation:
             x = np.column_stack([np.ones(n), x1, x2])
             score = _sigmoid(x @ self.weights)
             approve = score >= THRESHOLD
-            repaid = self.rng.random(n) < _sigmoid(1.0 + 1.5 * z)
+            if self.s.outcome_from_score:
+                logit = np.log(score) - np.log1p(-score)
+                p_repay = _sigmoid(logit + np.where(is_b, self.s.miscalibration_b, 0.0))
+            else:
+                p_repay = _sigmoid(1.0 + 1.5 * z)
+            repaid = self.rng.random(n) < p_repay
             ids = np.arange(self.next_id, self.next_id + n)
             self.next_id += n
             for i in range(n):

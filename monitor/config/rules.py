@@ -37,6 +37,8 @@ Metric = Literal[
     "equalized_odds_difference",
     "equal_opportunity_difference",
     "predictive_parity_difference",
+    "score_ks_distance",
+    "score_wasserstein_distance",
 ]
 Detector = Literal["page-hinkley", "adwin"]
 METRICS: tuple[str, ...] = get_args(Metric)

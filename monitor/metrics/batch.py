@@ -17,6 +17,7 @@ with empty groups, single groups, undefined rates and configured reference group
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,9 @@ from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Dis
 from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.intervals import mover_from_limits, newcombe_from_limits, ratio, wilson
 from monitor.metrics.registry import FOUR_FIFTHS
-from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N
+from monitor.metrics.score_parity import parity, worst_distances
+from monitor.metrics.score_parity import references as score_references
+from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, hist_cell
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -70,6 +73,7 @@ def _fractions(favourable: int) -> F64:
 
 
 _MATRIX = {f: _fractions(f) for f in (0, 1)}
+_EMPTY: F64 = np.zeros(0)
 _RATES = 14
 
 
@@ -101,13 +105,30 @@ def stacked_results(
     gap = np.abs(cal[..., 1] - cal[..., 2] / SCORE_SCALE).sum(axis=-1)
     ece = ratio(gap, cal[..., 0].sum(axis=-1))
     ds = _disparities(n, fav, rates[bounded], lo, hi, references, sizes, min_samples)
+    h = hist_cell(score_bins)
+    hist = counts[..., h : h + score_bins]
+    scored = hist.sum(axis=-1)
+    scored_ok = scored >= max(min_samples, 1)
+    score_ref = score_references(scored, references, scored_ok)
+    ks, w1, margin = parity(hist, score_ref, scored_ok, confidence)
+    worst = worst_distances(ks, w1, margin, score_ref, score_bins)
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
         bounds = dict(
             zip(_BOUNDED, zip(lo[:, i, :size], hi[:, i, :size], strict=True), strict=True)
         )
         fields: list[Any] = [*c[:6, i, :size], labelled[i, :size], *rates[:, i, :size]]
-        out.append((GroupMetrics(*fields, *[ece[i, :size], bounds]), dis))
+        gm = GroupMetrics(*fields, *[ece[i, :size], bounds, scored[i, :size], hist[i, :size]])
+        dis = replace(
+            dis,
+            score_reference=int(score_ref[i]) if score_ref[i] >= 0 else None,
+            score_ks=ks[i, :size],
+            score_wasserstein=w1[i, :size],
+            score_margin=margin[i, :size],
+            score_ks_distance=worst[i][0],
+            score_wasserstein_distance=worst[i][1],
+        )
+        out.append((gm, dis))
     return out
 
 
@@ -218,6 +239,12 @@ def _disparities(
                 equalized_odds_difference=eod,
                 average_odds_difference=aod,
                 differential_fairness=df,
+                score_reference=None,  # filled in by stacked_results
+                score_ks=_EMPTY,
+                score_wasserstein=_EMPTY,
+                score_margin=_EMPTY,
+                score_ks_distance=NAN_DISPARITY,
+                score_wasserstein_distance=NAN_DISPARITY,
             )
         )
     return out

@@ -53,6 +53,13 @@ class AttributeDisparities:
     equalized_odds_difference: Disparity
     average_odds_difference: Disparity  # vs reference, the largest in absolute value
     differential_fairness: float
+    # score-distribution parity (score_parity.py): per group vs score_reference, and the worst
+    score_reference: int | None
+    score_ks: F64
+    score_wasserstein: F64
+    score_margin: F64  # the KS interval's half-width (DKW); W1's is (1 − 1/bins) of it
+    score_ks_distance: Disparity
+    score_wasserstein_distance: Disparity
 
     @property
     def equal_opportunity_difference(self) -> Disparity:

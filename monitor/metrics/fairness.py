@@ -34,7 +34,8 @@ from monitor.metrics.intervals import (
     wilson,
 )
 from monitor.metrics.registry import FOUR_FIFTHS
-from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N
+from monitor.metrics.score_parity import parity, references, worst_distances
+from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, hist_cell
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -72,6 +73,8 @@ class GroupMetrics:
     label_coverage_predicted_negative: F64
     calibration_error: F64
     bounds: dict[str, tuple[F64, F64]]  # Wilson bounds of selection_rate, tpr, fpr, ppv
+    scored: I64  # predictions with a score
+    score_histogram: I64  # [group, bin]: every scored prediction (score_parity.py)
 
 
 def expected_calibration_error(counts: I64, score_bins: int) -> F64:
@@ -97,6 +100,7 @@ def group_metrics(
     ppos, pneg = tp + fp, tn + fn
     labelled = pos + neg
     predicted_positive = fav if favourable == 1 else n - fav
+    hist = counts[:, hist_cell(score_bins) : hist_cell(score_bins) + score_bins]
     return GroupMetrics(
         n=n,
         favourable=fav,
@@ -120,6 +124,8 @@ def group_metrics(
         label_coverage_predicted_positive=ratio(ppos, predicted_positive),
         label_coverage_predicted_negative=ratio(pneg, n - predicted_positive),
         calibration_error=expected_calibration_error(counts, score_bins),
+        scored=hist.sum(axis=1),
+        score_histogram=hist,
         bounds={
             "selection_rate": wilson(fav, n, confidence),
             "tpr": wilson(tp, pos, confidence),
@@ -220,6 +226,11 @@ def disparities(
         if len(valid):
             g = int(valid[np.argmax(np.abs(per_group[valid]))])
             aod = Disparity(float(per_group[g]), np.nan, np.nan, g, ref, "average_odds_difference")
+    scored_ok = m.scored >= max(min_samples, 1)
+    score_ref = references(m.scored[None], [reference], scored_ok[None])
+    ks, w1, margin = parity(m.score_histogram[None], score_ref, scored_ok[None], confidence)
+    bins = m.score_histogram.shape[1]
+    worst_ks, worst_w1 = worst_distances(ks, w1, margin, score_ref, bins)[0]
     return AttributeDisparities(
         eligible=eligible,
         reference=ref,
@@ -236,6 +247,12 @@ def disparities(
         equalized_odds_difference=eod,
         average_odds_difference=aod,
         differential_fairness=differential_fairness(m.favourable[eligible], m.n[eligible]),
+        score_reference=int(score_ref[0]) if score_ref[0] >= 0 else None,
+        score_ks=ks[0],
+        score_wasserstein=w1[0],
+        score_margin=margin[0],
+        score_ks_distance=worst_ks,
+        score_wasserstein_distance=worst_w1,
     )
 
 

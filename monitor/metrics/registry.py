@@ -23,13 +23,17 @@ from monitor.metrics.intervals import z_value
 FOUR_FIFTHS = 0.8
 # A gap of ten percentage points between groups' error rates: the shipped alert rules' bound.
 GAP_BOUND = 0.1
+# Score parity: a KS distance of 0.1 is a 10-point selection-rate gap at some threshold; a
+# Wasserstein-1 distance of 0.05, a mean score shift of 0.05.
+KS_BOUND, WASSERSTEIN_BOUND = 0.1, 0.05
 DEFAULT_CONFIDENCE = 0.95
 
 Direction = Literal["lower", "higher"]  # which way is worse
-Interval = Literal["mover-wilson", "newcombe", "none"]
+Interval = Literal["mover-wilson", "newcombe", "dkw", "none"]
 INTERVAL_NAMES = {
     "mover-wilson": "MOVER-R with Wilson limits (Donner & Zou 2012)",
     "newcombe": "Newcombe's hybrid score (1998)",
+    "dkw": "Dvoretzky–Kiefer–Wolfowitz bands of both groups (Massart 1990)",
     "none": "none",
 }
 
@@ -109,6 +113,19 @@ _SPECS = (
         GAP_BOUND, "ratio", "PPV gap.", True, "predictive_parity_difference",
     ),
     MetricSpec(
+        "score_ks_distance", "score_ks_distance", "higher", "", ("scored",), "dkw", KS_BOUND,
+        "ratio",
+        "Largest Kolmogorov–Smirnov distance of a group's binned score distribution from the "
+        "reference group's (the largest selection-rate gap over all thresholds).", False,
+        "score_ks_distance",
+    ),
+    MetricSpec(
+        "score_wasserstein_distance", "score_wasserstein_distance", "higher", "", ("scored",),
+        "dkw", WASSERSTEIN_BOUND, "ratio",
+        "Largest Wasserstein-1 distance of a group's binned score distribution from the "
+        "reference group's.", False, "score_wasserstein_distance",
+    ),
+    MetricSpec(
         "average_odds_difference", "average_odds_difference", "higher", "", (), "none",
         GAP_BOUND, "ratio",
         "1/2 [(FPR_g - FPR_ref) + (TPR_g - TPR_ref)], the group with the largest |.| (AIF360).",
@@ -138,6 +155,7 @@ class GroupFamily:
 
 GROUP_COUNTS = (
     GroupFamily("predictions", "n", "Predictions in the window."),
+    GroupFamily("scored_predictions", "scored", "Predictions in the window with a score."),
     GroupFamily("favourable_predictions", "favourable", "Favourable predictions in the window."),
     GroupFamily(
         "labelled_predictions", "labelled", "Predictions in the window whose label has arrived."
@@ -158,6 +176,7 @@ GROUP_RATES = (
         "positive_predictive_value", "ppv", "TP / (TP + FP).", True, ("tp", "fp"), ("tp",)
     ),
     GroupFamily("calibration_error", "calibration_error", "Expected calibration error."),
+
     GroupFamily("label_coverage", "label_coverage", "Labelled / predictions."),
     GroupFamily(
         "label_coverage_predicted_positive",

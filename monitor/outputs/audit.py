@@ -19,6 +19,7 @@ from typing import Any
 from monitor.alerts.evaluator import SeriesPoint
 from monitor.config.spec import Config
 from monitor.metrics.registry import FOUR_FIFTHS, INTERVAL_NAMES, METRICS
+from monitor.outputs.score_report import estimates_html
 from monitor.outputs.svg import line_chart
 
 GROUP_COLUMNS = (  # (report field, heading)
@@ -38,6 +39,8 @@ DISPARITY_ROWS = (
     ("tpr_gap", "TPR gap (equal opportunity)"),
     ("fpr_gap", "FPR gap"),
     ("ppv_gap", "PPV gap (predictive parity)"),
+    ("score_ks_distance", "Score distribution: Kolmogorov–Smirnov distance"),
+    ("score_wasserstein_distance", "Score distribution: Wasserstein-1 distance"),
 )
 
 CSS = """
@@ -301,6 +304,7 @@ def render_html(
                 parts.append(_disparity_table(wname, attr, a, conf))
                 parts.append(_remedies_table(wname, attr, a))
                 parts.append(_tradeoff_table(wname, attr, a))
+                parts.append(estimates_html(wname, attr, a))
                 parts.append(_plots(model, wname, attr, series.get((model, wname, attr), ())))
     c = report["counters"]
     parts.append('<h2>Events</h2><table data-kind="counters"><tbody>')

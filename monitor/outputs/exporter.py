@@ -32,8 +32,10 @@ import numpy as np
 
 from monitor.alerts.evidence_alerts import EvidenceRow
 from monitor.metrics.blindness import RATE_CELLS, blind_groups
+from monitor.metrics.estimates import Estimates
 from monitor.metrics.registry import EXPORTED, GROUP_COUNTS, GROUP_RATES
 from monitor.metrics.results import attribute_result
+from monitor.outputs.score_report import calibration_window, model_estimates
 from monitor.state.engine import Snapshot
 
 ELIGIBLE_HELP = "1 if the group has min_samples predictions and takes part in disparities."
@@ -84,6 +86,7 @@ def render(snap: Snapshot, *, confidence: float) -> str:
     fam = _Families()
     for model, ms in snap.models.items():
         spec = ms.spec
+        cal_window = calibration_window(ms) if ms.windows else ""
         for wname, wc in ms.windows.items():
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
                 counts = wc.counts[gidx]
@@ -131,6 +134,10 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                     fam.add(f"{m.family}_lower_ratio", doc, base, disp.lower)
                     doc = f"Upper confidence bound: {m.help}"
                     fam.add(f"{m.family}_upper_ratio", doc, base, disp.upper)
+                if gm.scored.any():
+                    cal = ms.windows[cal_window].counts[gidx][keep]
+                    est = model_estimates(counts, cal, spec, confidence=confidence)
+                    _score_families(fam, group_labels, gm.score_histogram, d, est)
                 di = d.disparate_impact
                 worst = "" if di.low_group is None else names[di.low_group]
                 refn = "" if di.high_group is None else names[di.high_group]
@@ -141,6 +148,57 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                     1.0,
                 )
     return fam.text()
+
+
+SCORE_HELP = {
+    "ks": "Kolmogorov-Smirnov distance of the group's binned score distribution from the "
+    "score reference group's (absent for the reference and groups short of min_samples).",
+    "w1": "Wasserstein-1 distance of the group's binned score distribution from the score "
+    "reference group's.",
+}
+BUCKET_HELP = (
+    "Scored predictions in the window with a score in a bin at or below le (cumulative; bins "
+    "of equal width): the score distribution, summed across replicas by the PromQL rules."
+)
+ESTIMATE_HELP = (
+    "Label-free estimate from calibrated scores (CBPE): labelled predictions as counted, those "
+    "awaiting a label in expectation; absent when the group's calibration check fails."
+)
+CHECK_HELP = (
+    "1 for the group's calibration check on the longest window's labels (Hosmer-Lemeshow): "
+    "calibrated, miscalibrated (estimates withheld) or unchecked (too few labels)."
+)
+
+
+def _score_families(
+    fam: _Families, group_labels: list[str], hist: Any, d: Any, est: Estimates
+) -> None:
+    """Per group: the cumulative score histogram (PromQL sums it across replicas), distances
+    from the score reference, the estimated TPR/FPR, the calibration check."""
+    bins = hist.shape[1]
+    edges = [f"{(b + 1) / bins:.6g}" for b in range(bins)]
+    for lab, row in zip(group_labels, np.cumsum(hist, axis=1).tolist(), strict=True):
+        if row[-1]:
+            for le, v in zip(edges, row, strict=True):
+                fam.add("score_bucket_predictions", BUCKET_HELP, f'{lab},le="{le}"', v)
+    rows = zip(
+        group_labels,
+        d.score_ks.tolist(),
+        d.score_wasserstein.tolist(),
+        est.check,
+        strict=True,
+    )
+    for i, (lab, ks, w1, check) in enumerate(rows):
+        if ks == ks:
+            fam.add("group_score_ks_distance_ratio", SCORE_HELP["ks"], lab, ks)
+            fam.add("group_score_wasserstein_distance_ratio", SCORE_HELP["w1"], lab, w1)
+        fam.add("calibration_check", CHECK_HELP, f'{lab},state="{check}"', 1.0)
+        if est.estimated[i] == 0 or check == "miscalibrated":
+            continue
+        for rate, name in (("tpr", "true_positive_rate"), ("fpr", "false_positive_rate")):
+            for suffix in ("", "_lower", "_upper"):
+                value = float(getattr(est, f"{rate}{suffix}")[i])
+                fam.add(f"estimated_{name}{suffix}_ratio", ESTIMATE_HELP, lab, value)
 
 
 EVIDENCE_HELP = (

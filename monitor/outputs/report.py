@@ -24,7 +24,15 @@ from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import FOUR_FIFTHS, METRICS
 from monitor.metrics.results import AttributeResult, attribute_result
 from monitor.outputs.audit_findings import audit_findings
+from monitor.outputs.score_report import (
+    calibration_window,
+    estimates_report,
+    group_scores,
+    model_estimates,
+    table_lines,
+)
 from monitor.state.engine import HELD, ModelSnapshot, Snapshot
+from monitor.state.windows import hist_cell
 
 I64 = npt.NDArray[np.int64]
 
@@ -67,6 +75,7 @@ def _row(r: AttributeResult, i: int, blind: BlindReport) -> dict[str, Any]:
         row[f"{f}_lower"], row[f"{f}_upper"] = _num(lo[i]), _num(hi[i])
     row["impact_ratio"] = _num(r.disparities.impact_ratios[i])
     row["eligible"] = bool(r.disparities.eligible[i])
+    row |= group_scores(r, i)
     row["blind"] = {}
     for rate in RATE_CELLS:
         why = blind.metric(rate, i)
@@ -88,6 +97,7 @@ def result_report(r: AttributeResult, *, favourable: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {
         "groups": {lab: _row(r, i, blind) for i, lab in enumerate(r.labels)},
         "reference_group": r.name(d.reference),
+        "score_reference_group": r.name(d.score_reference),
     }
     for spec in METRICS.values():
         out[spec.name] = _disp(d.metric(spec.name), r, blind_metrics.get(spec.name))
@@ -108,6 +118,7 @@ def attribute_report(
 
 def model_report(ms: ModelSnapshot, *, confidence: float, audit: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"windows": {}}
+    cal = calibration_window(ms) if ms.windows else ""
     for wname, wc in ms.windows.items():
         attrs = {
             set_name: attribute_report(
@@ -115,6 +126,13 @@ def model_report(ms: ModelSnapshot, *, confidence: float, audit: bool = False) -
             )
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True)
         }
+        for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
+            h = hist_cell(ms.spec.score_bins)
+            if wc.counts[gidx][:, h : h + ms.spec.score_bins].any():  # any scored prediction
+                est = model_estimates(
+                    wc.counts[gidx], ms.windows[cal].counts[gidx], ms.spec, confidence=confidence
+                )
+                attrs[set_name]["estimated"] = estimates_report(est, list(labels), cal)
         if audit:
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
                 attrs[set_name] |= audit_findings(wc.counts[gidx], list(labels), ms.spec, set_name)
@@ -220,6 +238,7 @@ def format_table(report: dict[str, Any]) -> str:
                     f"{_fmt(a['fpr_gap'])} · DF ε "
                     f"{_fmt(a['differential_fairness_epsilon'])}"
                 )
+                lines += table_lines(a)
                 reasons = sorted({why for r in a["groups"].values() for why in r["blind"].values()})
                 for why in reasons:
                     lines.append(f"    blind: {why} (TPR, FPR and their gaps are not measured)")

@@ -33,12 +33,14 @@ from monitor.config.spec import Config, ModelSpec
 from monitor.ingest.decoder import Decoder
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
-from monitor.state.join import LABELLED, NO_SCORE, PENDING, first_occurrences, key_order
+from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order
+from monitor.state.join import NO_SCORE as STORED_NO_SCORE
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
+from monitor.state.score_cells import NO_SCORE, label_parts, prediction_parts, score_micros
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
 from monitor.state.window_sums import WindowSums
-from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, n_cells
+from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
 
 I64 = npt.NDArray[np.int64]
 
@@ -100,6 +102,7 @@ class Engine:
         st.watermark = max(st.watermark, float(b.ts.max()))
         admitted = np.zeros(len(b), dtype=bool)
         buckets = np.zeros(len(b), dtype=np.int64)
+        u = score_micros(b.score)
         for m in np.unique(b.model):
             spec, ring = self.models[m], st.rings[m]
             ring.grow(len(self.registries[m]))
@@ -111,10 +114,11 @@ class Engine:
             groups = b.groups[sel, :k]
             fav = (b.pred[sel] == spec.favourable).astype(np.int64)
             n = len(sel)
-            cells = np.concatenate([np.full(n, N), np.full(n, FAV)])
-            weights = np.concatenate([np.ones(n, np.int64), fav])
-            both = np.concatenate([np.arange(n), np.arange(n)])
-            ring.scatter(bk[both], groups[both], cells, weights, (~late & ~gone)[both], gone[both])
+            rows_, cells, weights = prediction_parts(u[sel], b.pred[sel], spec.score_bins)
+            both = np.concatenate([np.arange(n), np.arange(n), *rows_])
+            cell = np.concatenate([np.full(n, N), np.full(n, FAV), *cells])
+            weight = np.concatenate([np.ones(n, np.int64), fav, *weights])
+            ring.scatter(bk[both], groups[both], cell, weight, (~late & ~gone)[both], gone[both])
             admitted[sel[~late]] = True
             buckets[sel] = bk
         idx = order[admitted[order]]  # admitted events, in key order
@@ -122,9 +126,7 @@ class Engine:
         rows = np.zeros(len(idx), dtype=st.pending.main.dtype)
         rows["key"] = b.key[idx]
         rows["bucket"] = buckets[idx]
-        score = b.score[idx]
-        ok = np.isfinite(score) & (score >= 0) & (score <= 1)
-        rows["score"] = np.where(ok, np.rint(np.where(ok, score, 0) * SCORE_SCALE), NO_SCORE)
+        rows["score"] = np.where(u[idx] == NO_SCORE, STORED_NO_SCORE, u[idx])
         rows["groups"] = b.groups[idx, : self.n_sets]
         rows["model"] = b.model[idx]
         rows["pred"] = b.pred[idx]
@@ -192,25 +194,16 @@ class Engine:
             st.delay_sum += float(delay.sum())
             pred = e["pred"].astype(np.int64)
             cell = np.where(pred == 1, np.where(y == 1, TP, FP), np.where(y == 1, FN, TN))
-            parts_row = [np.arange(len(e))]
-            parts_cell = [cell]
-            parts_w = [np.ones(len(e), np.int64)]
-            scored = np.flatnonzero(e["score"] != NO_SCORE)
-            if len(scored):
-                s = e["score"][scored].astype(np.int64)
-                b_ = np.minimum(s * spec.score_bins // SCORE_SCALE, spec.score_bins - 1)
-                base = CAL + 3 * b_
-                parts_row += [scored, scored, scored]
-                parts_cell += [base, base + 1, base + 2]
-                parts_w += [np.ones(len(scored), np.int64), y[scored], s]
-            rows_ = np.concatenate(parts_row)
+            u = np.where(e["score"] == STORED_NO_SCORE, NO_SCORE, e["score"].astype(np.int64))
+            parts_row, parts_cell, parts_w = label_parts(u, pred, y, spec.score_bins)
+            rows_ = np.concatenate([np.arange(len(e)), *parts_row])
             k = len(spec.attribute_sets)
             live = ~late & ~gone
             ring.scatter(
                 bk[rows_],
                 e["groups"][rows_, :k],
-                np.concatenate(parts_cell),
-                np.concatenate(parts_w),
+                np.concatenate([cell, *parts_cell]),
+                np.concatenate([np.ones(len(e), np.int64), *parts_w]),
                 live[rows_],
                 gone[rows_],
             )

@@ -28,6 +28,9 @@ Bool = npt.NDArray[np.bool_]
 # prediction and the label; which prediction value is *favourable* only affects FAV.
 N, FAV, TP, FP, FN, TN = range(6)
 CAL = 6  # then, per score bin b: CAL+3b = labelled count, +1 = label sum, +2 = score sum (µ)
+# then per score bin b: hist_cell(bins)+b = scored predictions (counted when predicted), then the
+# ESTIMATE_CELLS of score_cells.py (score sums per predicted class, all and labelled)
+ESTIMATE_CELLS = 12
 SCORE_SCALE = 1_000_000
 CELL_NAMES = ("predictions", "favourable", "tp", "fp", "fn", "tn")
 # a window-sum reader's journal is dropped past this many entries per count cell of the ring:
@@ -36,7 +39,17 @@ JOURNAL_LIMIT = 1.0
 
 
 def n_cells(score_bins: int) -> int:
+    return CAL + 4 * score_bins + ESTIMATE_CELLS
+
+
+def hist_cell(score_bins: int) -> int:
+    """The first cell of the score histogram of every scored prediction (one cell per bin)."""
     return CAL + 3 * score_bins
+
+
+def estimate_cell(score_bins: int) -> int:
+    """The first of the :data:`ESTIMATE_CELLS` (``score_cells.py``)."""
+    return CAL + 4 * score_bins
 
 
 class WindowRing:

@@ -22,7 +22,7 @@ from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics, disparities, group_metrics
 from monitor.metrics.intervals import mover_ratio, newcombe_diff, wilson
 from monitor.metrics.results import attribute_result, attribute_results
-from monitor.state.windows import CAL, FAV, FN, FP, TN, TP, N, n_cells
+from monitor.state.windows import CAL, FAV, FN, FP, TN, TP, N, hist_cell, n_cells
 
 CASES = 200
 
@@ -101,7 +101,11 @@ def random_counts(rng: np.random.Generator, groups: int, bins: int) -> np.ndarra
     c[rng.random(groups) < 0.15, TP] = 0  # no positives: TPR undefined where FN is 0 too
     c[rng.random(groups) < 0.15, FN] = 0
     cal = rng.integers(0, 20, (groups, bins, 3)) * np.array([1, 1, 400_000])
-    c[:, CAL:] = cal.reshape(groups, -1)
+    c[:, CAL : CAL + 3 * bins] = cal.reshape(groups, -1)
+    # score histograms: empty groups, few scored, ties between the largest groups
+    h = hist_cell(bins)
+    c[:, h : h + bins] = rng.integers(0, 3, (groups, bins)) * int(rng.choice([1, 5, 40]))
+    c[rng.random(groups) < 0.15, h : h + bins] = 0
     return c
 
 
@@ -186,6 +190,7 @@ def test_the_cases_cover_the_edges() -> None:
                 seen.add("undefined tpr")
             if not d.eligible.all() and d.eligible.any():
                 seen.add("ineligible group")
+            seen.add("score ks" if d.score_ks_distance.defined else "no score ks")
     assert seen >= {
         "dir",
         "no dir",
@@ -198,6 +203,8 @@ def test_the_cases_cover_the_edges() -> None:
         "empty group",
         "undefined tpr",
         "ineligible group",
+        "score ks",
+        "no score ks",
     }, seen
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.state.engine import Engine
-from monitor.state.windows import FAV, FN, FP, TN, TP, N, WindowRing
+from monitor.state.windows import CAL, FAV, FN, FP, TN, TP, N, WindowRing, estimate_cell, hist_cell
 from tests.helpers import T0, config, label, pred
 
 BUCKET = 60
@@ -23,6 +23,9 @@ event = st.tuples(
     st.integers(0, 1),  # prediction
     st.integers(0, 1),  # label
     st.one_of(st.none(), st.integers(0, 30 * 60)),  # label delay after arrival, None = never
+    st.one_of(
+        st.none(), st.integers(0, 1_000_000), st.sampled_from([0, 499_999, 500_000, 10**6])
+    ),  # score in millionths
 )
 
 
@@ -34,9 +37,13 @@ event = st.tuples(
 def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
     cfg = config(windows=WINDOWS, bucket="1m", lateness="10m", score_bins=2)
     engine = Engine(cfg)
+
+    def score(i: int) -> float | None:
+        return None if events[i][6] is None else events[i][6] / 1_000_000
+
     # arrival stream: (arrival time, kind, index)
     stream = []
-    for i, (t, lag, _g, _p, _y, ldelay) in enumerate(events):
+    for i, (t, lag, _g, _p, _y, ldelay, _s) in enumerate(events):
         stream.append((t + lag, 0, i))
         if ldelay is not None:
             stream.append((t + lag + ldelay, 1, i))
@@ -76,7 +83,9 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
     # ---- the engine, batch by batch ----
     for batch in batches:
         preds = [
-            pred(i, T0 + events[i][0], events[i][2], events[i][3]) for _, k_, i in batch if k_ == 0
+            pred(i, T0 + events[i][0], events[i][2], events[i][3], score(i))
+            for _, k_, i in batch
+            if k_ == 0
         ]
         labels = [label(i, T0 + events[i][0] + 1, events[i][4]) for _, k_, i in batch if k_ == 1]
         pb, _ = engine.decoder.decode_predictions(preds)
@@ -112,6 +121,29 @@ def test_window_counts_equal_brute_force(events: list, cuts: list[int]) -> None:
                     if in_win(i, b) and events[i][3] == p and events[i][4] == y
                 )
                 assert got[gi, cell] == exp, (w.window.name, name, cell)
+            # score cells, recounted from the scores as written
+            mine = [
+                (i, events[i][6])
+                for i, b in accepted.items()
+                if in_win(i, b) and events[i][6] is not None
+            ]
+            lab = [(i, u) for i, u in mine if i in labelled]
+            hist = got[gi, hist_cell(2) : hist_cell(2) + 2]
+            assert hist.tolist() == [
+                sum(u < 500_000 for _, u in mine),
+                sum(u >= 500_000 for _, u in mine),
+            ]
+            est = got[gi, estimate_cell(2) :]
+            for first, pool in ((0, mine), (6, lab)):
+                for off, cls in ((0, 1), (3, 0)):
+                    us = [u for i, u in pool if events[i][3] == cls]
+                    exp3 = [len(us), sum(us), sum((u * u + 500_000) // 1_000_000 for u in us)]
+                    assert est[first + off : first + off + 3].tolist() == exp3
+            cal = [(CAL + 3 * (u >= 500_000), events[i][4], u) for i, u in lab]
+            for b_ in (0, 1):
+                in_b = [(y, u) for c_, y, u in cal if c_ == CAL + 3 * b_]
+                exp_cal = [len(in_b), sum(y for y, _ in in_b), sum(u for _, u in in_b)]
+                assert got[gi, CAL + 3 * b_ : CAL + 3 * b_ + 3].tolist() == exp_cal
     # nothing is lost: ring + expired = every accepted prediction and counted label
     totals = snap.totals[idx]
     assert totals[:, N].sum() == len(accepted)
