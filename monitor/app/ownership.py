@@ -7,6 +7,13 @@ next are skipped, so a record fetched before the seek is never counted twice. On
 partition's state is checkpointed (not on *lost*: another instance may own it already) and
 dropped. The rebalance listener paused newly assigned partitions; they resume once sought.
 
+Without a checkpoint the offset expected next is the consumer's ``position`` after the reset
+seek, which asks the broker: in an outage it raises a Kafka error or gives no answer. Such a
+(topic, partition) is then owned with its next offset unknown: it stays paused (nothing fetched,
+nothing counted, no offset checkpointed or committed for it), the service is not ready, alerts
+wait, and the position is asked again on every later rebalance pass (once per loop turn) until
+the broker answers; then it resumes from that position, so its first record is counted once.
+
 Everything the consumer is asked goes through ``self.consumer`` (set when the service starts),
 so the logic is tested with a stand-in consumer, without a broker.
 """
@@ -18,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka import TopicPartition
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from monitor.app.checkpointing import Outcome
@@ -30,6 +38,9 @@ log = logging.getLogger("monitor.app.ownership")
 
 # per partition: (predictions, labels) records to apply, either may be absent
 Accepted = dict[int, tuple[ConsumerBatch | None, ConsumerBatch | None]]
+# how long one ``position`` ask may block the loop (kafka-python's own bound is
+# request_timeout_ms, 30 s, per call): an unanswered ask is repeated on the next loop turn
+POSITION_TIMEOUT_MS = 2000
 
 
 class PartitionOwnership:
@@ -48,6 +59,10 @@ class PartitionOwnership:
         self.consumer: Any = None
         self.owned: set[int] = set()
         self.next_offsets: dict[TopicPartition, int] = {}
+        # owned, next offset not known yet (paused); replaced, never changed in place: the HTTP
+        # threads read it (readiness)
+        self.unknown: frozenset[TopicPartition] = frozenset()
+        self.trouble = ""  # why the last position ask failed, while any is unknown
         self.pending = True  # no assignment restored yet
 
     # -- rebalance -------------------------------------------------------------------------
@@ -56,13 +71,18 @@ class PartitionOwnership:
         events: Iterable[tuple[str, set[TopicPartition]]],
         checkpoint: Callable[[set[int]], None],
     ) -> None:
-        """Rebalance events in order; ``checkpoint(parts)`` saves revoked partitions first."""
+        """Rebalance events in order; ``checkpoint(parts)`` saves revoked partitions first.
+        Then the next offsets still unknown are asked again."""
+        asked = False  # a restore asks
         for kind, tps in events:
             if kind in ("revoked", "lost"):
                 self.revoke({tp.partition for tp in tps}, checkpoint if kind == "revoked" else None)
                 log.info("partitions %s %s", sorted({tp.partition for tp in tps}), kind)
             else:
                 self.restore(tps)
+                asked = True
+        if self.unknown and not asked:
+            self.ask_positions()
         if self.pending and self.consumer.assignment():
             self.pending = False
 
@@ -75,11 +95,17 @@ class PartitionOwnership:
         self.next_offsets = {
             tp: o for tp, o in self.next_offsets.items() if tp.partition not in parts
         }
+        self.unknown = frozenset(tp for tp in self.unknown if tp.partition not in parts)
+        if not self.unknown:
+            self.trouble = ""
         self.owned -= parts
 
     def restore(self, tps: set[TopicPartition]) -> None:
-        """Restore each newly assigned partition and seek its topics; then resume them."""
-        for p in sorted({tp.partition for tp in tps} - self.owned):
+        """Restore each newly assigned partition and seek its topics; then resume those whose
+        next offset is known (the others once the broker gives their position)."""
+        restored = sorted({tp.partition for tp in tps} - self.owned)
+        sources: dict[int, str] = {}
+        for p in restored:
             cp = self.load(p)
             if cp is not None:
                 try:
@@ -96,30 +122,87 @@ class PartitionOwnership:
                     self.consumer.seek(tp, cp.offsets[topic])
                     self.next_offsets[tp] = cp.offsets[topic]
                 else:
-                    if self.k.auto_offset_reset == "earliest":
-                        self.consumer.seek_to_beginning(tp)
-                    else:
-                        self.consumer.seek_to_end(tp)
-                    self.next_offsets[tp] = self.consumer.position(tp)
+                    self.reset(tp)
+                    self.unknown |= {tp}  # its position, asked below
             self.owned.add(p)
+            sources[p] = "checkpoint" if cp else "no checkpoint"
+        self.ask_positions()
+        for p in restored:
             log.info(
-                "partition %d restored (%s) from offsets %s",
+                "partition %d restored (%s) from offsets %s%s",
                 p,
-                "checkpoint" if cp else "no checkpoint",
+                sources[p],
                 self.offsets_of(p),
+                self.unsure(p),
             )
         # the listener paused them on assignment; fetching starts at the sought offsets
-        self.consumer.resume(*(tp for tp in tps if tp.partition in self.owned))
+        self.consumer.resume(
+            *(tp for tp in tps if tp.partition in self.owned and tp not in self.unknown)
+        )
         self.pending = False
+
+    def reset(self, tp: TopicPartition) -> None:
+        """Seek by ``auto_offset_reset`` (no I/O: the broker is asked by ``position``)."""
+        if self.k.auto_offset_reset == "earliest":
+            self.consumer.seek_to_beginning(tp)
+        else:
+            self.consumer.seek_to_end(tp)
+
+    def ask_positions(self) -> None:
+        """Ask the consumer's position of each (topic, partition) whose next offset is unknown
+        and resume those it answers. A Kafka error or no answer leaves it unknown (and paused)
+        for the next call, and the rest with it: each ask may block for the timeout. The first
+        failure of an outage is logged (with its traceback, if an error)."""
+        for tp in sorted(self.unknown & self.consumer.assignment()):
+            exc: KafkaError | None = None
+            why = f"no position within {POSITION_TIMEOUT_MS} ms"
+            try:
+                pos = self.consumer.position(tp, timeout_ms=POSITION_TIMEOUT_MS)
+            except KafkaError as e:
+                pos, exc, why = None, e, f"{type(e).__name__}: {e}"
+            if pos is None:
+                if not self.trouble:
+                    log.warning(
+                        "position of %s[%d] unknown, asked again on the next loop turn: %s",
+                        tp.topic,
+                        tp.partition,
+                        why,
+                        exc_info=exc,
+                    )
+                self.trouble = why
+                return
+            self.unknown -= {tp}
+            self.next_offsets[tp] = pos
+            self.consumer.resume(tp)
+            if self.trouble:
+                log.info("position of %s[%d] known again: %d", tp.topic, tp.partition, pos)
+        if not self.unknown:
+            self.trouble = ""
+
+    def unsure(self, partition: int) -> str:
+        names = sorted(tp.topic for tp in self.unknown if tp.partition == partition)
+        return f"; {', '.join(names)} unknown yet ({self.trouble})" if names else ""
+
+    def not_ready(self) -> str | None:
+        """Why the service is not ready because a next offset is unknown, if it is not."""
+        unknown, why = self.unknown, self.trouble
+        if not unknown:
+            return None
+        names = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(unknown))
+        return f"next offset unknown (Kafka did not give the position) of {names}: {why}"
 
     # -- records ---------------------------------------------------------------------------
     def accept(self, batch: dict[TopicPartition, list[Any]]) -> Accepted:
         """The records to apply, per partition: none of a partition not restored yet (it is
-        fetched again after the seek), none below the offset expected next."""
+        fetched again after the seek) or whose next offset is unknown (it was paused; should
+        some arrive, the reset seek is made again so that they are fetched again once its
+        position is known), none below the offset expected next."""
         out: Accepted = {}
         for tp, records in batch.items():
             expected = self.next_offsets.get(tp)
             if expected is None or not records:
+                if records and tp in self.unknown:
+                    self.reset(tp)
                 continue
             if records[0].offset < expected:
                 records = [r for r in records if r.offset >= expected]
@@ -150,6 +233,8 @@ class PartitionOwnership:
         """Has every owned partition either delivered predictions or is it known to be empty?
         Alert evaluation waits until then: otherwise the low watermark would pass boundaries
         whose data still sits unread in a partition not fetched yet."""
+        if any(tp.topic == self.k.predictions_topic for tp in self.unknown):
+            return False
         for tp, nxt in self.next_offsets.items():
             if tp.topic != self.k.predictions_topic:
                 continue
@@ -223,9 +308,14 @@ class PartitionOwnership:
         self.consumer.pause(*self.consumer.assignment())
 
     def resume_owned(self) -> None:
-        """Restored ones only: a partition assigned meanwhile waits for its restore."""
+        """Restored ones only: a partition assigned meanwhile waits for its restore, one
+        whose next offset is unknown for its position."""
         self.consumer.resume(
-            *(tp for tp in self.consumer.assignment() if tp.partition in self.owned)
+            *(
+                tp
+                for tp in self.consumer.assignment()
+                if tp.partition in self.owned and tp not in self.unknown
+            )
         )
 
     def close(self) -> None:

@@ -123,7 +123,7 @@ class Monitor:
             return False, "starting"
         if own.pending:
             return False, "waiting for partition assignment / restoring state"
-        why = self.checkpoints.not_ready() or self.polls.not_ready()
+        why = self.checkpoints.not_ready() or self.polls.not_ready() or own.not_ready()
         if why is None and not own.connected():
             why = "not connected to the Kafka group coordinator"
         return why is None, why or f"ready: partitions {sorted(own.owned)}"

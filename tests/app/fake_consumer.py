@@ -56,7 +56,7 @@ class FakeConsumer:
     def seek_to_end(self, tp: TopicPartition) -> None:
         self.sought[tp] = self.high.get(tp, 0)
 
-    def position(self, tp: TopicPartition) -> int:
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
         return self.sought[tp]
 
     def commit(self, offsets: dict[TopicPartition, Any]) -> None:
