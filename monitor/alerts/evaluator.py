@@ -19,6 +19,7 @@ from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
+from monitor.metrics.registry import METRICS
 from monitor.metrics.results import (
     AttributeResult,
     attribute_result,
@@ -64,6 +65,7 @@ class AlertEvaluator:
         self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
         self._set_cache: dict[int, tuple[int, list[tuple[str, Any, list[str]]]]] = {}
         self._rule_cache: dict[tuple[str, str], list[AlertRule]] = {}
+        self._score_rules = any(METRICS[r.metric].interval == "dkw" for r in self.spec.rules)
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -175,7 +177,9 @@ class AlertEvaluator:
             for c in self.engine.windows_as_of(m, ranges, k)
             for name, gidx, labels in live
         ]
-        results = attribute_results(items, spec, confidence=self.config.confidence)
+        # score distances only when a rule judges them or the timeline shows every metric
+        scores = self._score_rules or self.on_boundary is not None
+        results = attribute_results(items, spec, confidence=self.config.confidence, scores=scores)
         keys = [(w.name, name) for w in spec.windows for name, _, _ in live]
         return [(w, name, r) for (w, name), r in zip(keys, results, strict=True)]
 
@@ -227,4 +231,6 @@ class AlertEvaluator:
         self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
     ) -> AttributeResult:
         """Typed disparities of one attribute set, with the configured confidence."""
-        return attribute_result(counts, labels, spec, set_name, confidence=self.config.confidence)
+        return attribute_result(
+            counts, labels, spec, set_name, confidence=self.config.confidence, scores=False
+        )

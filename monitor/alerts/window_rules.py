@@ -8,7 +8,6 @@ from typing import Any
 
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.config.rules import AlertRule
-from monitor.metrics.blindness import blind_groups
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
@@ -77,8 +76,7 @@ def check_rule(
         return None  # the common case: nothing to tell, nothing to describe
     blind = None
     if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
-        report = blind_groups(r.groups, favourable=favourable)
-        blind = report.disparities(r.disparities).get(rule.metric)
+        blind = r.blind(favourable).disparities(r.disparities).get(rule.metric)
         enough = breached = enough and blind is None
         if active is None and not breached:
             return None

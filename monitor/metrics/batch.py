@@ -17,7 +17,6 @@ with empty groups, single groups, undefined rates and configured reference group
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,8 @@ Index = npt.NDArray[np.intp]
 # the across-group gaps, in the order of the bounded rates (selection rate, TPR, FPR, PPV)
 _GAPS = ("statistical_parity_difference", "tpr_gap", "fpr_gap", "ppv_gap")
 _BOUNDED = ("selection_rate", "tpr", "fpr", "ppv")
+_SCORE_FIELDS = ("score_reference", "score_ks", "score_wasserstein", "score_margin",
+                 "score_ks_distance", "score_wasserstein_distance")  # fmt: skip
 
 
 def _fractions(favourable: int) -> F64:
@@ -73,7 +74,6 @@ def _fractions(favourable: int) -> F64:
 
 
 _MATRIX = {f: _fractions(f) for f in (0, 1)}
-_EMPTY: F64 = np.zeros(0)
 _RATES = 14
 
 
@@ -86,6 +86,7 @@ def stacked_results(
     score_bins: int,
     confidence: float = 0.95,
     favourable: int = 1,
+    scores: bool = True,
 ) -> list[tuple[GroupMetrics, AttributeDisparities]]:
     """:func:`~monitor.metrics.fairness.group_metrics` and
     :func:`~monitor.metrics.fairness.disparities` (MOVER-R ratio interval) of every result of
@@ -104,14 +105,23 @@ def stacked_results(
     cal = counts[..., CAL : CAL + 3 * score_bins].reshape(*counts.shape[:-1], score_bins, 3)
     gap = np.abs(cal[..., 1] - cal[..., 2] / SCORE_SCALE).sum(axis=-1)
     ece = ratio(gap, cal[..., 0].sum(axis=-1))
-    ds = _disparities(n, fav, rates[bounded], lo, hi, references, sizes, min_samples)
     h = hist_cell(score_bins)
     hist = counts[..., h : h + score_bins]
     scored = hist.sum(axis=-1)
-    scored_ok = scored >= max(min_samples, 1)
-    score_ref = score_references(scored, references, scored_ok)
-    ks, w1, margin = parity(hist, score_ref, scored_ok, confidence)
-    worst = worst_distances(ks, w1, margin, score_ref, score_bins)
+    if scores:
+        scored_ok = scored >= max(min_samples, 1)
+        score_ref = score_references(scored, references, scored_ok)
+        ks, w1, margin = parity(hist, score_ref, scored_ok, confidence)
+        worst = worst_distances(ks, w1, margin, score_ref, score_bins)
+    else:  # not asked for (the alert evaluator without score rules): undefined
+        score_ref = np.full(len(sizes), -1)
+        ks = w1 = margin = np.full(scored.shape, np.nan)
+        worst = [(NAN_DISPARITY, NAN_DISPARITY)] * len(sizes)
+    score_rows = [
+        (int(r) if r >= 0 else None, ks[i, :z], w1[i, :z], margin[i, :z], *worst[i])
+        for i, (r, z) in enumerate(zip(score_ref.tolist(), sizes, strict=True))
+    ]
+    ds = _disparities(n, fav, rates[bounded], lo, hi, references, sizes, min_samples, score_rows)
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
         bounds = dict(
@@ -119,15 +129,6 @@ def stacked_results(
         )
         fields: list[Any] = [*c[:6, i, :size], labelled[i, :size], *rates[:, i, :size]]
         gm = GroupMetrics(*fields, *[ece[i, :size], bounds, scored[i, :size], hist[i, :size]])
-        dis = replace(
-            dis,
-            score_reference=int(score_ref[i]) if score_ref[i] >= 0 else None,
-            score_ks=ks[i, :size],
-            score_wasserstein=w1[i, :size],
-            score_margin=margin[i, :size],
-            score_ks_distance=worst[i][0],
-            score_wasserstein_distance=worst[i][1],
-        )
         out.append((gm, dis))
     return out
 
@@ -150,6 +151,7 @@ def _disparities(
     references: Sequence[int | None],
     sizes: Sequence[int],
     min_samples: int,
+    score_rows: list[tuple[Any, ...]],
 ) -> list[AttributeDisparities]:
     """The across-group comparison of each row; ``rate``, ``lo``, ``hi``: ``[4, result, group]``
     selection rate, TPR, FPR, PPV and their Wilson limits (the intervals' ingredients)."""
@@ -239,12 +241,7 @@ def _disparities(
                 equalized_odds_difference=eod,
                 average_odds_difference=aod,
                 differential_fairness=df,
-                score_reference=None,  # filled in by stacked_results
-                score_ks=_EMPTY,
-                score_wasserstein=_EMPTY,
-                score_margin=_EMPTY,
-                score_ks_distance=NAN_DISPARITY,
-                score_wasserstein_distance=NAN_DISPARITY,
+                **dict(zip(_SCORE_FIELDS, score_rows[i], strict=True)),
             )
         )
     return out

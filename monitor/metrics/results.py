@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.metrics.batch import stacked_results
+from monitor.metrics.blindness import BlindReport, blind_groups
 from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.registry import METRICS
@@ -35,9 +36,20 @@ class AttributeResult:
     _denominators: dict[str, list[int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _blind: dict[int, BlindReport] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def name(self, group: int | None) -> str | None:
         return None if group is None else self.labels[group]
+
+    def blind(self, favourable: int) -> BlindReport:
+        """Which rates and disparities the counts cannot measure (computed once per result:
+        every rule on it asks)."""
+        report = self._blind.get(favourable)
+        if report is None:
+            report = self._blind[favourable] = blind_groups(self.groups, favourable=favourable)
+        return report
 
     def disparity(self, metric: str) -> Disparity:
         return self.disparities.metric(metric)
@@ -74,20 +86,32 @@ def finite_or_none(x: float) -> float | None:
 
 
 def attribute_result(
-    counts: I64, labels: Sequence[str], spec: ModelSpec, set_name: str, *, confidence: float
+    counts: I64,
+    labels: Sequence[str],
+    spec: ModelSpec,
+    set_name: str,
+    *,
+    confidence: float,
+    scores: bool = True,
 ) -> AttributeResult:
     """Group metrics and disparities of one attribute set (:func:`attribute_results` of one)."""
-    return attribute_results([(counts, labels, set_name)], spec, confidence=confidence)[0]
+    items = [(counts, labels, set_name)]
+    return attribute_results(items, spec, confidence=confidence, scores=scores)[0]
 
 
 def attribute_results(
-    items: Sequence[tuple[I64, Sequence[str], str]], spec: ModelSpec, *, confidence: float
+    items: Sequence[tuple[I64, Sequence[str], str]],
+    spec: ModelSpec,
+    *,
+    confidence: float,
+    scores: bool = True,
 ) -> list[AttributeResult]:
     """Group metrics and disparities of several ``(counts[group, cell], group labels, attribute
     set)`` of one model, with its configured reference groups (if present) and minimum sample
     size: the one place that decides them. Computed stacked (:mod:`monitor.metrics.batch`): the
     numbers of :func:`~monitor.metrics.fairness.group_metrics` and
-    :func:`~monitor.metrics.fairness.disparities`, at a fraction of the cost for many."""
+    :func:`~monitor.metrics.fairness.disparities`, at a fraction of the cost for many.
+    ``scores=False`` leaves the score-distribution distances undefined (not computed)."""
     if not items:
         return []
     sizes = [len(c) for c, _, _ in items]
@@ -106,6 +130,7 @@ def attribute_results(
         score_bins=spec.score_bins,
         confidence=confidence,
         favourable=spec.favourable,
+        scores=scores,
     )
     return [
         AttributeResult(tuple(lab), g, d) for (_, lab, _), (g, d) in zip(items, out, strict=True)

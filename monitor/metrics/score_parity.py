@@ -103,19 +103,22 @@ def worst_distances(
 ) -> list[tuple[Disparity, Disparity]]:
     """Per row: the largest KS and the largest W1 over its groups as disparities (the group,
     the reference, the DKW interval clipped to [0, 1]); undefined without a compared group."""
-    out = []
-    for i in range(ks.shape[0]):
-        pair = []
-        for name, d, m in (
-            ("score_ks_distance", ks[i], margin[i]),
-            ("score_wasserstein_distance", w1[i], margin[i] * (1.0 - 1.0 / bins)),
-        ):
-            ok = np.isfinite(d)
-            if not ok.any():
-                pair.append(NAN_DISPARITY)
-                continue
-            g = int(np.argmax(np.where(ok, d, -np.inf)))
-            v, e = float(d[g]), float(m[g])
-            pair.append(Disparity(v, max(v - e, 0.0), min(v + e, 1.0), g, int(ref[i]), name))
-        out.append((pair[0], pair[1]))
-    return out
+    rows = np.arange(ks.shape[0])
+    picks = []
+    for name, d, m in (
+        ("score_ks_distance", ks, margin),
+        ("score_wasserstein_distance", w1, margin * (1.0 - 1.0 / bins)),
+    ):
+        ok = np.isfinite(d)
+        g = np.argmax(np.where(ok, d, -np.inf), axis=-1)
+        v, e = d[rows, g], m[rows, g]
+        lo, hi = np.maximum(v - e, 0.0), np.minimum(v + e, 1.0)
+        cols = zip((np.count_nonzero(ok, axis=-1) > 0).tolist(), v.tolist(), lo.tolist(), hi.tolist(), g.tolist(),
+                   ref.tolist(), strict=True)  # fmt: skip
+        picks.append(
+            [
+                Disparity(a, b, c, gi, ri, name) if has else NAN_DISPARITY
+                for has, a, b, c, gi, ri in cols
+            ]
+        )
+    return list(zip(picks[0], picks[1], strict=True))
