@@ -15,10 +15,11 @@ Per group and predicted class ``c``, over the window's unlabelled scored predict
 * TPR = TP / (TP + FN) and FPR = FP / (FP + TN): the labelled counts as they are, the
   unlabelled ones in expectation;
 * their error: the unlabelled outcomes are independent Bernoulli(s), so the positives among
-  class ``c`` have variance ``v_c = Σ s(1 − s) = S_c − Q_c``, and by the delta method
-  ``Var(TPR) ≈ (FN² v_1 + TP² v_0) / (TP + FN)⁴``, ``Var(FPR) ≈ (TN² v_1 + FP² v_0) / (FP + TN)⁴``;
-  the interval is ``rate ± z·√Var`` clipped to [0, 1]. It is the error of the rate the labels
-  will show for these predictions, given the scores — if the scores are calibrated.
+  class ``c`` have variance ``v_c = Σ s(1 − s) = S_c − Q_c``; TP and FN (FP and TN) are
+  independent sums with variances ``v_1`` and ``v_0``, and Fieller's interval for their ratio
+  (:func:`fieller`) bounds where TPR = TP/(TP + FN) (FPR = FP/(FP + TN)) will fall. It is the
+  error of the rate the labels will show for these predictions, given the scores — if the
+  scores are calibrated.
 
 With ``label_time: arrival`` a window's labels are not its predictions' labels, so the estimate
 uses the scores alone (every scored prediction as if unlabelled).
@@ -119,6 +120,28 @@ def calibration_check(counts: I64, score_bins: int) -> tuple[F64, I64, F64]:
     return np.where(bins > 0, stat, np.nan), bins.astype(np.int64), p
 
 
+def fieller(a: F64, var_a: F64, b: F64, var_b: F64, z: float) -> tuple[F64, F64]:
+    """Where the ratio ``R = A / (A + B)`` of two independent sums will fall, A and B with
+    means ``a``, ``b`` and variances ``var_a``, ``var_b`` (Fieller 1954): ``R ≤ r`` iff
+    ``A − r(A + B) ≤ 0``, a normal quantity of mean ``a − r(a + b)`` and variance
+    ``(1 − r)² var_a + r² var_b``, so the limits solve
+    ``(a − r s)² = z² ((1 − r)² var_a + r² var_b)`` (s = a + b), a quadratic in r; clipped to
+    [0, 1], and all of it when the variance swamps the means (the quadratic opens downwards)."""
+    s = a + b
+    qa = s**2 - z**2 * (var_a + var_b)
+    qb = -2.0 * (s * a - z**2 * var_a)
+    qc = a**2 - z**2 * var_a
+    with np.errstate(invalid="ignore", divide="ignore"):
+        root = np.sqrt(np.maximum(qb**2 - 4.0 * qa * qc, 0.0))
+        lo = (-qb - root) / (2.0 * qa)
+        hi = (-qb + root) / (2.0 * qa)
+    bounded = qa > 0
+    nan = s != s
+    lo = np.where(bounded, np.clip(lo, 0.0, 1.0), np.where(s > 0, 0.0, np.nan))
+    hi = np.where(bounded, np.clip(hi, 0.0, 1.0), np.where(s > 0, 1.0, np.nan))
+    return np.where(nan, np.nan, lo), np.where(nan, np.nan, hi)
+
+
 def _block(counts: I64, first: int, e: int) -> tuple[F64, F64, F64]:
     c = counts[:, e + first : e + first + 3]
     return c[:, 0].astype(np.float64), c[:, 1] / SCORE_SCALE, c[:, 2] / SCORE_SCALE
@@ -156,8 +179,8 @@ def estimate(
     with np.errstate(invalid="ignore", divide="ignore"):
         tpr = TP_ / (TP_ + FN_)
         fpr = FP_ / (FP_ + TN_)
-        se_tpr = np.sqrt(FN_**2 * v1 + TP_**2 * v0) / (TP_ + FN_) ** 2
-        se_fpr = np.sqrt(TN_**2 * v1 + FP_**2 * v0) / (FP_ + TN_) ** 2
+        tpr_lo, tpr_hi = fieller(TP_, v1, FN_, v0, z)
+        fpr_lo, fpr_hi = fieller(FP_, v1, TN_, v0, z)
     stat, bins, p = calibration_check(counts if calibration is None else calibration, score_bins)
     lab_scored = (calibration if calibration is not None else counts)[
         :, CAL : CAL + 3 * score_bins : 3
@@ -175,11 +198,11 @@ def estimate(
 
     return Estimates(
         tpr=shown(tpr),
-        tpr_lower=shown(np.clip(tpr - z * se_tpr, 0.0, 1.0)),
-        tpr_upper=shown(np.clip(tpr + z * se_tpr, 0.0, 1.0)),
+        tpr_lower=shown(tpr_lo),
+        tpr_upper=shown(tpr_hi),
         fpr=shown(fpr),
-        fpr_lower=shown(np.clip(fpr - z * se_fpr, 0.0, 1.0)),
-        fpr_upper=shown(np.clip(fpr + z * se_fpr, 0.0, 1.0)),
+        fpr_lower=shown(fpr_lo),
+        fpr_upper=shown(fpr_hi),
         estimated=(n1 + n0).astype(np.int64),
         unscored_unlabelled=(counts[:, N] - labelled - n1 - n0).astype(np.int64),
         calibration_statistic=stat,
