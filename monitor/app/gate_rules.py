@@ -137,8 +137,10 @@ def judge(
 
 
 def _bases(metric: str) -> list[str]:
-    """The registry metrics whose rates a check compares (the EOD: its TPR and FPR gaps)."""
-    return [metric] if METRICS[metric].rate else ["tpr_gap", "fpr_gap"]
+    """The registry metrics whose rates a check compares (the EOD: its TPR and FPR gaps; a
+    score distance: itself, its groups' selection rates shown)."""
+    m = METRICS[metric]
+    return [metric] if m.rate or m.interval == "dkw" else ["tpr_gap", "fpr_gap"]
 
 
 def _rows(
@@ -153,7 +155,7 @@ def _rows(
             continue
         rates: dict[str, tuple[float, float, float, int]] = {}
         for b in bases:
-            rate = METRICS[b].rate
+            rate = METRICS[b].rate or "selection_rate"
             lo, hi = g.bounds[rate]
             rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), r.denominator(i, b))
         judged = n >= min_n and all(v[3] >= min_den for v in rates.values())

@@ -13,6 +13,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 import xmlschema
 import yaml
@@ -371,3 +372,32 @@ def test_schema_rejects_what_ci_cannot_read(schema: xmlschema.XMLSchema) -> None
         '<testsuites><testsuite name="m" tests="one" failures="0" errors="0">'
         '<testcase name="t"/></testsuite></testsuites>'
     )
+
+
+def test_a_score_shift_fails_the_score_gate_not_the_four_fifths_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A and B share a selection rate (0.5) but B's scores crowd at the threshold: the gate on
+    score_ks_distance fails (exit 1) and names B against A; the four-fifths gate passes; with
+    B's scores drawn like A's, the score gate passes too."""
+    rng = np.random.default_rng(8)
+
+    def write(crowded: bool) -> list[str]:
+        preds = tmp_path / f"s{int(crowded)}.jsonl"
+        with preds.open("w") as p:
+            for i in range(2000):
+                g = "A" if i % 2 else "B"
+                s = rng.uniform(0.4, 0.6) if (g == "B" and crowded) else rng.random()
+                p.write(json.dumps({"prediction_id": f"{g}{i}", "timestamp": T0 + 60 * i,
+                                    "model_id": "loan", "prediction": int(s >= 0.5),
+                                    "score": round(float(s), 6), "attributes": {"group": g}}) + "\n")  # fmt: skip
+        return ["-p", str(preds)]
+
+    cfg = loan_config(tmp_path)
+    rc, out, _ = gate(capsys, "-c", cfg, *write(True), "--fail-on", "score_ks_distance")
+    assert rc == 1, out
+    assert "B" in out and "score_ks_distance" in out
+    rc, out, _ = gate(capsys, "-c", cfg, *write(True), "--fail-on", "FourFifthsRule")
+    assert rc == 0, out
+    rc, out, _ = gate(capsys, "-c", cfg, *write(False), "--fail-on", "score_ks_distance")
+    assert rc == 0, out
