@@ -583,6 +583,45 @@ def fairness_overview() -> dict[str, Any]:
         ),
         blind_timeline(grid=(0, 31, 24, 7)),
         *evidence_panels(38),
+        timeseries(
+            "Score distribution vs the reference (KS) by group",
+            "Kolmogorov-Smirnov distance of each group's score distribution from the score "
+            "reference group's, over the exported histograms summed across replicas: the largest "
+            "selection-rate gap over all thresholds. A group can keep its selection rate at the "
+            "deployed threshold while its scores move (generalized demographic parity, "
+            "docs/metrics.md).",
+            [target(f"fairness:group_score_ks_distance:ratio{g}", "{{group}}")],
+            unit="percentunit",
+            min_=0,
+            max_=1,
+            bound=(0.1, "above"),
+            grid=(0, 55, 12, 9),
+        ),
+        timeseries(
+            "Estimated TPR before labels (calibrated scores)",
+            "Label-free estimate per group: labelled decisions as counted, those awaiting a "
+            "label in expectation from their scores (CBPE). An estimate, not a measurement: "
+            "absent for a group whose calibration check failed on the labels that did arrive. "
+            "Computed by each replica over its own partitions (one line per instance).",
+            [
+                target(f"fairness_estimated_true_positive_rate_ratio{g}", "{{group}} {{instance}}"),
+                target(
+                    f"fairness_estimated_true_positive_rate_lower_ratio{g}",
+                    "{{group}} {{instance}} lower",
+                    "B",
+                ),
+                target(
+                    f"fairness_estimated_true_positive_rate_upper_ratio{g}",
+                    "{{group}} {{instance}} upper",
+                    "C",
+                ),
+            ],
+            unit="percentunit",
+            min_=0,
+            max_=1,
+            bands=True,
+            grid=(12, 55, 12, 9),
+        ),
     ]
     variables = [
         variable("model", "Model", "label_values(fairness:predictions:sum, model)"),
