@@ -65,6 +65,17 @@ def fingerprint(models: Sequence[ModelSpec], n_sets: int) -> list[dict[str, Any]
     ]
 
 
+def _difference(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
+    """What differs between two fingerprints, for the operator (``cells 36 → 58``)."""
+    if len(old) != len(new):
+        return f"{len(old)} models in the checkpoint, {len(new)} now"
+    for a, b in zip(old, new, strict=True):
+        diff = [f"{k} {a.get(k)!r} → {b.get(k)!r}" for k in b if a.get(k) != b.get(k)]
+        if diff:
+            return f"model {b.get('model')}: " + ", ".join(diff)
+    return "its fingerprint differs"
+
+
 class PartitionState:
     """Everything the engine keeps for one input partition."""
 
@@ -137,8 +148,14 @@ class PartitionState:
     ) -> PartitionState:
         """A partition's state from :meth:`export`'s output, its group indices remapped onto
         ``registries`` (groups it names that they lack are registered)."""
-        if meta["fingerprint"] != fingerprint(models, n_sets):
-            raise ValueError("it was written for a different model configuration")
+        now = fingerprint(models, n_sets)
+        if meta["fingerprint"] != now:
+            raise ValueError(
+                "it was written for a different model configuration "
+                f"({_difference(meta['fingerprint'], now)}); a changed configuration (or a "
+                "version whose count cells differ) cannot reuse it: move the checkpoint file "
+                "aside to start over"
+            )
         st = cls(models, n_sets)
         remaps = []
         for m, (set_of, labels) in enumerate(meta["groups"]):

@@ -81,8 +81,13 @@ def test_state_of_another_model_configuration_is_refused_and_leaves_the_partitio
     b = Engine(config())
     run(b, [pred("y", T0, "b", 1), pred("z", T0, "b", 0)], partition=0)
     before = build_report(b.snapshot())
-    with pytest.raises(ValueError, match="different model configuration"):
+    with pytest.raises(ValueError, match="different model configuration") as err:
         b.import_partition(0, meta, arrays)
+    assert "model m: bucket 300 → 60" in str(err.value)  # what differs, for the operator
+    # a checkpoint of an older layout (fewer count cells) names the cells
+    old = dict(meta, fingerprint=[dict(f, cells=36) for f in meta["fingerprint"]])
+    with pytest.raises(ValueError, match="cells 36 → "):
+        a.import_partition(1, old, arrays)
     assert build_report(b.snapshot()) == before
     assert b.counters()["predictions"] == 2
     c = Engine(config(bucket="5m"))
