@@ -37,10 +37,10 @@ from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order
 from monitor.state.join import NO_SCORE as STORED_NO_SCORE
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
-from monitor.state.score_cells import NO_SCORE, label_parts, prediction_parts, score_micros
+from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
 from monitor.state.window_sums import WindowSums
-from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
+from monitor.state.windows import FN, FP, TN, TP, n_cells
 
 I64 = npt.NDArray[np.int64]
 
@@ -113,12 +113,8 @@ class Engine:
             k = len(spec.attribute_sets)
             groups = b.groups[sel, :k]
             fav = (b.pred[sel] == spec.favourable).astype(np.int64)
-            n = len(sel)
-            rows_, cells, weights = prediction_parts(u[sel], b.pred[sel], spec.score_bins)
-            both = np.concatenate([np.arange(n), np.arange(n), *rows_])
-            cell = np.concatenate([np.full(n, N), np.full(n, FAV), *cells])
-            weight = np.concatenate([np.ones(n, np.int64), fav, *weights])
-            ring.scatter(bk[both], groups[both], cell, weight, (~late & ~gone)[both], gone[both])
+            cells, weights = prediction_block(u[sel], b.pred[sel], fav, spec.score_bins)
+            ring.scatter(bk, groups, cells, weights, ~late & ~gone, gone)
             admitted[sel[~late]] = True
             buckets[sel] = bk
         idx = order[admitted[order]]  # admitted events, in key order
@@ -195,18 +191,10 @@ class Engine:
             pred = e["pred"].astype(np.int64)
             cell = np.where(pred == 1, np.where(y == 1, TP, FP), np.where(y == 1, FN, TN))
             u = np.where(e["score"] == STORED_NO_SCORE, NO_SCORE, e["score"].astype(np.int64))
-            parts_row, parts_cell, parts_w = label_parts(u, pred, y, spec.score_bins)
-            rows_ = np.concatenate([np.arange(len(e)), *parts_row])
+            cells, weights = label_block(u, pred, y, cell, spec.score_bins)
             k = len(spec.attribute_sets)
             live = ~late & ~gone
-            ring.scatter(
-                bk[rows_],
-                e["groups"][rows_, :k],
-                np.concatenate([cell, *parts_cell]),
-                np.concatenate([np.ones(len(e), np.int64), *parts_w]),
-                live[rows_],
-                gone[rows_],
-            )
+            ring.scatter(bk, e["groups"][:, :k], cells, weights, live, gone)
             # Labels counted in their own bucket (label_time: arrival) are never in a window
             # ending before their time: only cohort counting needs the label-time ledger. Alert
             # rules read the confusion cells only (calibration is not a rule metric).

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from monitor.state.windows import CAL, SCORE_SCALE, estimate_cell, hist_cell
+from monitor.state.windows import CAL, FAV, SCORE_SCALE, N, estimate_cell, hist_cell
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -48,49 +48,36 @@ def _squares(u: I64) -> I64:
     return (u * u + SCORE_SCALE // 2) // SCORE_SCALE
 
 
-def _class_sums(
-    scored: I64, u: I64, pred: I64, base: int, first: int
-) -> tuple[list[I64], list[I64], list[I64]]:
-    """Rows, cells and weights adding (1, s, s²) to the class block at ``base + first`` (class
-    1) or ``base + first + 3`` (class 0)."""
-    cell = base + first + np.where(pred[scored] == 1, 0, 3)
-    return (
-        [scored, scored, scored],
-        [cell, cell + 1, cell + 2],
-        [np.ones(len(scored), np.int64), u[scored], _squares(u[scored])],
-    )
+def prediction_block(
+    u: I64, pred: npt.NDArray[np.integer], favourable: I64, score_bins: int
+) -> tuple[I64, I64]:
+    """``(cells, weights)``, ``[event, 6]``: what each prediction adds — N and FAV, then (when
+    scored; else weight 0) its score histogram bin and its class's count, Σs and Σs²."""
+    scored = u != NO_SCORE
+    us = np.where(scored, u, 0)
+    sc = scored.astype(np.int64)
+    e = estimate_cell(score_bins) + np.where(pred == 1, ALL_POSITIVE, ALL_NEGATIVE)
+    n = len(u)
+    cells = np.stack(
+        [np.full(n, N), np.full(n, FAV), hist_cell(score_bins) + _bins(us, score_bins), e, e + 1,
+         e + 2],
+        axis=1,
+    )  # fmt: skip
+    weights = np.stack([np.ones(n, np.int64), favourable, sc, sc, us, _squares(us)], axis=1)
+    return cells.astype(np.int64), weights
 
 
-def prediction_parts(
-    u: I64, pred: npt.NDArray[np.integer], score_bins: int
-) -> tuple[list[I64], list[I64], list[I64]]:
-    """The score cells a batch of predictions adds (score histogram, class sums): lists of
-    event rows, cells and weights to concatenate with the other increments."""
-    scored = np.flatnonzero(u != NO_SCORE)
-    if not len(scored):
-        return [], [], []
-    rows, cells, weights = _class_sums(
-        scored, u, pred.astype(np.int64), estimate_cell(score_bins), ALL_POSITIVE
-    )
-    rows.append(scored)
-    cells.append(hist_cell(score_bins) + _bins(u[scored], score_bins))
-    weights.append(np.ones(len(scored), np.int64))
-    return rows, cells, weights
-
-
-def label_parts(
-    u: I64, pred: npt.NDArray[np.integer], y: I64, score_bins: int
-) -> tuple[list[I64], list[I64], list[I64]]:
-    """The score cells a batch of joined labels adds (calibration bins, labelled class sums)."""
-    scored = np.flatnonzero(u != NO_SCORE)
-    if not len(scored):
-        return [], [], []
-    s = u[scored]
-    base = CAL + 3 * _bins(s, score_bins)
-    rows, cells, weights = _class_sums(
-        scored, u, pred.astype(np.int64), estimate_cell(score_bins), LABELLED_POSITIVE
-    )
-    rows += [scored, scored, scored]
-    cells += [base, base + 1, base + 2]
-    weights += [np.ones(len(scored), np.int64), y[scored], s]
-    return rows, cells, weights
+def label_block(
+    u: I64, pred: npt.NDArray[np.integer], y: I64, confusion: I64, score_bins: int
+) -> tuple[I64, I64]:
+    """``(cells, weights)``, ``[event, 7]``: what each joined label adds — its confusion cell,
+    then (when scored; else weight 0) its calibration bin's count, label and score sums and its
+    class's labelled count, Σs and Σs²."""
+    scored = u != NO_SCORE
+    us = np.where(scored, u, 0)
+    sc = scored.astype(np.int64)
+    base = CAL + 3 * _bins(us, score_bins)
+    e = estimate_cell(score_bins) + np.where(pred == 1, LABELLED_POSITIVE, LABELLED_NEGATIVE)
+    cells = np.stack([confusion, base, base + 1, base + 2, e, e + 1, e + 2], axis=1)
+    weights = np.stack([np.ones(len(u), np.int64), sc, y * sc, us, sc, us, _squares(us)], axis=1)
+    return cells.astype(np.int64), weights

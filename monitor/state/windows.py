@@ -147,12 +147,6 @@ class WindowRing:
         journal, self.journal, self.journaled = self.journal, [], 0
         return journal
 
-    def add_expired(self, groups: npt.NDArray[Any], cells: I64, weights: I64) -> None:
-        if len(groups):
-            np.add.at(
-                self.expired.reshape(-1), groups.astype(np.int64) * self.n_cells + cells, weights
-            )
-
     def scatter(
         self,
         buckets: I64,
@@ -162,19 +156,31 @@ class WindowRing:
         live: Bool,
         gone: Bool,
     ) -> None:
-        """Add ``weights`` to ``cells`` of every attribute set's group of each event
-        (``groups[event, set]``): into its bucket when ``live``, into ``expired`` when
-        ``gone`` (see :meth:`admit`), nowhere when late."""
-        k = groups.shape[1]
-        rep = np.repeat
-        live_r = rep(live, k)
-        gone_r = rep(gone, k)
-        g = groups.reshape(-1)
-        b = rep(buckets, k)
-        c = rep(cells, k)
-        w = rep(weights, k)
-        self.add(b[live_r], g[live_r], c[live_r], w[live_r])
-        self.add_expired(g[gone_r], c[gone_r], w[gone_r])
+        """Add ``weights[e, j]`` to cell ``cells[e, j]`` of every attribute set's group of
+        event ``e`` (``groups[e, set]``): into its bucket when ``live``, into ``expired`` when
+        ``gone`` (see :meth:`admit`), nowhere when late. One block of cells per event: the flat
+        indices are one broadcast ``slot · G·C + group · C + cell`` (no per-cell repeats)."""
+        k, m = groups.shape[1], cells.shape[1]
+        for mask, ring in ((live, True), (gone, False)):
+            if not mask.any():
+                continue
+            e = int(mask.sum())
+            cell = (
+                groups[mask].astype(np.int64)[:, :, None] * self.n_cells + cells[mask][:, None, :]
+            ).reshape(-1)
+            w = np.broadcast_to(weights[mask][:, None, :], (e, k, m)).reshape(-1)
+            if not ring:
+                np.add.at(self.expired.reshape(-1), cell, w)
+                continue
+            b = buckets[mask]
+            base = (b % self.n_buckets) * (self.n_groups * self.n_cells)
+            flat = (base[:, None] + cell.reshape(e, k * m)).reshape(-1)
+            np.add.at(self.counts.reshape(-1), flat, w)
+            if self.journal is not None:
+                self.journal.append((np.repeat(b, k * m), cell, w))
+                self.journaled += len(cell)
+                if self.journaled > JOURNAL_LIMIT * self.counts.size:
+                    self.journal = None
 
     def window(self, start: int, end: int) -> I64:
         """Sum of buckets ``start <= b < end`` that the ring holds: ``[group, cell]``."""

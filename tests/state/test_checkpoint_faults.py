@@ -165,7 +165,7 @@ class FakeConsumer:
     def seek_to_beginning(self, tp: TopicPartition) -> None:
         self.sought[tp] = 0
 
-    def position(self, tp: TopicPartition) -> int:
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         return self.sought[tp]
 
     def commit(self, offsets: dict[TopicPartition, Any]) -> None:
