@@ -1,0 +1,310 @@
+"""The Kafka state store (``checkpoint.store: kafka``) against a real Apache Kafka broker:
+round trips, chunking, torn writes, another replica's restore, the topic's policy, faults."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from monitor.app.checkpointing import Checkpointer
+from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.state import kafka_topic
+from monitor.state.checkpoint import CheckpointCorrupt, CheckpointUnavailable, decode, encode
+from monitor.state.kafka_store import CHUNK, MAGIC, KafkaStateStore, chunk_key, head_key
+from monitor.state.kafka_topic import StateTopicError
+from tests.broker import free_port
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def settings(kafka: Any, topic: str | None = None, **more: Any) -> tuple[CheckpointSpec, KafkaSpec]:
+    cp = CheckpointSpec(store="kafka", state_topic=topic or f"state-{uuid.uuid4().hex[:8]}", **more)
+    return cp, KafkaSpec(bootstrap_servers=(kafka.bootstrap,))
+
+
+def arrays(seed: int, n: int = 1000) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "counts": rng.integers(0, 2**40, size=(n, 7), dtype=np.int64),
+        "keys": rng.integers(0, 2**63, size=n, dtype=np.uint64),
+        "scores": rng.random(n).astype(np.float32),
+        "flags": rng.random(n) < 0.5,
+    }
+
+
+def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert got.keys() == expected.keys()
+    for k, v in expected.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
+        assert np.array_equal(got[k], v), k
+
+
+def raw_send(kafka: Any, topic: str, key: str, value: bytes | None) -> None:
+    p = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
+    p.send(topic, key=key.encode(), value=value).get(30)
+    p.close()
+
+
+def topic_config(kafka: Any, topic: str, key: str) -> str | None:
+    from monitor.ingest.kafka import _config_value
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        found = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs=None)], config_filter="all"
+        )
+        return _config_value(found, topic, key)
+    finally:
+        admin.close()
+
+
+@pytest.fixture
+def store(kafka):  # type: ignore[no-untyped-def]
+    s = KafkaStateStore(*settings(kafka))
+    s.check_writable()
+    yield s
+    s.close()
+
+
+def test_round_trip_of_partitions_and_alert_state(kafka, store: KafkaStateStore) -> None:  # type: ignore[no-untyped-def]
+    items = [(p, {"pred": 100 + p, "lab": 50 + p}, encode({"p": p}, arrays(p))) for p in range(4)]
+    alerts = json.dumps({"version": 1, "book": {"x": [1, 2.5, "é"]}})
+    store.save(items, alerts=alerts)
+    assert store.partitions() == [0, 1, 2, 3]
+    for p in range(4):
+        cp = store.load(p)
+        assert cp is not None and cp.partition == p
+        assert cp.offsets == {"pred": 100 + p, "lab": 50 + p}
+        assert cp.meta == {"p": p}
+        assert_same(cp.arrays, arrays(p))
+    assert store.load_alerts() == alerts
+    assert store.load(9) is None
+    # a later save of some partitions and no alert state keeps the rest as it was
+    store.save([(2, {"pred": 999}, encode({"p": "new"}, arrays(22)))])
+    two = store.load(2)
+    assert two is not None and two.offsets == {"pred": 999}
+    assert_same(two.arrays, arrays(22))
+    one = store.load(1)
+    assert one is not None and one.offsets == {"pred": 101, "lab": 51}
+    assert store.load_alerts() == alerts
+
+
+def test_state_of_several_chunks_restores_exactly(kafka) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka, state_chunk_bytes=256 * 1024)
+    big = arrays(7, n=120_000)  # ~8 MB of .npz: about 30 chunks
+    blob = encode({"big": True}, big)
+    assert len(blob) > 6 * 2**20
+    a = KafkaStateStore(cp, k)
+    try:
+        for round_ in range(3):  # slots reused: chunks of older generations are superseded
+            a.save([(0, {"pred": round_}, blob)], alerts="x" * 700_000)
+    finally:
+        a.close()
+    b = KafkaStateStore(cp, k)  # another replica: a fresh object reading the topic
+    try:
+        got = b.load(0)
+        assert got is not None and got.offsets == {"pred": 2} and got.meta == {"big": True}
+        assert_same(got.arrays, big)
+        assert b.load_alerts() == "x" * 700_000
+    finally:
+        b.close()
+
+
+def test_another_replica_restores_what_the_first_wrote(kafka, caplog) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka)
+    a = KafkaStateStore(cp, k)
+    for gen in range(1, 6):
+        a.save([(p, {"pred": gen * 10 + p}, encode({"gen": gen}, arrays(gen + p))) for p in (0, 3)])
+    a.close()
+    b = KafkaStateStore(cp, k)
+    try:
+        assert b.partitions() == [0, 3]
+        with caplog.at_level(logging.INFO, logger="monitor.state.kafka_store"):
+            got = b.load(3)
+        assert got is not None and got.offsets == {"pred": 53} and got.meta == {"gen": 5}
+        assert_same(got.arrays, arrays(8))
+        assert f"partition 3 restored from state topic {cp.state_topic} generation 5" in caplog.text
+        # the new owner writes on from there, and the first replica's object reads it back
+        b.save([(3, {"pred": 60}, encode({"gen": 6}, arrays(1)))])
+    finally:
+        b.close()
+    c = KafkaStateStore(cp, k)
+    try:
+        got = c.load(3)
+        assert got is not None and got.offsets == {"pred": 60}
+    finally:
+        c.close()
+
+
+WRITER = """
+import os, sys
+import numpy as np
+from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.state.checkpoint import encode
+from monitor.state.kafka_store import KafkaStateStore
+
+cp = CheckpointSpec(store="kafka", state_topic={topic!r}, state_chunk_bytes=64 * 1024)
+store = KafkaStateStore(cp, KafkaSpec(bootstrap_servers=({bootstrap!r},)))
+rng = np.random.default_rng(1)
+for gen in (1, 2):
+    store.save([(0, {{"pred": gen}}, encode({{"gen": gen}}, {{"a": rng.random(200_000)}}))])
+send, sent = store.writer.send, []
+
+def killed_after_three(key, value):
+    send(key, value)
+    sent.append(key)
+    if len(sent) == 3:  # three chunks of generation 3 acknowledged, then the writer dies
+        store.writer.flush()
+        print(sent, flush=True)
+        os._exit(9)
+
+store.writer.send = killed_after_three
+store.save([(0, {{"pred": 3}}, encode({{"gen": 3}}, {{"a": rng.random(200_000)}}))])
+"""
+
+
+def test_a_writer_killed_between_chunks_restores_the_previous_generation(kafka, caplog) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka)
+    script = WRITER.format(topic=cp.state_topic, bootstrap=kafka.bootstrap)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120
+    )
+    assert done.returncode == 9, done.stderr.decode()[-2000:]
+    assert "p/0/s1/c2" in done.stdout.decode()  # generation 3 went into slot 1, generation 1's
+    expected = np.random.default_rng(1)
+    expected.random(200_000)  # generation 1's
+    gen2 = expected.random(200_000)
+    store = KafkaStateStore(cp, k)
+    try:
+        with caplog.at_level(logging.INFO, logger="monitor.state.kafka_store"):
+            got = store.load(0)
+        assert got is not None and got.offsets == {"pred": 2} and got.meta == {"gen": 2}
+        assert np.array_equal(got.arrays["a"], gen2)
+        assert f"restored from state topic {cp.state_topic} generation 2" in caplog.text
+        # the next save does not touch generation 2's slot, and is what a restore takes then
+        store.save([(0, {"pred": 4}, encode({"gen": 4}, {"a": np.arange(3)}))])
+        got = store.load(0)
+        assert got is not None and got.offsets == {"pred": 4}
+    finally:
+        store.close()
+
+
+def test_a_damaged_generation_falls_back_to_the_previous_one(kafka, store, caplog) -> None:  # type: ignore[no-untyped-def]
+    for gen in (1, 2):
+        store.save([(5, {"pred": gen}, encode({"gen": gen}, arrays(gen)))])
+    # generation 2's only chunk replaced by one of another generation (a zombie writer, say)
+    raw_send(kafka, store.topic, chunk_key("p/5", 2, 0), CHUNK.pack(MAGIC, 4, 0, 1) + b"junk")
+    fresh = KafkaStateStore(*settings(kafka, store.topic))
+    try:
+        with caplog.at_level(logging.INFO, logger="monitor.state.kafka_store"):
+            got = fresh.load(5)
+        assert got is not None and got.offsets == {"pred": 1}
+        assert_same(got.arrays, arrays(1))
+        assert "generation 2 is not intact: chunk 0 of 1 holds generation 4" in caplog.text
+        assert "restoring the previous generation 1" in caplog.text
+        # a hash mismatch is caught too: the right generation with other bytes
+        raw_send(kafka, store.topic, chunk_key("p/5", 1, 0), CHUNK.pack(MAGIC, 1, 0, 1) + b"x")
+        with pytest.raises(CheckpointCorrupt, match="partition 5: no intact generation"):
+            fresh.load(5)
+        # the next save starts a generation above all of them, and restores
+        fresh.save([(5, {"pred": 9}, encode({"gen": 9}, arrays(9)))])
+        got = fresh.load(5)
+        assert got is not None and got.offsets == {"pred": 9}
+    finally:
+        fresh.close()
+
+
+def test_chunks_without_a_head_count_as_no_checkpoint(kafka, store, caplog) -> None:  # type: ignore[no-untyped-def]
+    raw_send(kafka, store.topic, chunk_key("p/1", 1, 0), CHUNK.pack(MAGIC, 1, 0, 2) + b"half")
+    with caplog.at_level(logging.WARNING, logger="monitor.state.kafka_store"):
+        assert store.load(1) is None
+    assert "partition 1" in caplog.text and "treated as having no checkpoint" in caplog.text
+
+
+def test_a_corrupt_head_follows_on_corrupt(kafka, caplog) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka)
+    store = KafkaStateStore(cp, k)
+    store.save([(0, {"pred": 1}, encode({}, arrays(0)))], alerts='{"version": 1}')
+    store.close()
+    raw_send(kafka, cp.state_topic, head_key("p/0"), b"{not json")
+    raw_send(kafka, cp.state_topic, head_key("alerts"), b"\xff")
+    refuse = Checkpointer(cp, kafka=k)
+    try:
+        with pytest.raises(CheckpointCorrupt, match=f"state topic {cp.state_topic}, partition 0"):
+            refuse.load(0)
+    finally:
+        refuse.close()
+    fresh = Checkpointer(CheckpointSpec(**{**cp.__dict__, "on_corrupt": "fresh"}), kafka=k)
+    try:
+        with caplog.at_level(logging.ERROR, logger="monitor.app.checkpointing"):
+            assert fresh.load(0) is None
+        assert "partition 0 starts fresh" in caplog.text
+        fresh.save([(0, {"pred": 2}, encode({}, arrays(2)))], None, full=True)
+        got = fresh.load(0)
+        assert got is not None and got.offsets == {"pred": 2}
+    finally:
+        fresh.close()
+
+
+def test_the_topic_is_created_compacted(kafka) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka, state_topic_partitions=2)
+    store = KafkaStateStore(cp, k)
+    store.close()
+    assert topic_config(kafka, cp.state_topic, "cleanup.policy") == "compact"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        assert len(admin.describe_topics([cp.state_topic])[0]["partitions"]) == 2
+    finally:
+        admin.close()
+    KafkaStateStore(cp, k).close()  # an existing compacted topic is used as it is
+
+
+def test_a_topic_that_is_not_compacted_is_refused(kafka) -> None:  # type: ignore[no-untyped-def]
+    topic = f"plain-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})
+    admin.close()
+    with pytest.raises(StateTopicError) as err:
+        KafkaStateStore(*settings(kafka, topic))
+    assert f"state topic {topic} has cleanup.policy=delete, it must be compact" in str(err.value)
+
+
+def test_a_chunk_larger_than_the_topic_allows_is_refused(kafka) -> None:  # type: ignore[no-untyped-def]
+    topic = f"small-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    configs = {"cleanup.policy": "compact", "max.message.bytes": "200000"}
+    admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1, "configs": configs}})
+    admin.close()
+    with pytest.raises(StateTopicError, match=r"exceeds the topic.s max\.message\.bytes 200000"):
+        KafkaStateStore(*settings(kafka, topic))
+    KafkaStateStore(*settings(kafka, topic, state_chunk_bytes=128 * 1024)).close()
+
+
+def test_an_unreachable_cluster_is_unavailable(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(kafka_topic, "BOOTSTRAP_TIMEOUT_MS", 2000)
+    cp = CheckpointSpec(store="kafka", state_topic="nowhere")
+    k = KafkaSpec(bootstrap_servers=(f"127.0.0.1:{free_port()}",))
+    with pytest.raises(CheckpointUnavailable, match="state topic nowhere: cannot reach Kafka at"):
+        KafkaStateStore(cp, k)
+
+
+def test_decoded_payload_is_the_encoded_blob(store) -> None:  # type: ignore[no-untyped-def]
+    """The stored blob is `checkpoint.encode`'s, so the engine's import reads it unchanged."""
+    meta, arrs = {"cells": 12, "groups": ["a", "b"]}, arrays(3)
+    store.save([(0, {"pred": 1}, encode(meta, arrs))])
+    got = store.load(0)
+    assert got is not None
+    m2, a2 = decode(encode(got.meta, got.arrays))
+    assert m2 == meta
+    assert_same(a2, arrs)
