@@ -250,8 +250,16 @@ class KafkaStateStore:
 
     def partitions(self) -> list[int]:
         """Partitions with a head record in the topic (read now)."""
-        heads = self._index()
-        return sorted(int(e[2:]) for e in heads if e.startswith("p/") and e[2:].isdigit())
+        return sorted(self.offsets())
+
+    def offsets(self) -> dict[int, dict[str, int]]:
+        """Each partition's offsets as its head says (read now; chunks are not checked)."""
+        out = {}
+        for entity, raw in self._index().items():
+            if entity.startswith("p/") and entity[2:].isdigit():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    out[int(entity[2:])] = dict(json.loads(raw)["current"]["offsets"])
+        return out
 
     # -- writing ---------------------------------------------------------------------------
     def _next_generation(self, entity: str) -> int:

@@ -66,3 +66,17 @@ def test_env_override_selects_the_kafka_store(tmp_path) -> None:  # type: ignore
     p.write_text("models: {m: {attributes: {g: {}}}}\n")
     cfg = load_config(p, env={"FAIRNESS_MONITOR__CHECKPOINT__STORE": "kafka"})
     assert cfg.checkpoint.store == "kafka"
+
+
+def test_status_refuses_a_config_whose_checkpoints_are_in_kafka(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Not an empty SQLite file made at checkpoint.path and reported as no data."""
+    from monitor.cli import main
+
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "models: {m: {attributes: {g: {}}}}\n"
+        f"checkpoint: {{store: kafka, state_topic: st, path: {tmp_path / 'cp.sqlite'}}}\n"
+    )
+    assert main(["status", "-c", str(p)]) == 2
+    assert "state topic st (checkpoint.store: kafka)" in capsys.readouterr().err
+    assert not (tmp_path / "cp.sqlite").exists()

@@ -308,3 +308,30 @@ def test_decoded_payload_is_the_encoded_blob(store) -> None:  # type: ignore[no-
     m2, a2 = decode(encode(got.meta, got.arrays))
     assert m2 == meta
     assert_same(a2, arrs)
+
+
+def test_the_store_uses_the_kafka_sections_sasl_and_tls(kafka_scram) -> None:  # type: ignore[no-untyped-def]
+    """The store's clients are built like the consumer's: SCRAM over TLS works unchanged."""
+    k = KafkaSpec(
+        bootstrap_servers=(kafka_scram.bootstrap,),
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="alice",
+        sasl_password=kafka_scram.users["alice"],
+        ssl_cafile=str(kafka_scram.ca.cert),
+    )
+    cp = CheckpointSpec(store="kafka", state_topic=f"state-{uuid.uuid4().hex[:8]}")
+    a = KafkaStateStore(cp, k)
+    try:
+        a.check_writable()
+        a.save([(1, {"pred": 3}, encode({"tls": True}, arrays(4)))], alerts="{}")
+    finally:
+        a.close()
+    b = KafkaStateStore(cp, k)
+    try:
+        got = b.load(1)
+        assert got is not None and got.offsets == {"pred": 3}
+        assert_same(got.arrays, arrays(4))
+        assert b.load_alerts() == "{}"
+    finally:
+        b.close()
