@@ -176,6 +176,8 @@ class KafkaStateStore:
             return None
         try:
             head = json.loads(raw)
+            if head.get("version") != VERSION:
+                raise ValueError(f"version {head.get('version')!r}, this monitor reads {VERSION}")
             commits = [c for c in (head["current"], head.get("previous")) if c is not None]
             for c in reversed(commits):
                 self._seen(entity, c)

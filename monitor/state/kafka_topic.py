@@ -27,6 +27,7 @@ log = logging.getLogger("monitor.state.kafka_topic")
 REQUEST_TIMEOUT_MS = 15_000
 BOOTSTRAP_TIMEOUT_MS = 30_000  # an unreachable cluster at start: then CheckpointUnavailable
 READ_TIMEOUT_S = 60.0  # reading the whole topic to its end offsets
+MAX_BLOCK_MS = 10_000
 WRITE_TIMEOUT_S = 20.0  # the acknowledgement of one phase of a save (the loop waits)
 RECORD_OVERHEAD = 16 << 10  # key, chunk header and record batch around a chunk
 
@@ -167,6 +168,9 @@ class TopicWriter:
                 max_request_size=max_record_bytes + RECORD_OVERHEAD,
                 batch_size=max_record_bytes + RECORD_OVERHEAD,
                 request_timeout_ms=REQUEST_TIMEOUT_MS + 5_000,
+                # a send waits at most this for metadata or buffer room (a broker outage): the
+                # save fails and is retried rather than holding the loop past its liveness
+                max_block_ms=MAX_BLOCK_MS,
             )
         except KafkaError as exc:
             raise CheckpointUnavailable(

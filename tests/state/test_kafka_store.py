@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,43 @@ def test_the_store_uses_the_kafka_sections_sasl_and_tls(kafka_scram) -> None:  #
         assert b.load_alerts() == "{}"
     finally:
         b.close()
+
+
+def test_a_broker_outage_fails_a_save_in_bounded_time_then_it_works(kafka) -> None:  # type: ignore[no-untyped-def]
+    """The service retries a failed checkpoint (app/checkpointing.py): the store must fail,
+    not hang past the loop's liveness timeout, and work again once the broker is back."""
+    if not hasattr(kafka, "proc"):
+        pytest.skip("needs a broker the tests started (not FM_KAFKA_BOOTSTRAP)")
+    cp, k = settings(kafka)
+    store = KafkaStateStore(cp, k)
+    try:
+        store.save([(0, {"pred": 1}, encode({}, arrays(1)))])
+        kafka.stop()
+        try:
+            t = time.monotonic()
+            with pytest.raises(CheckpointUnavailable, match=f"state topic {cp.state_topic}"):
+                store.save([(0, {"pred": 2}, encode({}, arrays(2)))])
+            assert time.monotonic() - t < 45
+        finally:
+            kafka.start()  # whatever happened: the session's broker serves the next tests
+        deadline = time.monotonic() + 60
+        while True:  # the clients reconnect on their own
+            try:
+                store.save([(0, {"pred": 3}, encode({}, arrays(3)))])
+                break
+            except CheckpointUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        got = store.load(0)
+        assert got is not None and got.offsets == {"pred": 3}
+        assert_same(got.arrays, arrays(3))
+    finally:
+        store.close()
+
+
+def test_a_head_of_another_version_is_refused(kafka, store) -> None:  # type: ignore[no-untyped-def]
+    store.save([(0, {"pred": 1}, encode({}, arrays(1)))])
+    raw_send(kafka, store.topic, head_key("p/0"), json.dumps({"version": 2}).encode())
+    with pytest.raises(CheckpointCorrupt, match="version 2, this monitor reads 1"):
+        store.load(0)
