@@ -4,6 +4,7 @@ which restores every partition from the state topic; the counts equal `replay`'s
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 import uuid
@@ -26,6 +27,8 @@ from tests.kafka_helpers import (
     produce,
     replay_report,
 )
+
+RESTORED = r"partition (\d+) restored from state topic {} generation (\d+)"
 
 pytestmark = pytest.mark.integration
 
@@ -83,8 +86,7 @@ def test_a_replica_without_shared_files_restores_from_the_state_topic(
         # another process, its own directory: only the state topic carries the state over
         b = MonitorProcess(dirs[1], kafka.bootstrap, name="b", pred=pred, lab=lab, env=env)
         b.start()
-        found = b.wait_log(rf"partition \d restored from state topic {state} generation \d+")
-        assert found
+        assert b.wait_log(RESTORED.format(state))
         wait_state(store, lambda got: all(got.get(k, 0) >= v for k, v in target.items()), [b])
         b.signal(signal.SIGTERM)
         assert b.wait(15) == 0
@@ -106,3 +108,66 @@ def test_a_replica_without_shared_files_restores_from_the_state_topic(
     assert got["counters"]["predictions"] == len(preds)
     assert got["counters"]["labels"] == len(labels)
     assert got["models"] == expected["models"]
+
+
+def restored_from_topic(m: MonitorProcess, state: str) -> set[int]:
+    return {int(p) for p, _ in re.findall(RESTORED.format(state), m.log.read_text())}
+
+
+def test_partitions_move_between_running_replicas_through_the_state_topic(
+    kafka, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Two replicas with data directories of their own: b joins (takes partitions a wrote),
+    leaves (a takes them back, as b left them); the counts equal replay's exactly."""
+    tag = uuid.uuid4().hex[:8]
+    pred, lab, state = f"pred-{tag}", f"lab-{tag}", f"state-{tag}"
+    create_topics(kafka.bootstrap, {pred: 4, lab: 4})
+    preds, labels = make_events(14, n=60_000)
+    first = [e for e in labels if int(e["prediction_id"][3:]) < 30_000]
+    produce(kafka.bootstrap, pred, preds[:30_000])
+    produce(kafka.bootstrap, lab, first)
+    env = {
+        "FAIRNESS_MONITOR__CHECKPOINT__STORE": "kafka",
+        "FAIRNESS_MONITOR__CHECKPOINT__STATE_TOPIC": state,
+    }
+    ms: list[MonitorProcess] = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        ms.append(
+            MonitorProcess(tmp_path / name, kafka.bootstrap, name=name, pred=pred, lab=lab, env=env)
+        )
+    a, b = ms
+    store = KafkaStateStore(
+        CheckpointSpec(store="kafka", state_topic=state), KafkaSpec((kafka.bootstrap,))
+    )
+    try:
+        a.start().wait_ready()
+        wait_state(store, lambda got: sum(got.values()) >= 30_000 + len(first), [a])
+        b.start()
+        b.wait_log(RESTORED.format(state), timeout=90)  # b restored partitions a had written
+        produce(kafka.bootstrap, pred, preds[30_000:])
+        produce(kafka.bootstrap, lab, [e for e in labels if int(e["prediction_id"][3:]) >= 30_000])
+        moved = restored_from_topic(b, state)
+        wait_state(store, lambda got: sum(got.values()) > 30_000 + len(first) + 1000, [a, b])
+        b.signal(signal.SIGTERM)  # leaves the group: its partitions move back to a
+        assert b.wait(15) == 0
+        target = end_offsets(kafka.bootstrap, [pred, lab])
+        wait_state(store, lambda got: all(got.get(k, 0) >= v for k, v in target.items()), [a])
+        a.signal(signal.SIGTERM)
+        assert a.wait(15) == 0
+        assert moved and moved <= {0, 1, 2, 3}
+        assert all(not own_tracebacks(m.log.read_text()) for m in ms)
+        assert store.load_alerts() is not None  # readable after both replicas wrote it
+        cfg = load_config(a.config)
+        engine = Engine(cfg)
+        for p in store.partitions():
+            cp = store.load(p)
+            assert cp is not None
+            engine.import_partition(p, cp.meta, cp.arrays)
+    finally:
+        store.close()
+    got = build_report(
+        engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, audit=True
+    )
+    assert got["counters"]["predictions"] == len(preds)
+    assert got["models"] == replay_report(tmp_path, a.config, preds, labels)["models"]
