@@ -33,13 +33,7 @@ from typing import Any
 
 from monitor.config.settings import CheckpointSpec, KafkaSpec
 from monitor.state.checkpoint import CheckpointCorrupt, PartitionCheckpoint, decode
-from monitor.state.kafka_topic import (
-    RECORD_OVERHEAD,
-    StateTopicError,
-    TopicReader,
-    TopicWriter,
-    ensure_topic,
-)
+from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic
 
 log = logging.getLogger("monitor.state.kafka_store")
 
@@ -47,6 +41,7 @@ VERSION = 1
 MAGIC = b"FMS1"
 CHUNK = struct.Struct(">4sQII")  # magic, generation, index, count
 ALERTS = "alerts"
+READS, REREAD_S = 3, 1.0  # a head with no intact generation is read again before it is corrupt
 
 Commit = dict[str, Any]  # generation, chunks, sha256, size, offsets, saved_at
 
@@ -71,14 +66,7 @@ class KafkaStateStore:
         self.where = f"state topic {self.topic}"
         self.path = self.topic  # what messages name, as the SQLite store's file
         self.chunk_bytes = settings.state_chunk_bytes
-        limit = ensure_topic(kafka, settings)
-        if self.chunk_bytes + RECORD_OVERHEAD > limit:
-            raise StateTopicError(
-                f"state topic {self.topic}: checkpoint.state_chunk_bytes {self.chunk_bytes} "
-                f"plus {RECORD_OVERHEAD} bytes of overhead exceeds the topic's "
-                f"max.message.bytes {limit}",
-                self.topic,
-            )
+        ensure_topic(kafka, settings)  # compacted, and a chunk fits in its records
         size = self.chunk_bytes + CHUNK.size
         self.reader = TopicReader(kafka, self.topic, max_record_bytes=size)
         try:
@@ -162,8 +150,22 @@ class KafkaStateStore:
         return payload
 
     def _restore(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
-        """The newest intact generation of ``entity`` and its payload; None without a head."""
+        """The newest intact generation of ``entity`` and its payload; None without a head.
+        Read again (twice, a second apart) before giving up: another replica may be between
+        its chunks and its head (a partition's previous owner saving on revoke)."""
+        for _ in range(READS - 1):
+            try:
+                return self._restore_once(entity, what)
+            except CheckpointCorrupt as exc:
+                log.warning("%s; reading it again in %.0f s", exc, REREAD_S)
+                time.sleep(REREAD_S)
+        return self._restore_once(entity, what)
+
+    def _restore_once(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
         table = self._read_entity(entity)
+        for key, value in table.items():  # generations begun by any writer: the next is above
+            if not key.endswith("/head") and len(value) >= CHUNK.size:
+                self.top[entity] = max(self.top.get(entity, 0), CHUNK.unpack_from(value)[1])
         raw = table.get(head_key(entity))
         if raw is None:
             if table:

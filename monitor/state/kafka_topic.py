@@ -42,8 +42,8 @@ def _servers(spec: KafkaSpec) -> str:
 
 
 def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
-    """Create the state topic (``cleanup.policy=compact``) if absent, check it is compacted,
-    and return its ``max.message.bytes``."""
+    """Create the state topic (``cleanup.policy=compact``) if absent, check it is compacted
+    and that a chunk fits its ``max.message.bytes`` (returned)."""
     topic = cp.state_topic
     try:
         admin = KafkaAdminClient(
@@ -94,7 +94,14 @@ def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
             "--add-config cleanup.policy=compact, or name another topic in checkpoint.state_topic",
             topic,
         )
-    return int(limit) if limit is not None else DEFAULT_MAX_MESSAGE_BYTES
+    most = int(limit) if limit is not None else DEFAULT_MAX_MESSAGE_BYTES
+    if cp.state_chunk_bytes + RECORD_OVERHEAD > most:
+        raise StateTopicError(
+            f"state topic {topic}: checkpoint.state_chunk_bytes {cp.state_chunk_bytes} plus "
+            f"{RECORD_OVERHEAD} bytes of overhead exceeds the topic's max.message.bytes {most}",
+            topic,
+        )
+    return most
 
 
 class TopicReader:

@@ -376,3 +376,24 @@ def test_a_head_of_another_version_is_refused(kafka, store) -> None:  # type: ig
     raw_send(kafka, store.topic, head_key("p/0"), json.dumps({"version": 2}).encode())
     with pytest.raises(CheckpointCorrupt, match="version 2, this monitor reads 1"):
         store.load(0)
+
+
+def test_a_head_without_an_intact_generation_is_read_again(kafka, store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Another replica between its chunks and its head (the previous owner's revoke save):
+    the next read sees its head; only a head that stays broken is corrupt."""
+    from monitor.state import kafka_store
+
+    store.save([(0, {"pred": 1}, encode({}, arrays(1)))])
+    first = store._restore_once
+    calls = []
+
+    def torn_once(entity: str, what: str):  # type: ignore[no-untyped-def]
+        calls.append(entity)
+        if len(calls) == 1:
+            raise CheckpointCorrupt(f"{what}: no intact generation (simulated)")
+        return first(entity, what)
+
+    monkeypatch.setattr(kafka_store, "REREAD_S", 0.01)
+    monkeypatch.setattr(store, "_restore_once", torn_once)
+    got = store.load(0)
+    assert got is not None and got.offsets == {"pred": 1} and len(calls) == 2
