@@ -68,6 +68,7 @@ class CheckpointSpec:
     state_topic_partitions: int = 1  # when the monitor creates the topic
     state_topic_replication: int = -1  # when the monitor creates it: -1 is the broker's default
     state_chunk_bytes: int = 512 * 1024  # one record's share of a state blob
+    state_transactions: bool = False  # each save one Kafka transaction (atomic over partitions)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,9 @@ class CheckpointDoc(Doc, frozen=True):
     ) = None
     state_chunk_bytes: (
         Annotated[int, Meta(ge=1024, le=64 << 20, description="bytes of state per record")] | None
+    ) = None
+    state_transactions: (
+        Annotated[bool, Meta(description="each save one Kafka transaction")] | None
     ) = None
 
 
@@ -260,14 +264,8 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
 
 def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
     doc, d = doc or CheckpointDoc(), CheckpointSpec()
-    kafka_keys = (
-        "state_topic",
-        "state_topic_partitions",
-        "state_topic_replication",
-        "state_chunk_bytes",
-    )
-    if doc.store != "kafka":
-        for name in kafka_keys:
+    if doc.store != "kafka":  # the state_* keys are the Kafka store's
+        for name in (f for f in CheckpointDoc.__struct_fields__ if f.startswith("state_")):
             if getattr(doc, name) is not None:
                 raise ConfigError(sub(path, name), "only with store: kafka")
     if doc.state_topic_replication == 0:
@@ -286,6 +284,7 @@ def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
             else doc.state_topic_replication
         ),
         state_chunk_bytes=doc.state_chunk_bytes or d.state_chunk_bytes,
+        state_transactions=bool(doc.state_transactions),
     )
 
 

@@ -17,8 +17,8 @@ never touches; on restore a generation counts only if every chunk of its slot ca
 the payload's hash matches, else the previous generation (the other slot) is restored, and the
 log says which generation was restored and why. A head with neither generation intact is
 :class:`CheckpointCorrupt` (``checkpoint.on_corrupt`` decides). Heads of several partitions
-are not written atomically together: each partition's state agrees with its own offsets, which
-is what restoring and seeking need.
+are not written atomically together unless ``checkpoint.state_transactions`` makes each save
+one Kafka transaction: each partition's state agrees with its own offsets either way.
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ class KafkaStateStore:
         size = self.chunk_bytes + CHUNK.size
         self.reader = TopicReader(kafka, self.topic, max_record_bytes=size)
         try:
-            self.writer = TopicWriter(kafka, self.topic, max_record_bytes=size)
+            self.writer = TopicWriter(
+                kafka, self.topic, max_record_bytes=size, transactional=settings.state_transactions
+            )
         except BaseException:
             self.reader.close()
             raise
@@ -98,7 +100,7 @@ class KafkaStateStore:
                 if magic == MAGIC:
                     self.top[entity] = max(self.top.get(entity, 0), gen)
 
-        self.reader.read(visit)
+        self.reader.read(visit, self.writer.written)
         for entity, raw in heads.items():
             # a damaged head is reported by the load that needs it
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -127,7 +129,7 @@ class KafkaStateStore:
                 else:
                     table[key] = value
 
-        self.reader.read(visit)
+        self.reader.read(visit, self.writer.written)
         return table
 
     def _assemble(self, entity: str, c: Commit, table: dict[str, bytes]) -> bytes | str:
@@ -296,6 +298,10 @@ class KafkaStateStore:
         """Write (partition, offsets, state blob) rows and the alert state: every chunk, then
         (once all are acknowledged) every head. Raises :class:`CheckpointError` naming the
         topic when it cannot; a half-written save is never restored."""
+        with self.writer.transaction():
+            self._save(items, alerts)
+
+    def _save(self, items: list[tuple[int, dict[str, int], bytes]], alerts: str | None) -> None:
         now = time.time()
         plans: list[tuple[str, Commit]] = []
         for p, offsets, blob in items:
@@ -331,8 +337,9 @@ class KafkaStateStore:
 
     def check_writable(self) -> None:
         """A real write, so a missing write ACL is found at start."""
-        self.writer.send("meta/opened_at", json.dumps(time.time()).encode())
-        self.writer.flush()
+        with self.writer.transaction():
+            self.writer.send("meta/opened_at", json.dumps(time.time()).encode())
+            self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()

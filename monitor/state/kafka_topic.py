@@ -9,9 +9,11 @@ remedy is the cluster's (reachability, ACLs, the topic's settings), never moving
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -25,6 +27,9 @@ from monitor.state.checkpoint import CheckpointUnavailable
 log = logging.getLogger("monitor.state.kafka_topic")
 
 REQUEST_TIMEOUT_MS = 15_000
+# a writer killed inside a transaction holds back what readers see of the topic (the last
+# stable offset) until the broker aborts it: this long, plus the broker's check interval
+TRANSACTION_TIMEOUT_MS = 20_000
 BOOTSTRAP_TIMEOUT_MS = 30_000  # an unreachable cluster at start: then CheckpointUnavailable
 READ_TIMEOUT_S = 60.0  # reading the whole topic to its end offsets
 MAX_BLOCK_MS = 10_000
@@ -116,6 +121,7 @@ class TopicReader:
                 **client_config(spec),
                 group_id=None,
                 enable_auto_commit=False,
+                isolation_level="read_committed",  # no record of an aborted save
                 request_timeout_ms=REQUEST_TIMEOUT_MS + 5_000,
                 max_partition_fetch_bytes=max(max_record_bytes, 1 << 20) * 2,
                 fetch_max_bytes=64 << 20,
@@ -125,9 +131,14 @@ class TopicReader:
                 f"state topic {topic}: cannot reach Kafka at {_servers(spec)} ({exc})", topic
             ) from None
 
-    def read(self, visit: Callable[[str, bytes | None], None]) -> int:
-        """Every record up to the end offsets; returns how many."""
+    def read(
+        self, visit: Callable[[str, bytes | None], None], written: dict[int, int] | None = None
+    ) -> int:
+        """Every record up to the end offsets; returns how many. ``written``: a writer's own
+        end offsets per partition, awaited first (a committed transaction's records become
+        readable a moment after the commit returns)."""
         c, topic = self.consumer, self.topic
+        deadline, n = time.monotonic() + READ_TIMEOUT_S, 0
         try:
             parts = c.partitions_for_topic(topic)
             if not parts:
@@ -135,9 +146,17 @@ class TopicReader:
             tps = [TopicPartition(topic, p) for p in sorted(parts)]
             c.assign(tps)
             ends = c.end_offsets(tps)
+            while any(ends[tp] < (written or {}).get(tp.partition, 0) for tp in tps):
+                if time.monotonic() > deadline:
+                    raise CheckpointUnavailable(
+                        f"state topic {topic}: its own writes not readable within "
+                        f"{READ_TIMEOUT_S:.0f}s",
+                        topic,
+                    )
+                time.sleep(0.02)
+                ends = c.end_offsets(tps)
             c.seek_to_beginning(*tps)
             left = {tp for tp in tps if c.position(tp) < ends[tp]}
-            deadline, n = time.monotonic() + READ_TIMEOUT_S, 0
             while left:
                 if time.monotonic() > deadline:
                     raise CheckpointUnavailable(
@@ -161,19 +180,35 @@ class TopicReader:
 
 
 class TopicWriter:
-    """Sends keyed records and waits for every acknowledgement (``acks=all``)."""
+    """Sends keyed records and waits for every acknowledgement (``acks=all``); with
+    ``transactional``, between :meth:`begin` and :meth:`commit` in one Kafka transaction (a
+    transactional id of its own per writer: atomic, not a fence against another process)."""
 
-    def __init__(self, spec: KafkaSpec, topic: str, *, max_record_bytes: int) -> None:
-        self.topic = topic
+    def __init__(
+        self, spec: KafkaSpec, topic: str, *, max_record_bytes: int, transactional: bool = False
+    ) -> None:
+        self.topic, self.spec, self.size = topic, spec, max_record_bytes
+        self.transactional = transactional
+        self.producer = self._producer()
+        self.broken = False  # a transaction could not be ended: a new producer before the next
+        self._futures: list[Any] = []
+        self.written: dict[int, int] = {}  # partition -> end offset of this writer's records
+
+    def _producer(self) -> KafkaProducer:
+        more: dict[str, Any] = {}
+        if self.transactional:
+            more["transactional_id"] = f"{self.spec.client_id}-state-{uuid.uuid4().hex[:12]}"
+            more["transaction_timeout_ms"] = TRANSACTION_TIMEOUT_MS
         try:
-            self.producer = KafkaProducer(
-                **client_config(spec),
+            producer = KafkaProducer(
+                **client_config(self.spec),
+                **more,
                 acks="all",
                 retries=5,
                 linger_ms=5,
                 max_in_flight_requests_per_connection=1,  # one key's records stay in order
-                max_request_size=max_record_bytes + RECORD_OVERHEAD,
-                batch_size=max_record_bytes + RECORD_OVERHEAD,
+                max_request_size=self.size + RECORD_OVERHEAD,
+                batch_size=self.size + RECORD_OVERHEAD,
                 request_timeout_ms=REQUEST_TIMEOUT_MS + 5_000,
                 # a send waits at most this for metadata or buffer room (a broker outage): the
                 # save fails and is retried rather than holding the loop past its liveness
@@ -181,9 +216,66 @@ class TopicWriter:
             )
         except KafkaError as exc:
             raise CheckpointUnavailable(
-                f"state topic {topic}: cannot reach Kafka at {_servers(spec)} ({exc})", topic
+                f"state topic {self.topic}: cannot reach Kafka at {_servers(self.spec)} ({exc})",
+                self.topic,
             ) from None
-        self._futures: list[Any] = []
+        if self.transactional:
+            try:
+                producer.init_transactions()
+            except KafkaError as exc:
+                producer.close(timeout=5)
+                raise CheckpointUnavailable(
+                    f"state topic {self.topic}: cannot start a Kafka transaction ({exc}); "
+                    "set checkpoint.state_transactions: false if the broker has none",
+                    self.topic,
+                ) from None
+        return producer
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One save: committed if the block completes, else aborted (without transactions,
+        the records sent stay written: the generations fence them)."""
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def begin(self) -> None:
+        if not self.transactional:
+            return
+        if self.broken:
+            self.producer.close(timeout=5)
+            self.producer, self.broken = self._producer(), False
+        try:
+            self.producer.begin_transaction()
+        except KafkaError as exc:
+            self.broken = True
+            raise CheckpointUnavailable(
+                f"state topic {self.topic}: cannot begin a transaction ({exc})", self.topic
+            ) from None
+
+    def commit(self) -> None:
+        if not self.transactional:
+            return
+        try:
+            self.producer.commit_transaction()
+        except KafkaError as exc:  # transaction() aborts it
+            raise CheckpointUnavailable(
+                f"state topic {self.topic}: transaction not committed ({exc})", self.topic
+            ) from None
+
+    def abort(self) -> None:
+        """After a failed save: its records are never read (read_committed)."""
+        self._futures.clear()
+        if self.transactional and not self.broken:
+            try:
+                self.producer.abort_transaction()
+            except Exception as exc:  # e.g. the broker is down: a new producer next time
+                log.debug("state topic %s: transaction not aborted (%s)", self.topic, exc)
+                self.broken = True
 
     def send(self, key: str, value: bytes | None) -> None:
         try:
@@ -209,6 +301,8 @@ class TopicWriter:
                 raise CheckpointUnavailable(
                     f"state topic {self.topic}: write not acknowledged ({why})", self.topic
                 )
+            md = f.value
+            self.written[md.partition] = max(self.written.get(md.partition, 0), md.offset + 1)
 
     def close(self) -> None:
         self.producer.close(timeout=5)

@@ -25,11 +25,13 @@ def test_kafka_store_keys_are_read() -> None:
                 "state_topic_partitions": 3,
                 "state_topic_replication": 2,
                 "state_chunk_bytes": 65536,
+                "state_transactions": True,
             },
         }
     ).checkpoint
     assert (cp.store, cp.state_topic, cp.state_chunk_bytes) == ("kafka", "fm-state", 65536)
     assert (cp.state_topic_partitions, cp.state_topic_replication) == (3, 2)
+    assert cp.state_transactions
 
 
 def test_kafka_store_defaults() -> None:
@@ -37,6 +39,7 @@ def test_kafka_store_defaults() -> None:
     assert cp.state_topic == "fairness-monitor-state"
     assert cp.state_chunk_bytes == 512 * 1024
     assert (cp.state_topic_partitions, cp.state_topic_replication) == (1, -1)
+    assert not cp.state_transactions
 
 
 @pytest.mark.parametrize(
