@@ -32,7 +32,12 @@ import time
 from typing import Any
 
 from monitor.config.settings import CheckpointSpec, KafkaSpec
-from monitor.state.checkpoint import CheckpointCorrupt, PartitionCheckpoint, decode
+from monitor.state.checkpoint import (
+    CheckpointCorrupt,
+    CheckpointUnavailable,
+    PartitionCheckpoint,
+    decode,
+)
 from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic
 
 log = logging.getLogger("monitor.state.kafka_store")
@@ -247,11 +252,7 @@ class KafkaStateStore:
             raise CheckpointCorrupt(
                 f"{self.where}, the alert state is not text ({exc})", self.topic
             ) from None
-        log.info(
-            "alert state restored from state topic %s generation %d",
-            self.topic,
-            commit["generation"],
-        )
+        log.info("alert state restored from %s generation %d", self.where, commit["generation"])
         return text
 
     def partitions(self) -> list[int]:
@@ -299,9 +300,14 @@ class KafkaStateStore:
         (once all are acknowledged) every head. Raises :class:`CheckpointError` naming the
         topic when it cannot; a half-written save is never restored."""
         with self.writer.transaction():
-            self._save(items, alerts)
+            plans = self._save(items, alerts)
+        for entity, commit in plans:  # only once written (and committed)
+            self.good[entity] = commit
+            self._seen(entity, commit)
 
-    def _save(self, items: list[tuple[int, dict[str, int], bytes]], alerts: str | None) -> None:
+    def _save(
+        self, items: list[tuple[int, dict[str, int], bytes]], alerts: str | None
+    ) -> list[tuple[str, Commit]]:
         now = time.time()
         plans: list[tuple[str, Commit]] = []
         for p, offsets, blob in items:
@@ -315,22 +321,18 @@ class KafkaStateStore:
             head = {"version": VERSION, "current": commit, "previous": self.good.get(entity)}
             self.writer.send(head_key(entity), json.dumps(head).encode())
         self.writer.flush()
+        # tombstones for the chunks of each slot's older, longer generation, so compaction
+        # removes them: a leftover chunk is never read, this only keeps the topic small
         stale = False
         for entity, commit in plans:
-            self.good[entity] = commit
-            stale |= self._drop_stale(entity, commit)
-        if stale:
-            self.writer.flush()
-
-    def _drop_stale(self, entity: str, commit: Commit) -> bool:
-        """Tombstones for the chunks of this slot's older, longer generation (compaction then
-        removes them): a leftover chunk is never read, this only keeps the topic small."""
-        gen, count = int(commit["generation"]), int(commit["chunks"])
-        older = self.slot_chunks.get(chunk_key(entity, gen, 0), 0)
-        self._seen(entity, commit)
-        for i in range(count, older):
-            self.writer.send(chunk_key(entity, gen, i), None)
-        return older > count
+            gen, count = int(commit["generation"]), int(commit["chunks"])
+            for i in range(count, self.slot_chunks.get(chunk_key(entity, gen, 0), 0)):
+                self.writer.send(chunk_key(entity, gen, i), None)
+                stale = True
+        if stale:  # the save is written already (or its transaction's commit says)
+            with contextlib.suppress(CheckpointUnavailable):
+                self.writer.flush()
+        return plans
 
     def save_alerts(self, alerts: str) -> None:
         self.save([], alerts=alerts)
