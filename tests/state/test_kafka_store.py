@@ -429,3 +429,39 @@ def test_a_head_without_an_intact_generation_is_read_again(kafka, store, monkeyp
     monkeypatch.setattr(store, "_restore_once", torn_once)
     got = store.load(0)
     assert got is not None and got.offsets == {"pred": 1} and len(calls) == 2
+
+
+def test_the_service_alert_state_round_trips_and_a_damaged_one_follows_on_corrupt(  # type: ignore[no-untyped-def]
+    kafka, caplog
+) -> None:
+    """Through the service's Checkpointer: firing alerts restored by another replica; an
+    undecodable alert head stops the start under refuse, starts alerts fresh under fresh."""
+    from monitor.alerts import persist
+    from monitor.alerts.evaluator import AlertEvaluator
+    from tests.app.test_checkpointing import firing_evaluator
+
+    ev = firing_evaluator()
+    cp, k = settings(kafka)
+    a = Checkpointer(cp, kafka=k)
+    assert a.save([(0, {"p": 1}, encode({}, arrays(0)))], persist.dumps(ev), full=True) == "saved"
+    a.close()
+    b = Checkpointer(cp, kafka=k)
+    restarted = AlertEvaluator(ev.config, ev.engine)
+    b.restore_alerts(restarted)
+    assert [x.labels for x in restarted.book.firing()] == [x.labels for x in ev.book.firing()]
+    b.close()
+    raw_send(kafka, cp.state_topic, head_key("alerts"), b"\xff")
+    refuse = Checkpointer(cp, kafka=k)
+    try:
+        with pytest.raises(CheckpointCorrupt, match=f"state topic {cp.state_topic}, the alert"):
+            refuse.restore_alerts(AlertEvaluator(ev.config, ev.engine))
+    finally:
+        refuse.close()
+    fresh = Checkpointer(CheckpointSpec(**{**cp.__dict__, "on_corrupt": "fresh"}), kafka=k)
+    try:
+        restarted = AlertEvaluator(ev.config, ev.engine)
+        with caplog.at_level(logging.ERROR):
+            fresh.restore_alerts(restarted)
+        assert restarted.book.active == {} and "alert state starts fresh" in caplog.text
+    finally:
+        fresh.close()
