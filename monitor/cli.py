@@ -227,6 +227,14 @@ def _status(args: argparse.Namespace) -> int:
     from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
+    if not args.checkpoint and cfg.checkpoint.store == "kafka":
+        print(
+            f"fairness-monitor: status reads SQLite checkpoint files; this config keeps its "
+            f"checkpoints in state topic {cfg.checkpoint.state_topic} (checkpoint.store: kafka), "
+            "which status cannot read yet: give --checkpoint FILE",
+            file=sys.stderr,
+        )
+        return 2
     try:
         report = status_report(cfg, args.checkpoint or cfg.checkpoint.path)
     except (CheckpointError, ValueError) as exc:

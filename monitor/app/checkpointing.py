@@ -12,7 +12,8 @@ records would be read again after a crash; the first good write resumes it.
 
 A partition's checkpoint that turns out damaged only when it is read (``quick_check`` passed)
 follows ``checkpoint.on_corrupt`` too: with ``fresh`` the file is moved aside and the partition
-starts without one.
+starts without one (with ``checkpoint.store: kafka`` nothing is moved: the partition starts
+without one and its next save writes a new generation over it).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from typing import Literal
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.config.settings import CheckpointSpec
+from monitor.config.settings import CheckpointSpec, KafkaSpec
 from monitor.state.checkpoint import (
     CheckpointCorrupt,
     CheckpointError,
-    CheckpointStore,
     PartitionCheckpoint,
     move_aside,
     open_store,
 )
+from monitor.state.stores import StateStore, describe, open_state_store
 
 log = logging.getLogger("monitor.app.checkpointing")
 
@@ -44,11 +45,16 @@ class Checkpointer:
     """The store plus the policy's bookkeeping (read by the ops snapshot and ``/readyz``)."""
 
     def __init__(
-        self, settings: CheckpointSpec, *, clock: Callable[[], float] = time.monotonic
+        self,
+        settings: CheckpointSpec,
+        *,
+        kafka: KafkaSpec | None = None,  # the client settings of checkpoint.store: kafka
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.store: CheckpointStore = open_store(settings.path, settings.on_corrupt)
+        self.where = describe(settings)
+        self.store: StateStore = open_state_store(settings, kafka)
         self.last = self.last_attempt = clock()
         self.last_wall: float | None = None  # wall time of the last good checkpoint
         self.events_since = 0
@@ -84,7 +90,7 @@ class Checkpointer:
             return self._failed(exc)
         outcome: Outcome = "saved"
         if self.failing is not None and full:
-            log.warning("checkpoint %s written again", self.settings.path)
+            log.warning("%s written again", self.where)
             self.failing, self.failed_in_row = None, 0
             if self.paused:
                 self.paused, outcome = False, "resumed"
@@ -115,12 +121,16 @@ class Checkpointer:
     def load(self, partition: int) -> PartitionCheckpoint | None:
         """A partition's checkpoint; damage found only now follows ``on_corrupt``: with
         ``fresh`` the file is moved aside, and this partition (and any restored later) starts
-        without one; those restored already are in memory."""
+        without one; those restored already are in memory. In a state topic only this
+        partition starts without one (its next save supersedes the damaged record)."""
         try:
             return self.store.load(partition)
         except CheckpointCorrupt as exc:
             if self.settings.on_corrupt != "fresh":
                 raise
+            if self.settings.store == "kafka":
+                log.error("%s; partition %d starts fresh", exc, partition)
+                return None
             self.store.close()
             aside = move_aside(self.settings.path)
             log.error("%s; moved it to %s, partition %d starts fresh", exc, aside, partition)
@@ -134,8 +144,10 @@ class Checkpointer:
         state is intact and kept; alerts still firing will page again)."""
         try:
             persist.restore(evaluator, self.store.load_alerts())
-        except persist.AlertStateError as exc:
-            what = f"checkpoint {self.settings.path}: {exc}"
+        except (persist.AlertStateError, CheckpointCorrupt) as exc:
+            if isinstance(exc, CheckpointCorrupt) and self.settings.store != "kafka":
+                raise  # a damaged SQLite file: the store's own fault, as before
+            what = str(exc) if isinstance(exc, CheckpointCorrupt) else f"{self.where}: {exc}"
             if self.settings.on_corrupt != "fresh":
                 raise CheckpointCorrupt(what, self.settings.path) from None
             log.error("%s; alert state starts fresh (firing alerts will page again)", what)

@@ -53,8 +53,9 @@ from monitor.outputs.exporter import FairnessExposition
 from monitor.outputs.http import HttpServer
 from monitor.outputs.ops import GroupBounds, OpsCollector, OpsSnapshot
 from monitor.outputs.status import StatusState
-from monitor.state.checkpoint import CheckpointStore, encode
+from monitor.state.checkpoint import encode
 from monitor.state.engine import Engine, Snapshot
+from monitor.state.stores import StateStore
 
 log = logging.getLogger("monitor.app.service")
 
@@ -78,7 +79,7 @@ class Monitor:
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.k, self.clock = config, config.kafka, clock
         self.engine = Engine(config)
-        self.checkpoints = Checkpointer(config.checkpoint, clock=clock)
+        self.checkpoints = Checkpointer(config.checkpoint, kafka=config.kafka, clock=clock)
         self.ownership = PartitionOwnership(self.k, self.engine, self.checkpoints.load)
         s, where = config.service, f"{self.k.predictions_topic}/{self.k.labels_topic}"
         guard = InvalidRatioGuard(s.max_invalid_ratio, s.invalid_ratio_min_events, where)
@@ -104,7 +105,7 @@ class Monitor:
         self.probes: HttpServer | None = None  # service.probe_listen
 
     @property
-    def store(self) -> CheckpointStore:
+    def store(self) -> StateStore:
         return self.checkpoints.store
 
     def start_http(self) -> None:

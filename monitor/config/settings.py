@@ -61,6 +61,14 @@ class CheckpointSpec:
     interval: int = 10  # seconds
     every_events: int = 200_000
     on_corrupt: Literal["refuse", "fresh"] = "refuse"
+    # where: a SQLite file (``path``, one instance) or a compacted Kafka topic (any replica
+    # restores any partition; ``state/kafka_store.py``)
+    store: Literal["sqlite", "kafka"] = "sqlite"
+    state_topic: str = "fairness-monitor-state"
+    state_topic_partitions: int = 1  # when the monitor creates the topic
+    state_topic_replication: int = -1  # when the monitor creates it: -1 is the broker's default
+    state_chunk_bytes: int = 512 * 1024  # one record's share of a state blob
+    state_transactions: bool = False  # each save one Kafka transaction (atomic over partitions)
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,21 @@ class CheckpointDoc(Doc, frozen=True):
     interval: Duration = CheckpointSpec.interval
     every_events: Positive = CheckpointSpec.every_events
     on_corrupt: Literal["refuse", "fresh"] = CheckpointSpec.on_corrupt
+    store: Annotated[
+        Literal["sqlite", "kafka"],
+        Meta(description="sqlite: the file at path; kafka: the compacted topic state_topic"),
+    ] = CheckpointSpec.store
+    state_topic: Text | None = None
+    state_topic_partitions: Positive | None = None
+    state_topic_replication: (
+        Annotated[int, Meta(ge=-1, description="-1: the broker's default")] | None
+    ) = None
+    state_chunk_bytes: (
+        Annotated[int, Meta(ge=1024, le=64 << 20, description="bytes of state per record")] | None
+    ) = None
+    state_transactions: (
+        Annotated[bool, Meta(description="each save one Kafka transaction")] | None
+    ) = None
 
 
 Listen = Annotated[str, Meta(description="host:port, [v6]:port or :port")]
@@ -240,12 +263,28 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
 
 
 def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
-    doc = doc or CheckpointDoc()
+    doc, d = doc or CheckpointDoc(), CheckpointSpec()
+    if doc.store != "kafka":  # the state_* keys are the Kafka store's
+        for name in (f for f in CheckpointDoc.__struct_fields__ if f.startswith("state_")):
+            if getattr(doc, name) is not None:
+                raise ConfigError(sub(path, name), "only with store: kafka")
+    if doc.state_topic_replication == 0:
+        raise ConfigError(sub(path, "state_topic_replication"), "must be -1 or at least 1")
     return CheckpointSpec(
         path=doc.path,
         interval=seconds(doc.interval, sub(path, "interval"), positive=True),
         every_events=doc.every_events,
         on_corrupt=doc.on_corrupt,
+        store=doc.store,
+        state_topic=doc.state_topic or d.state_topic,
+        state_topic_partitions=doc.state_topic_partitions or d.state_topic_partitions,
+        state_topic_replication=(
+            d.state_topic_replication
+            if doc.state_topic_replication is None
+            else doc.state_topic_replication
+        ),
+        state_chunk_bytes=doc.state_chunk_bytes or d.state_chunk_bytes,
+        state_transactions=bool(doc.state_transactions),
     )
 
 

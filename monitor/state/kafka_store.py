@@ -1,0 +1,348 @@
+"""Checkpoints in a compacted Kafka topic (``checkpoint.store: kafka``): any replica restores
+any partition, no shared disk. The same interface as the SQLite :class:`CheckpointStore`.
+
+Layout (keys; the topic keeps the newest value of each):
+
+* ``p/<p>/s<slot>/c<i>``: chunk *i* of partition *p*'s state, ``slot = generation % 2``. A value
+  is a 20-byte header (magic, generation, chunk index, chunk count) and at most
+  ``checkpoint.state_chunk_bytes`` of the payload: the offsets and save time as JSON, then the
+  ``.npz`` blob of ``checkpoint.encode``.
+* ``p/<p>/head``: the commit record, JSON: the current generation (chunk count, sha256 and size
+  of the payload, offsets, saved_at) and the previous one.
+* ``alerts/...``: the alert state (JSON text) the same way; ``meta/opened_at``: a start-up write.
+
+A save writes every chunk, waits for all acknowledgements, then writes the heads. A writer
+killed between chunks leaves the head on the previous generation, whose slot the new one
+never touches; on restore a generation counts only if every chunk of its slot carries it and
+the payload's hash matches, else the previous generation (the other slot) is restored, and the
+log says which generation was restored and why. A head with neither generation intact is
+:class:`CheckpointCorrupt` (``checkpoint.on_corrupt`` decides). Heads of several partitions
+are not written atomically together unless ``checkpoint.state_transactions`` makes each save
+one Kafka transaction: each partition's state agrees with its own offsets either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import struct
+import time
+from typing import Any
+
+from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.state.checkpoint import (
+    CheckpointCorrupt,
+    CheckpointUnavailable,
+    PartitionCheckpoint,
+    decode,
+)
+from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic
+
+log = logging.getLogger("monitor.state.kafka_store")
+
+VERSION = 1
+MAGIC = b"FMS1"
+CHUNK = struct.Struct(">4sQII")  # magic, generation, index, count
+ALERTS = "alerts"
+READS, REREAD_S = 3, 1.0  # a head with no intact generation is read again before it is corrupt
+
+Commit = dict[str, Any]  # generation, chunks, sha256, size, offsets, saved_at
+
+
+def _entity(partition: int) -> str:
+    return f"p/{partition}"
+
+
+def chunk_key(entity: str, generation: int, i: int) -> str:
+    return f"{entity}/s{generation % 2}/c{i}"
+
+
+def head_key(entity: str) -> str:
+    return f"{entity}/head"
+
+
+class KafkaStateStore:
+    """Partition state, offsets and alert state in a compacted topic, fenced by generation."""
+
+    def __init__(self, settings: CheckpointSpec, kafka: KafkaSpec) -> None:
+        self.topic = settings.state_topic
+        self.where = f"state topic {self.topic}"
+        self.path = self.topic  # what messages name, as the SQLite store's file
+        self.chunk_bytes = settings.state_chunk_bytes
+        ensure_topic(kafka, settings)  # compacted, and a chunk fits in its records
+        size = self.chunk_bytes + CHUNK.size
+        self.reader = TopicReader(kafka, self.topic, max_record_bytes=size)
+        try:
+            self.writer = TopicWriter(
+                kafka, self.topic, max_record_bytes=size, transactional=settings.state_transactions
+            )
+        except BaseException:
+            self.reader.close()
+            raise
+        # per entity: the last intact commit known, and the highest generation seen or written
+        self.good: dict[str, Commit | None] = {}
+        self.top: dict[str, int] = {}
+        self.slot_chunks: dict[str, int] = {}  # chunk key prefix -> chunks of its generation
+        self._index()
+
+    # -- reading ---------------------------------------------------------------------------
+    def _index(self) -> dict[str, bytes]:
+        """One pass over the topic: every head, and the highest chunk generation per entity
+        (chunk data is not kept). Returns the heads."""
+        heads: dict[str, bytes] = {}
+
+        def visit(key: str, value: bytes | None) -> None:
+            entity, _, rest = key.rpartition("/s") if "/s" in key else (key, "", "")
+            if key.endswith("/head"):
+                if value is None:
+                    heads.pop(key[: -len("/head")], None)
+                else:
+                    heads[key[: -len("/head")]] = value
+            elif rest and value is not None and len(value) >= CHUNK.size:
+                magic, gen, _, _ = CHUNK.unpack_from(value)
+                if magic == MAGIC:
+                    self.top[entity] = max(self.top.get(entity, 0), gen)
+
+        self.reader.read(visit, self.writer.written)
+        for entity, raw in heads.items():
+            # a damaged head is reported by the load that needs it
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                self._learn(entity, json.loads(raw))
+        return heads
+
+    def _learn(self, entity: str, head: dict[str, Any]) -> None:
+        self._seen(entity, head.get("previous"))
+        self._seen(entity, head["current"])
+        self.good.setdefault(entity, head["current"])
+
+    def _seen(self, entity: str, c: Commit | None) -> None:
+        if c is not None:
+            gen = int(c["generation"])
+            self.top[entity] = max(self.top.get(entity, 0), gen)
+            self.slot_chunks[chunk_key(entity, gen, 0)] = int(c["chunks"])
+
+    def _read_entity(self, entity: str) -> dict[str, bytes]:
+        prefix = entity + "/"
+        table: dict[str, bytes] = {}
+
+        def visit(key: str, value: bytes | None) -> None:
+            if key.startswith(prefix):
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value
+
+        self.reader.read(visit, self.writer.written)
+        return table
+
+    def _assemble(self, entity: str, c: Commit, table: dict[str, bytes]) -> bytes | str:
+        """The commit's payload, or why it is not intact."""
+        gen, count = int(c["generation"]), int(c["chunks"])
+        parts = []
+        for i in range(count):
+            raw = table.get(chunk_key(entity, gen, i))
+            if raw is None or len(raw) < CHUNK.size:
+                return f"chunk {i} of {count} is missing"
+            magic, g, idx, n = CHUNK.unpack_from(raw)
+            if magic != MAGIC or idx != i or n != count:
+                return f"chunk {i} of {count} is not a chunk of this store"
+            if g != gen:
+                return f"chunk {i} of {count} holds generation {g} (a torn write)"
+            parts.append(raw[CHUNK.size :])
+        payload = b"".join(parts)
+        if hashlib.sha256(payload).hexdigest() != c["sha256"]:
+            return "its sha256 does not match"
+        return payload
+
+    def _restore(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
+        """The newest intact generation of ``entity`` and its payload; None without a head.
+        Read again (twice, a second apart) before giving up: another replica may be between
+        its chunks and its head (a partition's previous owner saving on revoke)."""
+        for _ in range(READS - 1):
+            try:
+                return self._restore_once(entity, what)
+            except CheckpointCorrupt as exc:
+                log.warning("%s; reading it again in %.0f s", exc, REREAD_S)
+                time.sleep(REREAD_S)
+        return self._restore_once(entity, what)
+
+    def _restore_once(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
+        table = self._read_entity(entity)
+        for key, value in table.items():  # generations begun by any writer: the next is above
+            if not key.endswith("/head") and len(value) >= CHUNK.size:
+                self.top[entity] = max(self.top.get(entity, 0), CHUNK.unpack_from(value)[1])
+        raw = table.get(head_key(entity))
+        if raw is None:
+            if table:
+                log.warning(
+                    "%s in %s: chunks but no head (a first checkpoint never completed): "
+                    "treated as having no checkpoint",
+                    what,
+                    self.where,
+                )
+            return None
+        try:
+            head = json.loads(raw)
+            if head.get("version") != VERSION:
+                raise ValueError(f"version {head.get('version')!r}, this monitor reads {VERSION}")
+            commits = [c for c in (head["current"], head.get("previous")) if c is not None]
+            for c in reversed(commits):
+                self._seen(entity, c)
+            reasons: list[str] = []
+            for c in commits:
+                got = self._assemble(entity, c, table)
+                if isinstance(got, bytes):
+                    self.good[entity] = c
+                    if reasons:
+                        log.warning(
+                            "%s in %s: %s; restoring the previous generation %d",
+                            what,
+                            self.where,
+                            "; ".join(reasons),
+                            c["generation"],
+                        )
+                    return c, got
+                reasons.append(f"generation {c['generation']} is not intact: {got}")
+        except (ValueError, KeyError, TypeError) as exc:
+            self.good[entity] = None
+            raise CheckpointCorrupt(
+                f"{self.where}, {what}: the head record is corrupt ({exc!r})", self.topic
+            ) from None
+        self.good[entity] = None
+        raise CheckpointCorrupt(
+            f"{self.where}, {what}: no intact generation ({'; '.join(reasons)})", self.topic
+        )
+
+    def load(self, partition: int) -> PartitionCheckpoint | None:
+        what = f"partition {partition}"
+        found = self._restore(_entity(partition), what)
+        if found is None:
+            self.good[_entity(partition)] = None
+            return None
+        commit, payload = found
+        try:
+            (n,) = struct.unpack_from(">I", payload)
+            inner = json.loads(payload[4 : 4 + n])
+            offsets = {str(k): int(v) for k, v in inner["offsets"].items()}
+            meta, arrays = decode(payload[4 + n :])
+        except Exception as exc:  # any decoding problem means the state is unusable
+            raise CheckpointCorrupt(
+                f"{self.where}, {what}, generation {commit['generation']}, is corrupt ({exc})",
+                self.topic,
+            ) from None
+        log.info(
+            "partition %d restored from state topic %s generation %d (offsets %s)",
+            partition,
+            self.topic,
+            commit["generation"],
+            offsets,
+        )
+        return PartitionCheckpoint(partition, offsets, meta, arrays, float(inner["saved_at"]))
+
+    def load_alerts(self) -> str | None:
+        found = self._restore(ALERTS, "the alert state")
+        if found is None:
+            return None
+        commit, payload = found
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError as exc:
+            raise CheckpointCorrupt(
+                f"{self.where}, the alert state is not text ({exc})", self.topic
+            ) from None
+        log.info("alert state restored from %s generation %d", self.where, commit["generation"])
+        return text
+
+    def partitions(self) -> list[int]:
+        """Partitions with a head record in the topic (read now)."""
+        return sorted(self.offsets())
+
+    def offsets(self) -> dict[int, dict[str, int]]:
+        """Each partition's offsets as its head says (read now; chunks are not checked)."""
+        out = {}
+        for entity, raw in self._index().items():
+            if entity.startswith("p/") and entity[2:].isdigit():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    out[int(entity[2:])] = dict(json.loads(raw)["current"]["offsets"])
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+    def _next_generation(self, entity: str) -> int:
+        """Above every generation seen, and never in the slot of the last intact commit."""
+        good = self.good.get(entity)
+        gen = self.top.get(entity, 0) + 1
+        if good is not None and gen % 2 == int(good["generation"]) % 2:
+            gen += 1
+        return gen
+
+    def _plan(self, entity: str, payload: bytes, offsets: dict[str, int], now: float) -> Commit:
+        gen = self._next_generation(entity)
+        step = self.chunk_bytes
+        count = max(1, -(-len(payload) // step))
+        for i in range(count):
+            data = payload[i * step : (i + 1) * step]
+            self.writer.send(chunk_key(entity, gen, i), CHUNK.pack(MAGIC, gen, i, count) + data)
+        return {
+            "generation": gen,
+            "chunks": count,
+            "sha256": hashlib.sha256(payload).hexdigest(),
+            "size": len(payload),
+            "offsets": offsets,
+            "saved_at": now,
+        }
+
+    def save(
+        self, items: list[tuple[int, dict[str, int], bytes]], *, alerts: str | None = None
+    ) -> None:
+        """Write (partition, offsets, state blob) rows and the alert state: every chunk, then
+        (once all are acknowledged) every head. Raises :class:`CheckpointError` naming the
+        topic when it cannot; a half-written save is never restored."""
+        with self.writer.transaction():
+            plans = self._save(items, alerts)
+        for entity, commit in plans:  # only once written (and committed)
+            self.good[entity] = commit
+            self._seen(entity, commit)
+
+    def _save(
+        self, items: list[tuple[int, dict[str, int], bytes]], alerts: str | None
+    ) -> list[tuple[str, Commit]]:
+        now = time.time()
+        plans: list[tuple[str, Commit]] = []
+        for p, offsets, blob in items:
+            inner = json.dumps({"offsets": offsets, "saved_at": now}).encode()
+            payload = struct.pack(">I", len(inner)) + inner + blob
+            plans.append((_entity(p), self._plan(_entity(p), payload, offsets, now)))
+        if alerts is not None:
+            plans.append((ALERTS, self._plan(ALERTS, alerts.encode(), {}, now)))
+        self.writer.flush()
+        for entity, commit in plans:
+            head = {"version": VERSION, "current": commit, "previous": self.good.get(entity)}
+            self.writer.send(head_key(entity), json.dumps(head).encode())
+        self.writer.flush()
+        # tombstones for the chunks of each slot's older, longer generation, so compaction
+        # removes them: a leftover chunk is never read, this only keeps the topic small
+        stale = False
+        for entity, commit in plans:
+            gen, count = int(commit["generation"]), int(commit["chunks"])
+            for i in range(count, self.slot_chunks.get(chunk_key(entity, gen, 0), 0)):
+                self.writer.send(chunk_key(entity, gen, i), None)
+                stale = True
+        if stale:  # the save is written already (or its transaction's commit says)
+            with contextlib.suppress(CheckpointUnavailable):
+                self.writer.flush()
+        return plans
+
+    def save_alerts(self, alerts: str) -> None:
+        self.save([], alerts=alerts)
+
+    def check_writable(self) -> None:
+        """A real write, so a missing write ACL is found at start."""
+        with self.writer.transaction():
+            self.writer.send("meta/opened_at", json.dumps(time.time()).encode())
+            self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.reader.close()

@@ -1,0 +1,52 @@
+"""The checkpoint store the configuration selects (``checkpoint.store``): the SQLite file
+(``checkpoint.path``, the default, one instance) or the compacted Kafka topic
+(``checkpoint.state_topic``, any replica restores any partition). Both have one interface,
+:class:`StateStore`; the service (``app/checkpointing.py``) uses either."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.state.checkpoint import CheckpointError, PartitionCheckpoint, open_store
+from monitor.state.kafka_store import KafkaStateStore
+
+
+class StateStore(Protocol):
+    def save(
+        self, items: list[tuple[int, dict[str, int], bytes]], *, alerts: str | None = None
+    ) -> None: ...
+
+    def load(self, partition: int) -> PartitionCheckpoint | None: ...
+
+    def save_alerts(self, alerts: str) -> None: ...
+
+    def load_alerts(self) -> str | None: ...
+
+    def partitions(self) -> list[int]: ...
+
+    def check_writable(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def describe(settings: CheckpointSpec) -> str:
+    """What messages call the store: the file, or the topic."""
+    if settings.store == "kafka":
+        return f"state topic {settings.state_topic}"
+    return f"checkpoint {settings.path}"
+
+
+def open_state_store(settings: CheckpointSpec, kafka: KafkaSpec | None) -> StateStore:
+    """The configured store, checked and writable (raises :class:`CheckpointError`)."""
+    if settings.store != "kafka":
+        return open_store(settings.path, settings.on_corrupt)
+    if kafka is None:
+        raise ValueError("checkpoint.store: kafka needs the kafka settings")
+    store = KafkaStateStore(settings, kafka)
+    try:
+        store.check_writable()
+    except CheckpointError:
+        store.close()
+        raise
+    return store

@@ -1,0 +1,85 @@
+"""``checkpoint.store``: the SQLite file (default) or a compacted Kafka topic, and its keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.config.spec import ConfigError, parse_config
+
+MODEL = {"models": {"m": {"attributes": {"g": {}}}}}
+
+
+def test_sqlite_is_the_default() -> None:
+    cp = parse_config(MODEL).checkpoint
+    assert cp.store == "sqlite"
+    assert cp.path == "fairness-monitor.sqlite"
+
+
+def test_kafka_store_keys_are_read() -> None:
+    cp = parse_config(
+        {
+            **MODEL,
+            "checkpoint": {
+                "store": "kafka",
+                "state_topic": "fm-state",
+                "state_topic_partitions": 3,
+                "state_topic_replication": 2,
+                "state_chunk_bytes": 65536,
+                "state_transactions": True,
+            },
+        }
+    ).checkpoint
+    assert (cp.store, cp.state_topic, cp.state_chunk_bytes) == ("kafka", "fm-state", 65536)
+    assert (cp.state_topic_partitions, cp.state_topic_replication) == (3, 2)
+    assert cp.state_transactions
+
+
+def test_kafka_store_defaults() -> None:
+    cp = parse_config({**MODEL, "checkpoint": {"store": "kafka"}}).checkpoint
+    assert cp.state_topic == "fairness-monitor-state"
+    assert cp.state_chunk_bytes == 512 * 1024
+    assert (cp.state_topic_partitions, cp.state_topic_replication) == (1, -1)
+    assert not cp.state_transactions
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "message"),
+    [
+        ({"store": "redis"}, "checkpoint.store: 'redis' is not one of sqlite, kafka"),
+        ({"state_topic": "x"}, "checkpoint.state_topic: only with store: kafka"),
+        ({"store": "kafka", "state_topic": ""}, "checkpoint.state_topic"),
+        ({"store": "kafka", "state_chunk_bytes": 100}, "checkpoint.state_chunk_bytes"),
+        ({"store": "kafka", "state_topic_partitions": 0}, "checkpoint.state_topic_partitions"),
+        (
+            {"store": "kafka", "state_topic_replication": 0},
+            "checkpoint.state_topic_replication: must be -1 or at least 1",
+        ),
+    ],
+)
+def test_bad_store_settings_name_the_key(checkpoint: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({**MODEL, "checkpoint": checkpoint})
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_env_override_selects_the_kafka_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from monitor.config.spec import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("models: {m: {attributes: {g: {}}}}\n")
+    cfg = load_config(p, env={"FAIRNESS_MONITOR__CHECKPOINT__STORE": "kafka"})
+    assert cfg.checkpoint.store == "kafka"
+
+
+def test_status_refuses_a_config_whose_checkpoints_are_in_kafka(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Not an empty SQLite file made at checkpoint.path and reported as no data."""
+    from monitor.cli import main
+
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "models: {m: {attributes: {g: {}}}}\n"
+        f"checkpoint: {{store: kafka, state_topic: st, path: {tmp_path / 'cp.sqlite'}}}\n"
+    )
+    assert main(["status", "-c", str(p)]) == 2
+    assert "state topic st (checkpoint.store: kafka)" in capsys.readouterr().err
+    assert not (tmp_path / "cp.sqlite").exists()
