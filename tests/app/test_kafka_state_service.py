@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from monitor.outputs.report import build_report
 from monitor.state.engine import Engine
 from monitor.state.kafka_store import KafkaStateStore
 from tests.app.test_replay import make_events
+from tests.helpers import wait_for
 from tests.kafka_helpers import (
     MonitorProcess,
     create_topics,
@@ -40,16 +40,16 @@ def reached(store: KafkaStateStore) -> dict[tuple[str, int], int]:
 def wait_state(
     store: KafkaStateStore, done: Any, procs: list[MonitorProcess], timeout: float = 180
 ) -> dict[tuple[str, int], int]:
-    deadline = time.monotonic() + timeout
-    got: dict[tuple[str, int], int] = {}
-    while time.monotonic() < deadline:
-        got = reached(store)
-        if done(got):
-            return got
+    def check() -> tuple[dict[tuple[str, int], int]] | None:
         for p in procs:
             assert p.proc is not None and p.proc.poll() is None, p.log.read_text()[-3000:]
-        time.sleep(0.3)
-    raise AssertionError(f"the state topic reached {got} only")
+        got = reached(store)
+        return (got,) if done(got) else None
+
+    (got,) = wait_for(
+        check, timeout, lambda: f"the state topic to reach it (at {reached(store)})", every=0.3
+    )
+    return got
 
 
 @pytest.mark.parametrize("transactions", [False, True], ids=["plain", "transactions"])

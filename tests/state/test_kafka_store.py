@@ -24,6 +24,7 @@ from monitor.state.checkpoint import CheckpointCorrupt, CheckpointUnavailable, d
 from monitor.state.kafka_store import CHUNK, MAGIC, KafkaStateStore, chunk_key, head_key
 from monitor.state.kafka_topic import StateTopicError
 from tests.broker import free_port
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,11 +225,15 @@ def test_a_writer_killed_between_chunks_restores_the_previous_generation(  # typ
         # (with transactions, once the broker has aborted the dead writer's: until then
         # readers stop at the last stable offset, before it)
         store.save([(0, {"pred": 4}, encode({"gen": 4}, {"a": np.arange(3)}))])
-        deadline = time.monotonic() + 90
-        while (got := store.load(0)) is not None and got.offsets != {"pred": 4}:
-            assert transactions and time.monotonic() < deadline, got.offsets
-            time.sleep(1)
-        assert got is not None and got.meta == {"gen": 4}
+        got = store.load(0)
+        if transactions and got is not None and got.offsets != {"pred": 4}:
+            got = wait_for(
+                lambda: (g := store.load(0)) is not None and g.offsets == {"pred": 4} and g,
+                90,
+                "the dead writer's transaction aborted and generation 4 readable",
+                every=1,
+            )
+        assert got is not None and got.offsets == {"pred": 4} and got.meta == {"gen": 4}
     finally:
         store.close()
 
@@ -387,15 +392,18 @@ def test_a_broker_outage_fails_a_save_in_bounded_time_then_it_works(kafka) -> No
             assert time.monotonic() - t < 45
         finally:
             kafka.start()  # whatever happened: the session's broker serves the next tests
-        deadline = time.monotonic() + 60
-        while True:  # the clients reconnect on their own
+
+        errors: list[str] = []
+
+        def saved() -> bool:  # the clients reconnect on their own
             try:
                 store.save([(0, {"pred": 3}, encode({}, arrays(3)))])
-                break
-            except CheckpointUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
+            except CheckpointUnavailable as exc:
+                errors.append(str(exc))
+                return False
+            return True
+
+        wait_for(saved, 60, lambda: f"a save once the broker is back ({errors[-1:]})", every=1)
         got = store.load(0)
         assert got is not None and got.offsets == {"pred": 3}
         assert_same(got.arrays, arrays(3))
