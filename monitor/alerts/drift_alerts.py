@@ -32,7 +32,7 @@ from monitor.metrics.blindness import blind_reasons
 from monitor.metrics.intervals import z_value
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
-from monitor.state.engine import Engine
+from monitor.state.view import CountsView
 from monitor.state.windows import I64
 
 log = logging.getLogger(__name__)
@@ -80,27 +80,25 @@ def drift_cohorts(d: DriftSpec, spec: ModelSpec, k: int) -> list[DriftCohort]:
     return out
 
 
-def in_ring(engine: Engine, m: int, c: DriftCohort) -> bool:
-    """Does every partition's ring still hold the whole cohort? (The config check keeps it
-    there while the evaluator keeps up; one that fell further behind must not read half a
-    cohort, which would also differ between the live monitor and a replay.) A cohort from
-    before the first event has nothing to read."""
+def in_ring(engine: CountsView, m: int, c: DriftCohort, k: int) -> bool:
+    """Does every partition's ring still hold the whole cohort when boundary ``k`` is read?
+    (The config check keeps it there while the evaluator keeps up; one that fell further
+    behind must not read half a cohort, which would also differ between the live monitor and a
+    replay.) A cohort from before the first event has nothing to read."""
     first = engine.first_bucket(m)
     if first is None or c.end <= first:
         return False
-    for st in engine.partitions.values():
-        ring = st.rings[m]
-        if ring.head is not None and c.start < ring.head - ring.n_buckets + 1:
-            name = engine.models[m].name
-            if name not in _gone_logged:
-                _gone_logged.add(name)
-                log.warning(
-                    "drift: the cohort predicted %s of model %s has left the ring before it "
-                    "was read (alert evaluation fell behind); its values are skipped",
-                    c.describe(),
-                    name,
-                )
-            return False
+    if not engine.ring_holds(m, c.start, at=k):
+        name = engine.models[m].name
+        if name not in _gone_logged:
+            _gone_logged.add(name)
+            log.warning(
+                "drift: the cohort predicted %s of model %s has left the ring before it "
+                "was read (alert evaluation fell behind); its values are skipped",
+                c.describe(),
+                name,
+            )
+        return False
     return True
 
 

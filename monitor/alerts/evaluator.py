@@ -26,7 +26,7 @@ from monitor.metrics.results import (
     attribute_results,
     finite_or_none,
 )
-from monitor.state.engine import Engine
+from monitor.state.view import CountsView
 
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
 BoundaryHook = Callable[[str, float, list[tuple[str, str, AttributeResult]]], None]
@@ -45,7 +45,7 @@ class SeriesPoint(NamedTuple):
 
 class AlertEvaluator:
     def __init__(
-        self, config: Config, engine: Engine, *, series_points: int | None = SERIES_POINTS
+        self, config: Config, engine: CountsView, *, series_points: int | None = SERIES_POINTS
     ) -> None:
         self.config = config
         self.engine = engine
@@ -139,7 +139,7 @@ class AlertEvaluator:
         if d.enabled and (k * spec.bucket) % d.bucket == 0:
             # prediction-time cohorts: label-based metrics once their labels have settled
             for c in drift_cohorts(d, spec, k):
-                if not in_ring(self.engine, m, c):
+                if not in_ring(self.engine, m, c, k):
                     continue
                 counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
                 for set_name, gidx, labels in sets:

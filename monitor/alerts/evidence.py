@@ -42,7 +42,7 @@ import numpy as np
 from monitor.config.evidence import EvidenceSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics import sequential as sq
-from monitor.state.engine import Engine
+from monitor.state.view import CountsView
 from monitor.state.windows import FAV, FN, FP, TN, TP, N
 
 DETECTORS = ("selection_rate", "tpr", "fpr", "four_fifths", "equalized_odds")
@@ -146,7 +146,7 @@ class ModelEvidence:
         self._cache = (cur, base, held)
         return base, held
 
-    def observe(self, m: int, engine: Engine, k: int) -> np.ndarray:
+    def observe(self, m: int, engine: CountsView, k: int) -> np.ndarray:
         """``(x, n)`` of selection, TPR, FPR per (set, slot) for bucket ``k − 1``: decisions as
         of ``k``; labelled outcomes whose label became known at ``k``: [S, G, 3, 2]."""
         idx = self.slots(engine.registries[m])

@@ -22,7 +22,7 @@ from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
 from monitor.metrics import sequential as sq
-from monitor.state.engine import Engine
+from monitor.state.view import CountsView
 
 ALERTS = ("FairnessChange",) * 3 + ("FourFifthsEvidence", "EqualizedOddsEvidence")
 WHAT = ("selection rate", "true positive rate", "false positive rate")
@@ -53,7 +53,7 @@ def bounds(rules: tuple[AlertRule, ...]) -> tuple[float, float]:
 class EvidenceTracker:
     """Every model's evidence detectors (``AlertEvaluator.evidence``)."""
 
-    def __init__(self, config: Config, engine: Engine) -> None:
+    def __init__(self, config: Config, engine: CountsView) -> None:
         self.engine = engine
         self.spec = config.alerts.evidence
         self.budget = config.alerts.false_page_budget

@@ -235,6 +235,15 @@ class Engine:
         live = [f for f in firsts if f is not None]
         return min(live) if live else None
 
+    def ring_holds(self, m: int, start: int, *, at: int) -> bool:
+        """Whether every partition's ring of model ``m`` still holds bucket ``start`` (now:
+        ``at`` is the boundary being read, which the rings have reached)."""
+        for st in self.partitions.values():
+            ring = st.rings[m]
+            if ring.head is not None and start < ring.head - ring.n_buckets + 1:
+                return False
+        return True
+
     def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
         """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``.
 

@@ -1,0 +1,189 @@
+"""The global view: every partition's boundary partials summed, read as the engine is read.
+
+Why: an :class:`~monitor.alerts.evaluator.AlertEvaluator` over a :class:`GlobalView` judges the
+model over all partitions, whichever replicas own them, with the code a single instance runs
+(``CountsView``). Partials arrive in any order and more than once (a partition's new owner
+publishes again from its checkpoint): the first copy of each (model, partition, boundary) is
+kept, later ones are counted as duplicates and dropped — the copies are equal, because a
+partition's terms at a closed boundary are final (``alerts/partials.py``).
+
+A boundary is closed globally once every partition with data for the model has sent its
+partial for it (or started after it): the same rule as the engine's low watermark, and the
+reason the first partial of a partition is a marker sent as soon as it has data.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from monitor.alerts.partials import BoundaryPartial, window_ranges
+from monitor.config.spec import Config
+from monitor.ingest.groups import GroupRegistry
+from monitor.state.windows import I64, n_cells
+
+log = logging.getLogger("monitor.alerts.global_view")
+
+
+@dataclass
+class _Boundary:
+    """One boundary's sums over the partitions (group indices of the view's registry)."""
+
+    k: int
+    windows: list[I64]
+    bucket: I64
+    arrivals: I64
+    cohorts: dict[tuple[int, int], I64] = field(default_factory=dict)
+    held: dict[int, bool] = field(default_factory=dict)  # cohort start -> every ring held it
+
+
+@dataclass
+class _Partition:
+    """What the view knows of one (model, partition)."""
+
+    first: int
+    reached: int  # every boundary up to this one is here (or was read)
+    # boundary -> the partial and its groups' indices in the view (registered on arrival, so
+    # the evaluator knows every group before it reads the boundary)
+    waiting: dict[int, tuple[BoundaryPartial, I64]] = field(default_factory=dict)
+    labels: tuple[str, ...] = ()  # the owner's groups the remap below was built for
+    remap: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class GlobalView:
+    """A :class:`~monitor.state.view.CountsView` over partials from every partition."""
+
+    def __init__(self, config: Config, *, partitions: int | None = None) -> None:
+        """``partitions``: how many input partitions there are; nothing is judged before each
+        has said whether it has data (a partial or :meth:`hello`), so a partition whose owner
+        is slow to start is waited for rather than left out."""
+        self.expected = partitions
+        self._known: set[int] = set()
+        self.models = list(config.models.values())
+        self.registries = [
+            GroupRegistry(m, max_label_length=config.limits.max_value_length) for m in self.models
+        ]
+        self.track_label_times = False
+        self._index = {m.name: i for i, m in enumerate(self.models)}
+        self._parts: list[dict[int, _Partition]] = [{} for _ in self.models]
+        self._read: list[_Boundary | None] = [None for _ in self.models]
+        self.duplicates = 0  # partials dropped: a copy of one already here (or already read)
+        self.missing = 0  # (partition, boundary) read as zero: its owner skipped the boundary
+        self.unknown_models = 0
+
+    # -- receiving -----------------------------------------------------------------------------
+    def add(self, partial: BoundaryPartial) -> bool:
+        """Take one partial; ``False`` when it was a duplicate (or of an unknown model)."""
+        self._known.add(partial.partition)
+        m = self._index.get(partial.model)
+        if m is None:
+            self.unknown_models += 1
+            return False
+        parts = self._parts[m]
+        st = parts.get(partial.partition)
+        if st is None:
+            st = parts[partial.partition] = _Partition(partial.first, partial.first)
+        if partial.marker or partial.boundary <= st.reached or partial.boundary in st.waiting:
+            self.duplicates += not partial.marker or partial.boundary != st.first
+            return False
+        st.waiting[partial.boundary] = (partial, self._remap(m, st, partial))
+        while st.reached + 1 in st.waiting:
+            st.reached += 1
+        return True
+
+    def hello(self, partition: int) -> None:
+        """Partition ``partition`` has an owner (with or without data)."""
+        self._known.add(partition)
+
+    # -- CountsView ----------------------------------------------------------------------------
+    @property
+    def partitions(self) -> dict[int, object]:
+        return {p: None for parts in self._parts for p in parts}
+
+    def low_watermark(self, m: int) -> int | None:
+        parts = self._parts[m]
+        if not parts or (self.expected is not None and len(self._known) < self.expected):
+            return None
+        return min(st.reached for st in parts.values())
+
+    def first_bucket(self, m: int) -> int | None:
+        parts = self._parts[m]
+        return min(st.first for st in parts.values()) if parts else None
+
+    def label_frontier(self, m: int, p: int) -> int | None:
+        st = self._parts[m].get(p)
+        return None if st is None else st.reached
+
+    def ring_holds(self, m: int, start: int, *, at: int) -> bool:
+        return self._boundary(m, at).held.get(start, True)
+
+    def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
+        if as_of is None:
+            raise ValueError("the global view holds counts as of closed boundaries only")
+        b = self._boundary(m, as_of)
+        got = b.bucket if (start, end) == (as_of - 1, as_of) else b.cohorts.get((start, end))
+        if got is None:
+            raise KeyError(f"buckets {start}..{end} as of {as_of} were not published")
+        return got.copy()
+
+    def windows_as_of(self, m: int, windows: list[tuple[int, int]], as_of: int) -> list[I64]:
+        if windows != window_ranges(self.models[m], as_of):
+            raise KeyError(f"windows {windows} are not the model's windows at {as_of}")
+        return [w.copy() for w in self._boundary(m, as_of).windows]
+
+    def label_arrivals(self, m: int, k: int) -> I64:
+        return self._boundary(m, k).arrivals.copy()
+
+    # -- summing -------------------------------------------------------------------------------
+    def _remap(self, m: int, st: _Partition, p: BoundaryPartial) -> I64:
+        """The owner's group indices → this view's (groups it lacks are registered)."""
+        n = len(st.labels)
+        if p.labels[:n] != st.labels:  # another owner, another numbering
+            st.labels, st.remap, n = (), np.zeros(0, np.int64), 0
+        if len(p.labels) > n:
+            reg = self.registries[m]
+            extra = [reg.index(s, lab) for s, lab in zip(p.set_of[n:], p.labels[n:], strict=True)]
+            st.remap = np.concatenate([st.remap, np.array(extra, dtype=np.int64)])
+            st.labels = p.labels
+        return st.remap
+
+    def _boundary(self, m: int, k: int) -> _Boundary:
+        cached = self._read[m]
+        if cached is not None and cached.k == k:
+            return cached
+        spec = self.models[m]
+        taken: list[tuple[I64, BoundaryPartial]] = []
+        for p, st in self._parts[m].items():
+            for old in [b for b in st.waiting if b < k]:
+                del st.waiting[old]  # read before (boundaries are read in order)
+            if st.first >= k:
+                continue  # nothing of this partition is older than k
+            got = st.waiting.pop(k, None)
+            if got is None:
+                self.missing += 1
+                log.warning("model %s: partition %d sent nothing for boundary %d", spec.name, p, k)
+                continue
+            taken.append((got[1], got[0]))
+        g, c = len(self.registries[m]), n_cells(spec.score_bins)
+        b = _Boundary(
+            k,
+            [np.zeros((g, c), np.int64) for _ in spec.windows],
+            np.zeros((g, c), np.int64),
+            np.zeros((g, c), np.int64),
+        )
+        for remap, partial in taken:
+            assert partial.windows is not None
+            assert partial.bucket is not None and partial.arrivals is not None
+            for out, w in zip(b.windows, partial.windows, strict=True):
+                np.add.at(out, remap[: len(w)], w)
+            np.add.at(b.bucket, remap[: len(partial.bucket)], partial.bucket)
+            np.add.at(b.arrivals, remap[: len(partial.arrivals)], partial.arrivals)
+            for i, (rng, held) in enumerate(zip(partial.cohorts, partial.cohort_held, strict=True)):
+                assert partial.cohort_counts is not None
+                sums = b.cohorts.setdefault(rng, np.zeros((g, c), np.int64))
+                np.add.at(sums, remap[: len(partial.cohort_counts[i])], partial.cohort_counts[i])
+                b.held[rng[0]] = b.held.get(rng[0], True) and held
+        self._read[m] = b
+        return b
