@@ -78,7 +78,6 @@ class PartialPublisher:
     def __init__(self, config: Config, engine: Engine) -> None:
         self.config, self.engine = config, engine
         engine.track_label_times = True
-        self.last: dict[tuple[int, int], int] = {}  # (partition, model) -> last boundary sent
         self._sums: dict[tuple[int, int], WindowSums] = {}
 
     def advance(
@@ -92,24 +91,23 @@ class PartialPublisher:
                 ring = st.rings[m]
                 if ring.head is None or ring.first is None:
                     continue
-                last = self.last.get((p, m))
+                last = st.published[m]  # checkpointed with the partition
                 if last is None:
                     out.append(self._marker(p, m, ring.first))
-                    last = self.last[(p, m)] = ring.first
+                    last = st.published[m] = ring.first
                 wm = self._frontier(p, m, spec, labels_caught_up)
                 start = max(last + 1, ring.head - spec.ring_buckets + 1)
                 if limit is not None:
                     wm = min(wm, start + limit - 1)
                 for k in range(start, wm + 1):
                     out.append(self._partial(p, st, m, spec, k))
-                self.last[(p, m)] = max(last, wm)
+                st.published[m] = max(last, wm)
         return out
 
     def forget(self, p: int) -> None:
         """A revoked partition: its new owner publishes from its checkpoint on."""
-        for key in [key for key in self.last if key[0] == p]:
-            del self.last[key]
-            self._sums.pop(key, None)
+        for key in [key for key in self._sums if key[0] == p]:
+            del self._sums[key]
 
     def _frontier(
         self, p: int, m: int, spec: ModelSpec, caught_up: Callable[[int], bool] | None

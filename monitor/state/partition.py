@@ -97,6 +97,9 @@ class PartitionState:
             )
             for m in models
         ]
+        # per model: the last boundary whose partial was published (alerts/partials.py), so a
+        # partition's new owner goes on from there
+        self.published: list[int | None] = [None for _ in models]
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
         self.delay_sum = 0.0
@@ -123,6 +126,7 @@ class PartitionState:
             "firsts": [r.first for r in self.rings],
             "groups": [[list(reg.set_of), list(reg.labels)] for reg in registries],
             "overflow": [list(reg.overflow) for reg in registries],
+            "published": self.published,
         }
         arrays: dict[str, npt.NDArray[Any]] = {
             "pending": self.pending.data,
@@ -199,4 +203,5 @@ class PartitionState:
             st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)
             st.delay_sum = float(meta["delay_sum"])
         st.invalid = dict(meta["invalid"])
+        st.published = list(meta.get("published") or st.published)
         return st
