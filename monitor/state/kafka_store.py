@@ -83,7 +83,11 @@ class KafkaStateStore:
         self.good: dict[str, Commit | None] = {}
         self.top: dict[str, int] = {}
         self.slot_chunks: dict[str, int] = {}  # chunk key prefix -> chunks of its generation
-        self._index()
+        try:
+            self._index()
+        except BaseException:  # the clients are not left open behind an exception
+            self.close()
+            raise
 
     @property
     def writer(self) -> TopicWriter:
