@@ -42,7 +42,12 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="print the report held in a run's checkpoint")
     st.add_argument("--config", "-c", required=True, help="YAML configuration file")
-    st.add_argument("--checkpoint", help="checkpoint file (default: checkpoint.path)")
+    st.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a SQLite checkpoint file (default: the configured store: checkpoint.path, or with "
+        "checkpoint.store: kafka the state topic, read without writing to it)",
+    )
     st.add_argument("--format", choices=("table", "json"), default="table")
 
     r = sub.add_parser("replay", help="run the engine over recorded events and print a report")
@@ -87,7 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="write a self-contained HTML audit report (from a replay or a checkpoint)"
     )
     _inputs(a, required=False)
-    a.add_argument("--checkpoint", help="report on a run's checkpoint instead of a replay")
+    a.add_argument(
+        "--checkpoint",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="report on a run's checkpoint instead of a replay: the SQLite FILE, or without "
+        "FILE the configured store (checkpoint.path, or the state topic with "
+        "checkpoint.store: kafka, read without writing to it)",
+    )
     a.add_argument("--out", "-o", required=True, help="HTML file to write")
     a.add_argument("--title", default="Fairness audit report")
 
@@ -227,16 +240,8 @@ def _status(args: argparse.Namespace) -> int:
     from monitor.state.checkpoint import CheckpointError
 
     cfg = load_config(args.config)
-    if not args.checkpoint and cfg.checkpoint.store == "kafka":
-        print(
-            f"fairness-monitor: status reads SQLite checkpoint files; this config keeps its "
-            f"checkpoints in state topic {cfg.checkpoint.state_topic} (checkpoint.store: kafka), "
-            "which status cannot read yet: give --checkpoint FILE",
-            file=sys.stderr,
-        )
-        return 2
     try:
-        report = status_report(cfg, args.checkpoint or cfg.checkpoint.path)
+        report = status_report(cfg, args.checkpoint or None)
     except (CheckpointError, ValueError) as exc:
         print(f"fairness-monitor: {exc}", file=sys.stderr)
         return 2
@@ -249,15 +254,17 @@ def _report(args: argparse.Namespace) -> int:
     from monitor.outputs.audit import write_html
     from monitor.outputs.checkpoint_report import checkpoint_audit
     from monitor.state.checkpoint import CheckpointError
+    from monitor.state.stores import describe
 
     cfg = load_config(args.config)
-    if args.checkpoint:
+    if args.checkpoint is not None:
         try:
-            report, evaluator = checkpoint_audit(cfg, args.checkpoint)
+            report, evaluator = checkpoint_audit(cfg, args.checkpoint or None)
         except (CheckpointError, ValueError) as exc:
             print(f"fairness-monitor: {exc}", file=sys.stderr)
             return 2
-        source = f"checkpoint {args.checkpoint}"
+        where = describe(cfg.checkpoint)  # checkpoint PATH, or state topic TOPIC
+        source = f"checkpoint {args.checkpoint}" if args.checkpoint else where
     else:
         report, _, evaluator = _replayed(args, series_points=None)
         source = "replay of " + ", ".join(args.predictions + args.labels + args.csv)

@@ -1,8 +1,12 @@
-"""Reports read from a run's checkpoint instead of from Kafka: the ``status`` command's report
-(with the offsets each partition had reached) and the data of the ``report`` command's audit.
+"""Reports read from a run's checkpoint instead of from the input topics: the ``status``
+command's report (with the offsets each partition had reached) and the data of the ``report``
+command's audit.
 
 A checkpoint holds the engine's state per partition; restoring it into a fresh engine gives
-the same snapshot the running monitor would publish, so these reports need no broker.
+the same snapshot the running monitor would publish. The checkpoint is a SQLite file (no broker
+needed) or, with ``checkpoint.store: kafka``, the state topic, read without writing to it
+(``stores.open_for_reading``): safe beside running replicas. ``path`` names a SQLite file and
+overrides the configured store; None reads the configured one.
 """
 
 from __future__ import annotations
@@ -14,26 +18,30 @@ from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.sinks import alert_json
 from monitor.config.spec import Config
 from monitor.outputs.report import build_report
-from monitor.state.checkpoint import CheckpointStore
 from monitor.state.engine import Engine
+from monitor.state.stores import StateStore, open_for_reading
 
 
-def restore(cfg: Config, path: str) -> tuple[Engine, dict[str, Any], CheckpointStore]:
-    """The engine state (and offsets, and the store) held in a run's checkpoint."""
+def restore(cfg: Config, store: StateStore) -> tuple[Engine, dict[str, Any]]:
+    """The engine state (and offsets) held in a run's checkpoint."""
     engine = Engine(cfg)
-    store = CheckpointStore(path)
     offsets = {}
     for p in store.partitions():
         cp = store.load(p)
-        assert cp is not None
+        if cp is None:  # gone since the partitions were listed
+            continue
         engine.import_partition(p, cp.meta, cp.arrays)
         offsets[str(p)] = cp.offsets
-    return engine, offsets, store
+    return engine, offsets
 
 
-def status_report(cfg: Config, path: str) -> dict[str, Any]:
+def status_report(cfg: Config, path: str | None = None) -> dict[str, Any]:
     """``status``: the report of the checkpoint's state, with its offsets."""
-    engine, offsets, _ = restore(cfg, path)
+    store = open_for_reading(cfg.checkpoint, cfg.kafka, path)
+    try:
+        engine, offsets = restore(cfg, store)
+    finally:
+        store.close()
     report = build_report(
         engine.snapshot(), confidence=cfg.confidence, invalid=engine.invalid, audit=True
     )
@@ -41,12 +49,17 @@ def status_report(cfg: Config, path: str) -> dict[str, Any]:
     return report
 
 
-def checkpoint_audit(cfg: Config, path: str) -> tuple[dict[str, Any], AlertEvaluator]:
+def checkpoint_audit(cfg: Config, path: str | None = None) -> tuple[dict[str, Any], AlertEvaluator]:
     """``report --checkpoint``: the report with the alerts firing when the checkpoint was
     written, and an evaluator holding the retained span's history (evaluated afresh)."""
-    engine, _, store = restore(cfg, path)
+    store = open_for_reading(cfg.checkpoint, cfg.kafka, path)
+    try:
+        engine, _ = restore(cfg, store)
+        alerts = store.load_alerts()
+    finally:
+        store.close()
     saved = AlertEvaluator(cfg, engine)
-    persist.restore(saved, store.load_alerts())
+    persist.restore(saved, alerts)
     fired = [alert_json(a) for a in saved.book.firing()]
     # the history of the retained span: its closed boundaries, evaluated afresh
     evaluator = AlertEvaluator(cfg, engine, series_points=None)

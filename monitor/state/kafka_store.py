@@ -1,15 +1,6 @@
 """Checkpoints in a compacted Kafka topic (``checkpoint.store: kafka``): any replica restores
 any partition, no shared disk. The same interface as the SQLite :class:`CheckpointStore`.
-
-Layout (keys; the topic keeps the newest value of each):
-
-* ``p/<p>/s<slot>/c<i>``: chunk *i* of partition *p*'s state, ``slot = generation % 2``. A value
-  is a 20-byte header (magic, generation, chunk index, chunk count) and at most
-  ``checkpoint.state_chunk_bytes`` of the payload: the offsets and save time as JSON, then the
-  ``.npz`` blob of ``checkpoint.encode``.
-* ``p/<p>/head``: the commit record, JSON: the current generation (chunk count, sha256 and size
-  of the payload, offsets, saved_at) and the previous one.
-* ``alerts/...``: the alert state (JSON text) the same way; ``meta/opened_at``: a start-up write.
+The records' keys and values are described in ``kafka_layout.py``.
 
 A save writes every chunk, waits for all acknowledgements, then writes the heads. A writer
 killed between chunks leaves the head on the previous generation, whose slot the new one
@@ -19,6 +10,10 @@ log says which generation was restored and why. A head with neither generation i
 :class:`CheckpointCorrupt` (``checkpoint.on_corrupt`` decides). Heads of several partitions
 are not written atomically together unless ``checkpoint.state_transactions`` makes each save
 one Kafka transaction: each partition's state agrees with its own offsets either way.
+
+Opened ``read_only`` (``status`` and ``report --checkpoint`` beside running replicas), the store
+never creates the topic (it must exist) and builds no producer at all: no transactional id is
+initialised, so a live writer's open transaction is neither fenced nor aborted by a reader.
 """
 
 from __future__ import annotations
@@ -38,54 +33,71 @@ from monitor.state.checkpoint import (
     PartitionCheckpoint,
     decode,
 )
-from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic
+from monitor.state.kafka_layout import (
+    ALERTS,
+    CHUNK,
+    MAGIC,
+    VERSION,
+    Commit,
+    assemble,
+    chunk_key,
+    head_key,
+)
+from monitor.state.kafka_layout import entity as _entity
+from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic, require_topic
 
 log = logging.getLogger("monitor.state.kafka_store")
 
-VERSION = 1
-MAGIC = b"FMS1"
-CHUNK = struct.Struct(">4sQII")  # magic, generation, index, count
-ALERTS = "alerts"
 READS, REREAD_S = 3, 1.0  # a head with no intact generation is read again before it is corrupt
-
-Commit = dict[str, Any]  # generation, chunks, sha256, size, offsets, saved_at
-
-
-def _entity(partition: int) -> str:
-    return f"p/{partition}"
-
-
-def chunk_key(entity: str, generation: int, i: int) -> str:
-    return f"{entity}/s{generation % 2}/c{i}"
-
-
-def head_key(entity: str) -> str:
-    return f"{entity}/head"
 
 
 class KafkaStateStore:
     """Partition state, offsets and alert state in a compacted topic, fenced by generation."""
 
-    def __init__(self, settings: CheckpointSpec, kafka: KafkaSpec) -> None:
+    def __init__(
+        self, settings: CheckpointSpec, kafka: KafkaSpec, *, read_only: bool = False
+    ) -> None:
         self.topic = settings.state_topic
         self.where = f"state topic {self.topic}"
         self.path = self.topic  # what messages name, as the SQLite store's file
         self.chunk_bytes = settings.state_chunk_bytes
-        ensure_topic(kafka, settings)  # compacted, and a chunk fits in its records
+        if read_only:
+            require_topic(kafka, self.topic)  # exists; never created by a reader
+        else:
+            ensure_topic(kafka, settings)  # compacted, and a chunk fits in its records
         size = self.chunk_bytes + CHUNK.size
         self.reader = TopicReader(kafka, self.topic, max_record_bytes=size)
-        try:
-            self.writer = TopicWriter(
-                kafka, self.topic, max_record_bytes=size, transactional=settings.state_transactions
-            )
-        except BaseException:
-            self.reader.close()
-            raise
+        self._writer: TopicWriter | None = None
+        if not read_only:
+            try:
+                self._writer = TopicWriter(
+                    kafka,
+                    self.topic,
+                    max_record_bytes=size,
+                    transactional=settings.state_transactions,
+                )
+            except BaseException:
+                self.reader.close()
+                raise
         # per entity: the last intact commit known, and the highest generation seen or written
         self.good: dict[str, Commit | None] = {}
         self.top: dict[str, int] = {}
         self.slot_chunks: dict[str, int] = {}  # chunk key prefix -> chunks of its generation
-        self._index()
+        try:
+            self._index()
+        except BaseException:  # the clients are not left open behind an exception
+            self.close()
+            raise
+
+    @property
+    def writer(self) -> TopicWriter:
+        if self._writer is None:
+            raise CheckpointUnavailable(f"{self.where} is open read-only", self.topic)
+        return self._writer
+
+    def _own_writes(self) -> dict[int, int] | None:
+        """This store's writes, awaited by a read (none when read-only)."""
+        return None if self._writer is None else self._writer.written
 
     # -- reading ---------------------------------------------------------------------------
     def _index(self) -> dict[str, bytes]:
@@ -105,7 +117,7 @@ class KafkaStateStore:
                 if magic == MAGIC:
                     self.top[entity] = max(self.top.get(entity, 0), gen)
 
-        self.reader.read(visit, self.writer.written)
+        self.reader.read(visit, self._own_writes())
         for entity, raw in heads.items():
             # a damaged head is reported by the load that needs it
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -134,27 +146,8 @@ class KafkaStateStore:
                 else:
                     table[key] = value
 
-        self.reader.read(visit, self.writer.written)
+        self.reader.read(visit, self._own_writes())
         return table
-
-    def _assemble(self, entity: str, c: Commit, table: dict[str, bytes]) -> bytes | str:
-        """The commit's payload, or why it is not intact."""
-        gen, count = int(c["generation"]), int(c["chunks"])
-        parts = []
-        for i in range(count):
-            raw = table.get(chunk_key(entity, gen, i))
-            if raw is None or len(raw) < CHUNK.size:
-                return f"chunk {i} of {count} is missing"
-            magic, g, idx, n = CHUNK.unpack_from(raw)
-            if magic != MAGIC or idx != i or n != count:
-                return f"chunk {i} of {count} is not a chunk of this store"
-            if g != gen:
-                return f"chunk {i} of {count} holds generation {g} (a torn write)"
-            parts.append(raw[CHUNK.size :])
-        payload = b"".join(parts)
-        if hashlib.sha256(payload).hexdigest() != c["sha256"]:
-            return "its sha256 does not match"
-        return payload
 
     def _restore(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
         """The newest intact generation of ``entity`` and its payload; None without a head.
@@ -192,7 +185,7 @@ class KafkaStateStore:
                 self._seen(entity, c)
             reasons: list[str] = []
             for c in commits:
-                got = self._assemble(entity, c, table)
+                got = assemble(entity, c, table)
                 if isinstance(got, bytes):
                     self.good[entity] = c
                     if reasons:
@@ -344,5 +337,6 @@ class KafkaStateStore:
             self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.reader.close()

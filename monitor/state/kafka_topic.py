@@ -46,12 +46,9 @@ def _servers(spec: KafkaSpec) -> str:
     return ",".join(spec.bootstrap_servers)
 
 
-def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
-    """Create the state topic (``cleanup.policy=compact``) if absent, check it is compacted
-    and that a chunk fits its ``max.message.bytes`` (returned)."""
-    topic = cp.state_topic
+def _admin(spec: KafkaSpec, topic: str) -> KafkaAdminClient:
     try:
-        admin = KafkaAdminClient(
+        return KafkaAdminClient(
             **client_config(spec),
             request_timeout_ms=REQUEST_TIMEOUT_MS,
             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
@@ -60,6 +57,33 @@ def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
         raise CheckpointUnavailable(
             f"state topic {topic}: cannot reach Kafka at {_servers(spec)} ({exc})", topic
         ) from None
+
+
+def require_topic(spec: KafkaSpec, topic: str) -> None:
+    """A reader's check: the topic exists (never created; only Describe on it is needed)."""
+    admin = _admin(spec, topic)
+    try:
+        found = topic in admin.list_topics()
+    except KafkaError as exc:
+        raise CheckpointUnavailable(
+            f"state topic {topic}: cannot list topics on {_servers(spec)} ({exc})", topic
+        ) from None
+    finally:
+        admin.close()
+    if not found:
+        raise CheckpointUnavailable(
+            f"state topic {topic} does not exist on {_servers(spec)}: no checkpoint to read "
+            "(a monitor with checkpoint.store: kafka creates it when it starts; check "
+            "checkpoint.state_topic and kafka.bootstrap_servers)",
+            topic,
+        )
+
+
+def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
+    """Create the state topic (``cleanup.policy=compact``) if absent, check it is compacted
+    and that a chunk fits its ``max.message.bytes`` (returned)."""
+    topic = cp.state_topic
+    admin = _admin(spec, topic)
     try:
         if topic not in admin.list_topics():
             try:
@@ -121,6 +145,7 @@ class TopicReader:
                 **client_config(spec),
                 group_id=None,
                 enable_auto_commit=False,
+                allow_auto_create_topics=False,  # a reader never creates the topic
                 isolation_level="read_committed",  # no record of an aborted save
                 request_timeout_ms=REQUEST_TIMEOUT_MS + 5_000,
                 max_partition_fetch_bytes=max(max_record_bytes, 1 << 20) * 2,

@@ -8,7 +8,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from monitor.config.settings import CheckpointSpec, KafkaSpec
-from monitor.state.checkpoint import CheckpointError, PartitionCheckpoint, open_store
+from monitor.state.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    PartitionCheckpoint,
+    open_store,
+)
 from monitor.state.kafka_store import KafkaStateStore
 
 
@@ -50,3 +55,17 @@ def open_state_store(settings: CheckpointSpec, kafka: KafkaSpec | None) -> State
         store.close()
         raise
     return store
+
+
+def open_for_reading(
+    settings: CheckpointSpec, kafka: KafkaSpec | None, path: str | None = None
+) -> StateStore:
+    """The store ``status`` and ``report --checkpoint`` read: the SQLite file ``path`` when one
+    is given, else the configured store. The state topic is opened read-only: it must exist
+    (never created), and no producer is built, so no transactional id is initialised that
+    could fence or abort a running monitor's save."""
+    if path is None and settings.store == "kafka":
+        if kafka is None:
+            raise ValueError("checkpoint.store: kafka needs the kafka settings")
+        return KafkaStateStore(settings, kafka, read_only=True)
+    return CheckpointStore(path or settings.path)

@@ -71,15 +71,21 @@ def test_env_override_selects_the_kafka_store(tmp_path) -> None:  # type: ignore
     assert cfg.checkpoint.store == "kafka"
 
 
-def test_status_refuses_a_config_whose_checkpoints_are_in_kafka(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """Not an empty SQLite file made at checkpoint.path and reported as no data."""
+def test_status_reads_the_state_topic_not_a_file(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With checkpoint.store: kafka, `status` reads the state topic (here an unreachable
+    cluster: exit 2 naming the topic), not an empty SQLite file made at checkpoint.path and
+    reported as no data. (Against a real broker: tests/app/test_kafka_state_status.py.)"""
     from monitor.cli import main
+    from monitor.state import kafka_topic
+    from tests.broker import free_port
 
+    monkeypatch.setattr(kafka_topic, "BOOTSTRAP_TIMEOUT_MS", 1000)
     p = tmp_path / "c.yaml"
     p.write_text(
         "models: {m: {attributes: {g: {}}}}\n"
+        f"kafka: {{bootstrap_servers: '127.0.0.1:{free_port()}'}}\n"
         f"checkpoint: {{store: kafka, state_topic: st, path: {tmp_path / 'cp.sqlite'}}}\n"
     )
     assert main(["status", "-c", str(p)]) == 2
-    assert "state topic st (checkpoint.store: kafka)" in capsys.readouterr().err
+    assert "state topic st: cannot reach Kafka at" in capsys.readouterr().err
     assert not (tmp_path / "cp.sqlite").exists()

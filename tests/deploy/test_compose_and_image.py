@@ -111,11 +111,12 @@ def test_compose_wiring() -> None:
         "service_completed_successfully"
     )
     assert services["monitor"]["read_only"] is True
-    # Prometheus scrapes the monitor's service:port; Grafana's data source is that Prometheus
+    # Prometheus scrapes every replica of the monitor service (found by DNS) on its port;
+    # Grafana's data source is that Prometheus
     prom = yaml.safe_load((DEPLOY / "prometheus/prometheus.yml").read_text())
-    target = prom["scrape_configs"][0]["static_configs"][0]["targets"][0]
-    assert target == f"monitor:{cfg.service.http_port}"
-    assert f"{cfg.service.http_port}:{cfg.service.http_port}" in services["monitor"]["ports"]
+    (sd,) = prom["scrape_configs"][0]["dns_sd_configs"]
+    assert (sd["names"], sd["type"], sd["port"]) == (["monitor"], "A", cfg.service.http_port)
+    assert any(p.endswith(f":{cfg.service.http_port}") for p in services["monitor"]["ports"])
     ds = yaml.safe_load((ROOT / "grafana/provisioning/datasources/prometheus.yml").read_text())
     assert ds["datasources"][0]["url"] == "http://prometheus:9090"
     dash = yaml.safe_load(
@@ -126,6 +127,36 @@ def test_compose_wiring() -> None:
     # the simulator stands in for the model, producing to the topics the monitor reads
     cmd = services["simulator"]["command"]
     assert cmd[0] == "simulate" and cmd[cmd.index("--bootstrap") + 1] == "kafka:9092"
+
+
+def test_compose_monitor_scales_without_a_shared_volume() -> None:
+    """``docker compose up --scale monitor=N``: checkpoints in the compacted state topic the
+    init job creates (no volume shared between replicas, no fixed container name or host
+    port), at most as many replicas as the input topics have partitions."""
+    services = compose()["services"]
+    monitor = services["monitor"]
+    cfg = load_config(DEPLOY / "compose/monitor.yaml", {})
+    assert cfg.checkpoint.store == "kafka"
+    assert cfg.checkpoint.state_topic_replication == 1  # the stack's single broker
+    mounts = [v.split(":")[1] for v in monitor["volumes"]]
+    assert "/var/lib/fairness-monitor" not in mounts  # the image's anonymous volume per replica
+    assert not [v for v in monitor["volumes"] if not v.startswith(".")]  # no named volume
+    assert "monitor-state" not in compose().get("volumes", {})
+    assert "container_name" not in monitor
+    (port,) = monitor["ports"]
+    host, _, container = port.partition(":")
+    first, _, last = host.partition("-")
+    replicas = int(last) - int(first) + 1
+    assert int(container) == cfg.service.http_port and replicas >= 2
+    script = services["topics"]["command"][0]
+    created = dict(re.findall(r"([\w-]+):(\d+)", script))
+    assert int(created[cfg.kafka.predictions_topic]) >= replicas
+    state = re.search(
+        rf"--topic {cfg.checkpoint.state_topic} --partitions (\d+) --replication-factor 1 "
+        r"\\\s+--config cleanup.policy=compact",
+        script,
+    )
+    assert state, script
 
 
 # -- the image ---------------------------------------------------------------------------------
@@ -196,9 +227,11 @@ def test_entrypoint_runs_as_the_image_calls_it(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "OK" in r.stdout
-    # the image's ENV reaches the config: the checkpoint goes to the volume
+    # the image's ENV reaches the config: a SQLite checkpoint would go to the volume (the
+    # stack's config keeps its checkpoints in the state topic)
     cfg = load_config(DEPLOY / "compose/monitor.yaml", env)
     assert cfg.checkpoint.path == "/var/lib/fairness-monitor/checkpoint.sqlite"
+    assert cfg.checkpoint.store == "kafka"
     assert cfg.service.log_format == "json"
 
 

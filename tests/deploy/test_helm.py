@@ -46,6 +46,20 @@ def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["kind"]: d for d in docs}
 
 
+def validate(tmp_path: Path, docs: list[dict[str, Any]]) -> None:
+    """The Kubernetes resources pass kubernetes-validate, strictly."""
+    core = [d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com")]
+    path = tmp_path / "manifests.yaml"
+    path.write_text(yaml.safe_dump_all(core))
+    r = subprocess.run(
+        [sys.executable, "-m", "kubernetes_validate", "--strict", "-k", KUBE, str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("passed for resource") == len(core)
+
+
 def test_helm_lint_strict() -> None:
     r = helm("lint", str(CHART), "--strict", "--kube-version", KUBE, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -71,16 +85,7 @@ FULL = (
 @pytest.mark.parametrize("sets", [(), FULL], ids=["defaults", "everything-on"])
 def test_rendered_manifests_are_valid_kubernetes(tmp_path: Path, sets: tuple[str, ...]) -> None:
     docs = render(*sets)
-    core = [d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com")]
-    path = tmp_path / "manifests.yaml"
-    path.write_text(yaml.safe_dump_all(core))
-    r = subprocess.run(
-        [sys.executable, "-m", "kubernetes_validate", "--strict", "-k", KUBE, str(path)],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("passed for resource") == len(core)
+    validate(tmp_path, docs)
     kinds = {d["kind"] for d in docs}
     expected = {"ServiceAccount", "ConfigMap", "Service", "Deployment"}
     if sets:
@@ -234,17 +239,102 @@ def test_values_schema_rejects_bad_values(value: str, message: str) -> None:
     assert message in r.stderr, r.stderr
 
 
+def refused(*sets: str) -> str:
+    """``helm template`` with these values fails: its error message."""
+    args = ["template", "rel", str(CHART), "--kube-version", KUBE]
+    for s in sets:
+        args += ["--set", s]
+    r = helm(*args, check=False)
+    assert r.returncode != 0, f"rendered with {sets}"
+    return r.stderr
+
+
+def pod_config(tmp_path: Path, docs: dict[str, dict[str, Any]]) -> Any:
+    """The configuration a pod runs with: the ConfigMap it mounts, with the pod's environment."""
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    mounted = next(v for v in pod["volumes"] if v["name"] == "config")["configMap"]["name"]
+    assert mounted == docs["ConfigMap"]["metadata"]["name"]
+    (c,) = pod["containers"]
+    assert {"name": "config", "mountPath": "/etc/fairness-monitor", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    assert c["args"] == ["run", "--config", "/etc/fairness-monitor/config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(docs["ConfigMap"]["data"]["config.yaml"])
+    return load_config(path, {e["name"]: e["value"] for e in c["env"] if "value" in e})
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("replicaCount=3",),  # the chart picks the state topic
+        ("replicaCount=3", "config.checkpoint.store=kafka", "config.checkpoint.state_topic=fm-st"),
+    ],
+    ids=["store-unset", "store-kafka"],
+)
+def test_three_replicas_without_persistence_use_the_state_topic(
+    tmp_path: Path, sets: tuple[str, ...]
+) -> None:
+    """Issue 15 item 3: replicaCount 3 and no persistence render, pass the values schema
+    (helm applies it) and the Kubernetes schemas, claim no volume, and every pod runs with
+    checkpoint.store: kafka."""
+    values = [a for s in sets for a in ("--set", s)]
+    r = helm("lint", str(CHART), "--strict", "--kube-version", KUBE, *values, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed = render(*sets)
+    validate(tmp_path, listed)
+    docs = by_kind(listed)
+    assert "PersistentVolumeClaim" not in docs
+    dep = docs["Deployment"]["spec"]
+    assert dep["replicas"] == 3
+    assert "strategy" not in dep  # rolling updates: no volume to hand over
+    pod = dep["template"]["spec"]
+    state = next(v for v in pod["volumes"] if v["name"] == "state")
+    assert state == {"name": "state", "emptyDir": {}}
+    assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
+    cfg = pod_config(tmp_path, docs)
+    assert cfg.checkpoint.store == "kafka"
+    assert cfg.checkpoint.state_topic == ("fm-st" if len(sets) > 1 else "fairness-monitor-state")
+    assert cfg.kafka.bootstrap_servers == ("kafka:9092",)  # the state topic's cluster
+    env = [e["name"] for e in pod["containers"][0]["env"]]
+    assert "FAIRNESS_MONITOR__CHECKPOINT__PATH" not in env
+
+
+def test_one_replica_keeps_the_sqlite_checkpoint_on_its_volume(tmp_path: Path) -> None:
+    docs = by_kind(render("persistence.enabled=true"))
+    cfg = pod_config(tmp_path, docs)
+    assert cfg.checkpoint.store == "sqlite"
+    assert cfg.checkpoint.path == "/var/lib/fairness-monitor/checkpoint.sqlite"
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    claim = next(v for v in pod["volumes"] if v["name"] == "state")["persistentVolumeClaim"]
+    assert claim["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert docs["Deployment"]["spec"]["strategy"]["type"] == "Recreate"
+    # and a single replica may use the state topic too, without any volume
+    docs = by_kind(render("config.checkpoint.store=kafka"))
+    assert pod_config(tmp_path, docs).checkpoint.store == "kafka"
+    assert "PersistentVolumeClaim" not in docs
+
+
 def test_several_replicas_need_a_shared_checkpoint_volume() -> None:
-    r = helm(
-        "template", "rel", str(CHART), "--kube-version", KUBE,
-        "--set", "replicaCount=3", "--set", "persistence.enabled=true", check=False,
-    )  # fmt: skip
-    assert r.returncode != 0 and "ReadWriteMany" in r.stderr
+    """The SQLite checkpoint with several replicas: refused on a ReadWriteOnce volume (and on
+    one emptyDir per pod), rendered on a ReadWriteMany one; the state topic wants no volume."""
+    err = refused("replicaCount=3", "persistence.enabled=true")
+    assert "replicaCount 3 with the SQLite checkpoint on a ReadWriteOnce volume" in err
+    assert "ReadWriteMany" in err and "config.checkpoint.store: kafka" in err
+    err = refused(
+        "replicaCount=2", "persistence.enabled=true", "persistence.accessMode=ReadWriteOncePod"
+    )
+    assert "ReadWriteOncePod volume" in err
+    err = refused("replicaCount=3", "config.checkpoint.store=sqlite")
+    assert "each replica would keep its checkpoint on its own emptyDir" in err
+    err = refused("replicaCount=3", "config.checkpoint.store=kafka", "persistence.enabled=true")
+    assert "set persistence.enabled=false" in err
     docs = by_kind(
         render("replicaCount=3", "persistence.enabled=true", "persistence.accessMode=ReadWriteMany")
     )
     assert docs["Deployment"]["spec"]["replicas"] == 3
     assert "strategy" not in docs["Deployment"]["spec"]
+    assert docs["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]
 
 
 def test_notes_render(tmp_path: Path) -> None:
@@ -271,3 +361,11 @@ def test_notes_render(tmp_path: Path) -> None:
     assert "http://127.0.0.1:9108/" in out and "no TLS and no authentication" in out
     secured = notes_text("webConfig.existingSecret=fm-web")
     assert "https://127.0.0.1:9108/" in secured and "no authentication" not in secured
+    scaled = notes_text("replicaCount=3")
+    assert "state topic fairness-monitor-state" in scaled
+    assert "chosen\nbecause replicaCount > 1 without persistence" in scaled
+    assert "persistence is disabled" not in scaled
+    assert "see only the\npartitions it owns" in scaled and "Enable prometheusRule" in scaled
+    assert "fairness-monitor status -c /etc/fairness-monitor/config.yaml" in scaled
+    routed = notes_text("replicaCount=3", "prometheusRule.enabled=true")
+    assert "Route the PrometheusRule's alerts" in routed

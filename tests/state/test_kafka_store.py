@@ -473,3 +473,70 @@ def test_the_service_alert_state_round_trips_and_a_damaged_one_follows_on_corrup
         assert restarted.book.active == {} and "alert state starts fresh" in caplog.text
     finally:
         fresh.close()
+
+
+# -- read-only (``status`` and ``report --checkpoint`` beside a running monitor) ---------------
+def test_a_read_only_store_needs_the_topic_and_never_creates_it(kafka, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    cp, k = settings(kafka)
+    created: list[Any] = []
+    monkeypatch.setattr(KafkaAdminClient, "create_topics", lambda self, *a, **kw: created.append(a))
+    with pytest.raises(CheckpointUnavailable, match=f"state topic {cp.state_topic} does not exist"):
+        KafkaStateStore(cp, k, read_only=True)
+    assert created == []
+    monkeypatch.undo()
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        assert cp.state_topic not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_a_read_only_store_builds_no_producer_and_fences_no_transactional_writer(  # type: ignore[no-untyped-def]
+    kafka, monkeypatch
+) -> None:
+    """A reader opened, read and closed while the writer's save is inside its transaction: the
+    reader builds no producer (so initialises no transactional id), sees the last committed
+    save, refuses to write; the writer's transaction then commits, and it keeps saving."""
+    cp, k = settings(kafka, state_transactions=True)
+    w = KafkaStateStore(cp, k)
+    try:
+        w.check_writable()
+        w.save([(0, {"pred": 1}, encode({"g": 1}, arrays(1)))], alerts="alerts 1")
+
+        def no_producer(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a read-only store built a producer")
+
+        monkeypatch.setattr(kafka_topic, "KafkaProducer", no_producer)
+        seen: list[tuple[Any, ...]] = []
+        commit = w.writer.commit
+
+        def commit_after_a_read() -> None:
+            r = KafkaStateStore(cp, k, read_only=True)
+            try:
+                got = r.load(0)
+                assert got is not None
+                assert_same(got.arrays, arrays(1))
+                seen.append((got.offsets, got.meta, r.load_alerts(), r.partitions()))
+                with pytest.raises(CheckpointUnavailable, match="read-only"):
+                    r.save([(0, {"pred": 9}, b"x")])
+                with pytest.raises(CheckpointUnavailable, match="read-only"):
+                    r.check_writable()
+            finally:
+                r.close()
+            commit()
+
+        monkeypatch.setattr(w.writer, "commit", commit_after_a_read)
+        w.save([(0, {"pred": 2}, encode({"g": 2}, arrays(2)))], alerts="alerts 2")
+        assert seen == [({"pred": 1}, {"g": 1}, "alerts 1", [0])]  # the open save unseen
+        monkeypatch.setattr(w.writer, "commit", commit)
+        w.save([(0, {"pred": 3}, encode({"g": 3}, arrays(3)))])  # not fenced: still saving
+        r = KafkaStateStore(cp, k, read_only=True)
+        try:
+            got = r.load(0)
+            assert got is not None and (got.offsets, got.meta) == ({"pred": 3}, {"g": 3})
+            assert_same(got.arrays, arrays(3))
+            assert r.load_alerts() == "alerts 2"
+        finally:
+            r.close()
+    finally:
+        w.close()

@@ -33,3 +33,43 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "fairness-monitor.claimName" -}}
 {{- default (printf "%s-state" (include "fairness-monitor.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}
+
+{{- /*
+The checkpoint store the pods use: config.checkpoint.store when set; otherwise "kafka" when
+several replicas run without persistence (a compacted state topic, so any replica restores any
+partition without a shared volume), else "sqlite" (a file in the data directory).
+*/}}
+{{- define "fairness-monitor.checkpointStore" -}}
+{{- $store := dig "checkpoint" "store" "" .Values.config }}
+{{- if $store }}{{ $store }}
+{{- else if and (gt (int .Values.replicaCount) 1) (not .Values.persistence.enabled) }}kafka
+{{- else }}sqlite
+{{- end }}
+{{- end }}
+
+{{- /* The monitor's configuration as the ConfigMap holds it: config, with the store above. */}}
+{{- define "fairness-monitor.config" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- $checkpoint := dig "checkpoint" dict $cfg | default dict }}
+{{- $_ := set $checkpoint "store" (include "fairness-monitor.checkpointStore" .) }}
+{{- $_ := set $cfg "checkpoint" $checkpoint }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{- /* Combinations that cannot work, refused at render time with what to set instead. */}}
+{{- define "fairness-monitor.checkStorage" -}}
+{{- $store := include "fairness-monitor.checkpointStore" . }}
+{{- $replicas := int .Values.replicaCount }}
+{{- $p := .Values.persistence }}
+{{- if eq $store "kafka" }}
+{{- if $p.enabled }}
+{{- fail "persistence.enabled=true with config.checkpoint.store: kafka: the checkpoints are in the state topic and the data directory is an emptyDir; set persistence.enabled=false (or use checkpoint.store: sqlite for a checkpoint file on the volume)" }}
+{{- end }}
+{{- else if gt $replicas 1 }}
+{{- if not $p.enabled }}
+{{- fail (printf "replicaCount %d with config.checkpoint.store: sqlite and no persistence: each replica would keep its checkpoint on its own emptyDir, and a partition that moves to another replica would start without its state; use config.checkpoint.store: kafka (a state topic, no volume; docs/deploy.md, Scaling out)" $replicas) }}
+{{- else if ne $p.accessMode "ReadWriteMany" }}
+{{- fail (printf "replicaCount %d with the SQLite checkpoint on a %s volume: the replicas would share one checkpoint file, which needs persistence.accessMode: ReadWriteMany; or use config.checkpoint.store: kafka (a state topic, no shared volume, persistence.enabled=false; docs/deploy.md, Scaling out)" $replicas $p.accessMode) }}
+{{- end }}
+{{- end }}
+{{- end }}
