@@ -134,7 +134,7 @@ checkpoint: {checkpoint}
     return load_config(cfg_path)
 
 
-def timed_run(m: _TimedMonitor, target: dict, total: int) -> Timing:
+def timed_run(m: _TimedMonitor, target: dict[Any, int], total: int) -> Timing:
     """Run ``m`` until it has processed every record up to ``target`` (end offsets)."""
     m.target = {(k[0], k[1]): v for k, v in target.items()}
     t0 = time.perf_counter()

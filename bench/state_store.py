@@ -77,7 +77,7 @@ def throughput_round(
     cfg = monitor_config(bootstrap, t.pred, t.lab, tmp, max_records, checkpoint_spec(side, tmp))
     m = _TimedMonitor(cfg)
     counted = _CountingStore(m.checkpoints.store)
-    m.checkpoints.store = counted  # type: ignore[assignment]
+    m.checkpoints.store = counted
     timing = timed_run(m, t.target, t.total)
     steady, whole = timing.rate(t.total)
     start, end = m.first[0] if m.first else 0.0, m.end or 0.0
