@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.alert_quality
 	$(BIN)/python -m bench.alert_cost
 	$(BIN)/python -m bench.pending_expiry
+	$(BIN)/python -m bench.state_store
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts

@@ -42,7 +42,7 @@ from kafka import KafkaConsumer
 
 from monitor.app.service import Monitor, tune_gc
 from monitor.config.settings import KafkaSpec
-from monitor.config.spec import load_config
+from monitor.config.spec import Config, load_config
 from monitor.ingest import record_reader
 from tests.app.test_replay import make_events
 from tests.broker import ApacheKafka
@@ -110,19 +110,32 @@ class _TimedMonitor(Monitor):
             self.request_stop()
 
 
-def monitored(
-    bootstrap: str, pred: str, lab: str, target: dict, total: int, tmp: Path, max_records: int
-) -> Timing:
+def monitor_config(
+    bootstrap: str,
+    pred: str,
+    lab: str,
+    tmp: Path,
+    max_records: int,
+    checkpoint: str | None = None,
+) -> Config:
+    """The monitor's config for the bench's topics, in a fresh group. ``checkpoint``: the
+    ``checkpoint:`` mapping as YAML flow text (default: a fresh SQLite file, shipped policy)."""
+    if checkpoint is None:  # shipped defaults: 10s or 200k events
+        checkpoint = f"{{path: {tmp / str(uuid.uuid4())}.sqlite}}"
     cfg_path = tmp / f"{uuid.uuid4()}.yaml"
     cfg_path.write_text(
         MODEL
         + f"""
 kafka: {{bootstrap_servers: {bootstrap}, group_id: mon-{uuid.uuid4()}, predictions_topic: {pred},
         labels_topic: {lab}, max_poll_records: {max_records}}}
-checkpoint: {{path: {tmp / str(uuid.uuid4())}.sqlite}}  # shipped defaults: 10s or 200k events
+checkpoint: {checkpoint}
 """
     )
-    m = _TimedMonitor(load_config(cfg_path))
+    return load_config(cfg_path)
+
+
+def timed_run(m: _TimedMonitor, target: dict[Any, int], total: int) -> Timing:
+    """Run ``m`` until it has processed every record up to ``target`` (end offsets)."""
     m.target = {(k[0], k[1]): v for k, v in target.items()}
     t0 = time.perf_counter()
     m.run()
@@ -142,6 +155,41 @@ checkpoint: {{path: {tmp / str(uuid.uuid4())}.sqlite}}  # shipped defaults: 10s 
     return Timing(end - t0, end - m.first[0], total - m.first[1])
 
 
+def monitored(
+    bootstrap: str, pred: str, lab: str, target: dict, total: int, tmp: Path, max_records: int
+) -> Timing:
+    cfg = monitor_config(bootstrap, pred, lab, tmp, max_records)
+    return timed_run(_TimedMonitor(cfg), target, total)
+
+
+@dataclass
+class Topics:
+    """The bench's prediction and label topics, filled, and their end offsets."""
+
+    pred: str
+    lab: str
+    predictions: int
+    labels: int
+    target: dict[Any, int]
+
+    @property
+    def total(self) -> int:
+        return self.predictions + self.labels
+
+
+def make_topics(bootstrap: str, events: int) -> Topics:
+    """Two 3-partition topics with ``events`` predictions and their labels (~80 %)."""
+    tag = uuid.uuid4().hex[:6]
+    pred, lab = f"bp-{tag}", f"bl-{tag}"
+    create_topics(bootstrap, {pred: 3, lab: 3})
+    # a busy model: 500 decisions per second of event time (alert rules are evaluated per
+    # closed one-minute bucket, so their cost depends on event time, not on events)
+    preds, labels = make_events(42, n=events, span=events / 500)
+    produce(bootstrap, pred, preds)
+    produce(bootstrap, lab, labels)
+    return Topics(pred, lab, len(preds), len(labels), end_offsets(bootstrap, [pred, lab]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=200_000, help="predictions (labels: ~80%%)")
@@ -155,16 +203,8 @@ def main() -> None:
     args = ap.parse_args()
     broker = ApacheKafka()
     try:
-        tag = uuid.uuid4().hex[:6]
-        pred, lab = f"bp-{tag}", f"bl-{tag}"
-        create_topics(broker.bootstrap, {pred: 3, lab: 3})
-        # a busy model: 500 decisions per second of event time (alert rules are evaluated per
-        # closed one-minute bucket, so their cost depends on event time, not on events)
-        preds, labels = make_events(42, n=args.events, span=args.events / 500)
-        produce(broker.bootstrap, pred, preds)
-        produce(broker.bootstrap, lab, labels)
-        total = len(preds) + len(labels)
-        target = end_offsets(broker.bootstrap, [pred, lab])
+        t = make_topics(broker.bootstrap, args.events)
+        pred, lab, total, target = t.pred, t.lab, t.total, t.target
         tmp = Path(tempfile.mkdtemp())
         best_raw, best_mon, best_fast = (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)
         paired, paired_fast = [], []
@@ -182,7 +222,7 @@ def main() -> None:
             best_mon = (max(best_mon[0], m[0]), max(best_mon[1], m[1]))
             paired.append(m[0] / r[0])
             paired_fast.append(m[0] / f[0])
-        print(f"events: {total:,} ({len(preds):,} predictions, {len(labels):,} labels)")
+        print(f"events: {total:,} ({t.predictions:,} predictions, {t.labels:,} labels)")
         print(f"raw kafka-python poll: {best_raw[0]:,.0f} events/s")
         print(f"raw poll, kafka-python + the monitor's record reader: {best_fast[0]:,.0f} events/s")
         print(f"fairness-monitor run:  {best_mon[0]:,.0f} events/s")
