@@ -47,7 +47,7 @@ class _Partition:
     reached: int  # every boundary up to this one is here (or was read)
     # boundary -> the partial and its groups' indices in the view (registered on arrival, so
     # the evaluator knows every group before it reads the boundary)
-    waiting: dict[int, tuple[BoundaryPartial, I64]] = field(default_factory=dict)
+    waiting: dict[int, tuple[BoundaryPartial, I64, int]] = field(default_factory=dict)
     labels: tuple[str, ...] = ()  # the owner's groups the remap below was built for
     remap: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -74,8 +74,9 @@ class GlobalView:
         self.unknown_models = 0
 
     # -- receiving -----------------------------------------------------------------------------
-    def add(self, partial: BoundaryPartial) -> bool:
-        """Take one partial; ``False`` when it was a duplicate (or of an unknown model)."""
+    def add(self, partial: BoundaryPartial, offset: int = -1) -> bool:
+        """Take one partial (``offset``: where it was read, see :meth:`resume_offset`);
+        ``False`` when it was a duplicate (or of an unknown model)."""
         self._known.add(partial.partition)
         m = self._index.get(partial.model)
         if m is None:
@@ -88,7 +89,7 @@ class GlobalView:
         if partial.marker or partial.boundary <= st.reached or partial.boundary in st.waiting:
             self.duplicates += not partial.marker or partial.boundary != st.first
             return False
-        st.waiting[partial.boundary] = (partial, self._remap(m, st, partial))
+        st.waiting[partial.boundary] = (partial, self._remap(m, st, partial), offset)
         while st.reached + 1 in st.waiting:
             st.reached += 1
         return True
@@ -96,6 +97,43 @@ class GlobalView:
     def hello(self, partition: int) -> None:
         """Partition ``partition`` has an owner (with or without data)."""
         self._known.add(partition)
+
+    def resume_offset(self) -> int | None:
+        """The lowest offset of a partial taken but not read yet: reading again from there
+        (after a restart, with :meth:`progress`) loses nothing. ``None``: none is waiting."""
+        offsets = [
+            o for parts in self._parts for st in parts.values() for *_, o in st.waiting.values()
+        ]
+        return min(offsets) if offsets else None
+
+    def progress(self, last: dict[int, int]) -> dict[str, object]:
+        """What a restarted view needs besides the partials from :meth:`resume_offset` on:
+        each partition's first bucket and the boundary read through (``last``: per model, the
+        evaluator's last judged boundary), and the partitions known."""
+        models: dict[str, dict[str, list[int]]] = {}
+        for m, parts in enumerate(self._parts):
+            done = last.get(m)
+            models[self.models[m].name] = {
+                str(p): [
+                    st.first,
+                    st.first if done is None else max(st.first, min(st.reached, done)),
+                ]
+                for p, st in parts.items()
+            }
+        return {"known": sorted(self._known), "models": models}
+
+    def restore(self, progress: dict[str, object]) -> None:
+        """The inverse of :meth:`progress` (models no longer configured are left out)."""
+        known = progress.get("known", [])
+        models = progress.get("models", {})
+        assert isinstance(known, list) and isinstance(models, dict)
+        self._known = {int(p) for p in known}
+        for name, parts in models.items():
+            m = self._index.get(name)
+            if m is None:
+                continue
+            self._parts[m] = {int(p): _Partition(int(f), int(r)) for p, (f, r) in parts.items()}
+            self._read[m] = None
 
     # -- CountsView ----------------------------------------------------------------------------
     @property

@@ -50,7 +50,12 @@ class Dispatcher:
         self.spec = spec
         self.clock = clock
         self.kafka_send = kafka_send
-        self.queue: queue.Queue[Transition | None] = queue.Queue(maxsize=queue_size)
+        self.queue: queue.Queue[Transition | list[Alert] | None] = queue.Queue(maxsize=queue_size)
+        # transitions taken by the delivery thread, and how many of them had been delivered
+        # (or given up) at the last moment no sink owed anything: what a judging replica
+        # records as delivered (app/global_alerts.py)
+        self.accepted = 0
+        self.settled = 0
         self.failures: Counter[str] = Counter()
         self.delivered: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()  # at submit, queue full (the caller's thread)
@@ -93,6 +98,16 @@ class Dispatcher:
                     "alert queue full (%d): %s not delivered", self.queue.maxsize, t.alert.name
                 )
 
+    def abandon(self) -> None:
+        """Another replica delivers from now on: forget what is owed (queued: the outboxes are
+        the delivery thread's). What was being sent at this moment may still arrive."""
+        self.queue.put([])
+
+    def reseed(self, firing: Iterable[Alert]) -> None:
+        """Alerts firing when this replica took over delivery: re-posted where the sink keeps
+        the active set, as at :meth:`start` (queued: the outboxes are the delivery thread's)."""
+        self.queue.put(list(firing))
+
     def undelivered(self, sink: str, reason: str) -> int:
         """Pages never delivered to ``sink``: ``dropped`` or ``given_up``."""
         box = self.outboxes.get(sink)
@@ -129,8 +144,21 @@ class Dispatcher:
                         return
                     self._accept(t)
             self._flush()
+            if not any(box.owed for box in self.outboxes.values()):
+                self.settled = self.accepted
 
-    def _accept(self, t: Transition) -> None:
+    def _accept(self, t: Transition | list[Alert]) -> None:
+        if isinstance(t, list):
+            for box in self.outboxes.values():
+                if t:
+                    box.seed(t, self.clock())
+                else:  # abandon
+                    box.owed.clear()
+                    box.firing.clear()
+                    box.next_resend = math.inf
+            self.settled = self.accepted
+            return
+        self.accepted += 1
         a = t.alert
         if self.spec.log:
             log.warning(

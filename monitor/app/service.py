@@ -22,7 +22,7 @@ import logging
 import signal
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -30,15 +30,15 @@ from typing import Any
 from kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from monitor.alerts import persist
-from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import Transition
 from monitor.alerts.sinks import Dispatcher, alert_json
+from monitor.app.alerting import make_alerting
 from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE, Checkpointer
 from monitor.app.endpoints import start_http, stop_servers
 from monitor.app.intake import Intake
 from monitor.app.outage import PollGuard
 from monitor.app.ownership import PartitionOwnership
+from monitor.app.published import ops_snapshot, status_state
 from monitor.config.spec import Config
 from monitor.ingest.invalid_guard import InvalidRatioExceeded, InvalidRatioGuard
 from monitor.ingest.kafka import (
@@ -51,7 +51,7 @@ from monitor.ingest.kafka import (
 from monitor.ingest.kafka_auth import check_authentication
 from monitor.outputs.exporter import FairnessExposition
 from monitor.outputs.http import HttpServer
-from monitor.outputs.ops import GroupBounds, OpsCollector, OpsSnapshot
+from monitor.outputs.ops import OpsCollector, OpsSnapshot
 from monitor.outputs.status import StatusState
 from monitor.state.checkpoint import encode
 from monitor.state.engine import Engine, Snapshot
@@ -81,16 +81,15 @@ class Monitor:
         self.engine = Engine(config)
         self.checkpoints = Checkpointer(config.checkpoint, kafka=config.kafka, clock=clock)
         self.ownership = PartitionOwnership(self.k, self.engine, self.checkpoints.load)
-        s, where = config.service, f"{self.k.predictions_topic}/{self.k.labels_topic}"
-        guard = InvalidRatioGuard(s.max_invalid_ratio, s.invalid_ratio_min_events, where)
-        self.intake = Intake(self.engine, self.k, guard)
+        self.intake = Intake(self.engine, self.k, invalid_guard(config))
         self.stop_requested = threading.Event()
         self.stop_signalled = False  # set by on_signal: no lock in a signal handler
         self.listener = RebalanceQueue()
         self.polls = PollGuard(self.stop_requested)  # a Kafka outage is waited out
         self.last_loop, self.last_publish = clock(), -1e18
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
-        self.evaluator = AlertEvaluator(config, self.engine)
+        self.alerting = make_alerting(config, self.engine, self.checkpoints)  # local / global
+        self.evaluator = self.alerting.evaluator
         self.dispatcher = Dispatcher(config.alerts.sinks, kafka_send=_alert_producer(config))
         self.recent_transitions: deque[dict[str, Any]] = deque(maxlen=20)
         self.listeners: list[Callable[[Transition], None]] = []  # e.g. the demo's console
@@ -133,8 +132,8 @@ class Monitor:
         started = time.perf_counter()
         consumer = self.listener.consumer = self.ownership.consumer = make_consumer(self.k)
         self.intake.dlq = subscribe(consumer, self.k, self.listener)
-        self.checkpoints.restore_alerts(self.evaluator)
-        self.dispatcher.start(self.evaluator.book.firing())  # Alertmanager: re-posted at once
+        self.alerting.start(len(consumer.partitions_for_topic(self.k.predictions_topic)))
+        self.dispatcher.start(self.alerting.firing_at_start())  # Alertmanager: re-posted at once
         tune_gc()
         revoked = partial(self.checkpoint, commit=False)  # a commit would fail in a rebalance
         self.seconds["start"] = time.perf_counter() - started
@@ -178,6 +177,7 @@ class Monitor:
         self.stop_signalled = True
 
     def _close(self) -> None:
+        self.alerting.close()
         self.ownership.close()  # leaves the group
         self.intake.close()
         self.dispatcher.close()
@@ -191,8 +191,7 @@ class Monitor:
         """Evaluate the closed boundaries; hand transitions to the sinks, the status page and
         the listeners. A backtest keeps every transition; a long-running service the latest."""
         caught_up = self.ownership.labels_caught_up
-        for t in self.evaluator.advance(caught_up, limit=ALERT_BOUNDARIES_PER_TURN):
-            self.dispatcher.submit(t)
+        for t in self.alerting.turn(caught_up, self.dispatcher, ALERT_BOUNDARIES_PER_TURN):
             if t.alert.state != "pending":
                 self.recent_transitions.appendleft(alert_json(t.alert))
             for listener in self.listeners:
@@ -214,13 +213,20 @@ class Monitor:
         if not parts:
             return
         self.intake.flush()  # dead letters are durable before their offsets move on
+        if not self.alerting.flush():  # partials durable before they count as published
+            return
         self.publish(force=partitions is None)  # what a checkpoint holds, /metrics shows
         own, export = self.ownership, self.engine.export_partition
         items = [(p, own.offsets_of(p), encode(*export(p))) for p in parts]
-        outcome = self.checkpoints.save(
-            items, persist.dumps(self.evaluator), full=partitions is None
-        )
+        alerts = self.alerting.checkpoint_text()  # global: the delivering replica saves its own
+        outcome = self.checkpoints.save(items, alerts, full=partitions is None)
         own.settle(outcome, parts, commit=commit)
+
+
+def invalid_guard(config: Config) -> InvalidRatioGuard:
+    s, k = config.service, config.kafka
+    where = f"{k.predictions_topic}/{k.labels_topic}"
+    return InvalidRatioGuard(s.max_invalid_ratio, s.invalid_ratio_min_events, where)
 
 
 def _alert_producer(config: Config) -> Callable[[bytes], None] | None:
@@ -250,57 +256,6 @@ def subscribe(consumer: Any, k: Any, listener: RebalanceQueue) -> DeadLetterSink
     )
     consumer.subscribe([k.predictions_topic, k.labels_topic], listener=listener)
     return dlq
-
-
-def alerts_behind(engine: Engine, evaluator: AlertEvaluator) -> dict[str, float]:
-    """Per model, event time from the last boundary the rules judged to the newest closed
-    one: 0 normally; up to the model's lateness while boundaries wait for labels."""
-    out = {}
-    for m, spec in enumerate(engine.models):
-        head, last = engine.low_watermark(m), evaluator.last.get(m)
-        if head is not None and last is not None:
-            out[spec.name] = float(max(0, head - last) * spec.bucket)
-    return out
-
-
-def status_state(m: Monitor) -> StatusState:
-    """What the status page shows (built on the loop's thread, read by the HTTP threads)."""
-    series = {k: list(v) for k, v in m.evaluator.series.items()}
-    rows = tuple(m.evaluator.evidence.snapshot())  # also /metrics' evidence families
-    return StatusState(
-        m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions), rows
-    )
-
-
-def ops_snapshot(m: Monitor) -> OpsSnapshot:
-    """The loop's operational state now, as an immutable value (built on the loop's thread)."""
-    counts, total = m.engine.label_delays()
-    cp, dlq = m.checkpoints, m.intake.dlq
-    return OpsSnapshot(
-        m.k.predictions_topic,
-        m.k.labels_topic,
-        outcomes=dict(m.intake.outcomes),
-        counters=m.engine.counters(),
-        delays=(tuple(int(c) for c in counts), float(total)),
-        lag=m.ownership.lag() if m.ownership.consumer is not None else {},
-        seconds=dict(m.seconds),
-        firing=dict(
-            Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
-        ),
-        evaluation_behind=alerts_behind(m.engine, m.evaluator),
-        groups=tuple(
-            GroupBounds(spec.name, name, short, over)
-            for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)
-            for name, short, over in zip(reg.set_names, reg.shortened, reg.overflow, strict=True)
-        ),
-        dead_letters=None
-        if dlq is None
-        else {"sent": dlq.sent, "truncated": dlq.truncated, "failed": dlq.failed},
-        checkpoint_wall=cp.last_wall,
-        checkpoint_failures=cp.failures,
-        checkpoint_failed_in_row=cp.failed_in_row,
-        pause_after=FAILURES_BEFORE_PAUSE,
-    )
 
 
 def tune_gc() -> None:

@@ -158,6 +158,10 @@ class AlertsSpec:
     sinks: SinkSpec = field(default_factory=SinkSpec)
     false_page_budget: BudgetSpec = field(default_factory=BudgetSpec)
     evidence: EvidenceSpec = field(default_factory=EvidenceSpec)
+    # local: each replica judges its own partitions; global: every partition's partials, one
+    # replica delivering (alerts/global_view.py, app/global_alerts.py)
+    scope: Literal["local", "global"] = "local"
+    partials_topic: str = "fairness-monitor-partials"
 
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -234,6 +238,18 @@ class AlertsDoc(Doc, frozen=True):
     sinks: SinkDoc | None = None
     false_page_budget: BudgetDoc | None = None
     evidence: EvidenceDoc | None = None
+    scope: Annotated[
+        Literal["local", "global"],
+        Meta(
+            description="local: each replica judges the partitions it owns; global: every "
+            "replica publishes its partitions' partials to partials_topic and one (the owner "
+            "of that topic's partition in the group <group_id>.alerts) judges and delivers "
+            "over all of them (needs checkpoint.store: kafka)"
+        ),
+    ] = "local"
+    partials_topic: Annotated[
+        str, Meta(min_length=1, description="the partials topic of alerts.scope: global")
+    ] = AlertsSpec.partials_topic
 
 
 def _rule(doc: RuleDoc, path: str) -> AlertRule:
@@ -294,6 +310,8 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         sinks=sinks,
         false_page_budget=resolve_budget(doc.false_page_budget, sub(path, "false_page_budget")),
         evidence=resolve_evidence(doc.evidence, sub(path, "evidence")),
+        scope=doc.scope,
+        partials_topic=doc.partials_topic,
     )
 
 

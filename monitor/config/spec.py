@@ -168,6 +168,13 @@ def parse_config(data: object) -> Config:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
     alerts = resolve_alerts(doc.alerts, "alerts")
     check_drift_fits(alerts, models, "alerts")
+    checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")
+    if alerts.scope == "global" and checkpoint.store != "kafka":
+        raise ConfigError(
+            "alerts.scope",
+            "global needs checkpoint.store: kafka (the judging replica's state must be where "
+            "any replica can take it over)",
+        )
     return Config(
         models=models,
         fields=fields,
@@ -178,7 +185,7 @@ def parse_config(data: object) -> Config:
         max_future=seconds(doc.max_future, "max_future"),
         limits=resolve_limits(doc.limits),
         kafka=resolve_kafka(doc.kafka, "kafka"),
-        checkpoint=resolve_checkpoint(doc.checkpoint, "checkpoint"),
+        checkpoint=checkpoint,
         service=resolve_service(doc.service, "service"),
         alerts=alerts,
     )

@@ -9,6 +9,7 @@ every partition — whatever order the partials arrive in, however often they ar
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -200,3 +201,37 @@ def test_a_partition_moved_mid_stream_goes_on_from_its_checkpoint() -> None:
     assert_same_judgement(ev, single(cfg, batches))
     assert batches[cut][0] == batches[move][0] == 1
     assert view.duplicates > 10 and view.missing == 0
+
+
+def test_a_view_restored_from_its_progress_judges_on_alike() -> None:
+    """The judging state saved half-way (the evaluator's, the view's progress, the offset of
+    the first partial not read yet) and restored into a new view and evaluator, which reads the
+    partials on from that offset: the transitions after it are those of an uninterrupted run,
+    and the partials before it that are read again are dropped as duplicates."""
+    from monitor.alerts import persist
+
+    cfg = config()
+    batches = stream(8, 12, 3)
+    partials = published(cfg, batches, 3)
+    whole = judged(cfg, partials)
+    half = len(partials) // 2
+    view = GlobalView(cfg, partitions=3)
+    ev = AlertEvaluator(cfg, view)
+    offset, resume = 0, None
+    while offset < half or resume is None:  # stop where a partial waits for the others
+        view.add(partials[offset], offset)
+        ev.advance()
+        offset += 1
+        resume = view.resume_offset()
+    assert resume < offset  # the partials from there are read again
+    saved = json.loads(json.dumps(view.progress(ev.last))), persist.dumps(ev), len(ev.history)
+    view2 = GlobalView(cfg, partitions=3)
+    ev2 = AlertEvaluator(cfg, view2)
+    view2.restore(saved[0])
+    persist.restore(ev2, saved[1])
+    for offset, partial in enumerate(partials[resume:], start=resume):
+        view2.add(partial, offset)
+        ev2.advance()
+    assert ev2.history == whole.history[saved[2] :]
+    assert any(t.alert.state == "firing" for t in ev2.history)
+    assert view2.missing == 0

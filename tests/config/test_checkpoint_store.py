@@ -89,3 +89,23 @@ def test_status_reads_the_state_topic_not_a_file(tmp_path, capsys, monkeypatch) 
     assert main(["status", "-c", str(p)]) == 2
     assert "state topic st: cannot reach Kafka at" in capsys.readouterr().err
     assert not (tmp_path / "cp.sqlite").exists()
+
+
+def test_global_alerts_need_the_kafka_store_and_name_the_key() -> None:
+    """``alerts.scope: global``: the judging replica's state must be where any replica can take
+    it over, so a SQLite store is refused at start, naming the key; local is the default."""
+    assert parse_config(MODEL).alerts.scope == "local"
+    with pytest.raises(ConfigError) as err:
+        parse_config({**MODEL, "alerts": {"scope": "global"}})
+    assert str(err.value).startswith("alerts.scope") and "checkpoint.store: kafka" in str(err.value)
+    cfg = parse_config(
+        {
+            **MODEL,
+            "checkpoint": {"store": "kafka"},
+            "alerts": {"scope": "global", "partials_topic": "fm-partials"},
+        }
+    )
+    assert (cfg.alerts.scope, cfg.alerts.partials_topic) == ("global", "fm-partials")
+    with pytest.raises(ConfigError) as err:
+        parse_config({**MODEL, "checkpoint": {"store": "kafka"}, "alerts": {"scope": "all"}})
+    assert "alerts.scope" in str(err.value)

@@ -1,0 +1,306 @@
+"""``alerts.scope: global``: every replica publishes its partitions' partials; one delivers.
+
+* **Publishing** (every replica): each loop turn, the partials of the boundaries its partitions
+  closed (``alerts/partials.py``) go to the partials topic (one partition). A checkpoint records
+  a boundary as published only after the broker acknowledged its partial (:meth:`flush`; one
+  that failed is sent again first), so a partition's next owner never leaves a gap.
+* **Judging** (every replica, hot): a reader outside any group reads the partials topic into a
+  :class:`~monitor.alerts.global_view.GlobalView` and an evaluator over it — the status page of
+  any replica shows the whole model, and a takeover judges on without a restore.
+* **Delivering** (one replica): the member of the consumer group ``<group_id>.alerts`` that owns
+  the topic's partition. It saves the judging state (``GlobalState``: the evaluator, the view's
+  progress, the offset to read on from, the transitions judged and delivered, those still owed)
+  in the state store. A new owner delivers what the last saved state had not marked delivered:
+  a transition is delivered once, unless the old owner died after delivering it and before its
+  next save (within a loop turn; the receiver then sees it twice — never not at all).
+
+All replicas read the same partials in the same order from the same saved state: they judge
+alike and number the transitions alike. A handover waits for the deliveries under way."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from threading import Event
+from typing import Any, cast
+
+import msgspec
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from monitor.alerts import persist
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.global_view import GlobalView
+from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.partials import PartialPublisher
+from monitor.alerts.partials_codec import PartialError, decode
+from monitor.alerts.sinks import Dispatcher
+from monitor.app.checkpointing import Checkpointer
+from monitor.app.partials_out import PartialsOut, ensure_partials_topic
+from monitor.config.spec import Config
+from monitor.ingest.kafka import client_config
+from monitor.ingest.kafka_join import finish_unawaited_joins
+from monitor.state.engine import Engine
+from monitor.state.stores import StateStore
+
+log = logging.getLogger("monitor.app.global_alerts")
+
+SAVE_EVERY = 1.0  # seconds between saves of the judging state while nothing new was delivered
+FLUSH_TIMEOUT = 30.0
+STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way
+
+
+class OwedState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seq: int
+    alert: persist.AlertState
+
+
+class GlobalState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    scope: str  # "global": not the local evaluator's document
+    offset: int  # read the partials topic on from here
+    seq: int  # transitions judged through this state
+    delivered: int  # transitions delivered through this sequence number
+    owed: list[OwedState]
+    view: dict[str, Any]
+    evaluator: str  # persist.dumps of the evaluator
+
+
+class GlobalAlerts:
+    """The three roles above, driven by the service loop (:meth:`turn`, :meth:`flush`)."""
+
+    def __init__(self, config: Config, engine: Engine, checkpoints: Checkpointer) -> None:
+        self.config, self.checkpoints = config, checkpoints
+        self.publisher = PartialPublisher(config, engine)
+        self.view = GlobalView(config)
+        self.evaluator = AlertEvaluator(config, self.view)
+        self.seq = 0  # transitions judged
+        self.delivered = 0  # through this sequence number, as last saved
+        self.owed: dict[int, Alert] = {}  # judged, not known delivered (seq -> alert)
+        self.leading = False
+        self.submitted: list[int] = []  # the seq of each transition handed to the dispatcher
+        self.saved_at = -1e18
+        self.bad = 0  # records of the partials topic that are not partials
+        self.out: PartialsOut | None = None
+        self.reader: KafkaConsumer | None = None
+        self.elector: KafkaConsumer | None = None
+        self.topic = TopicPartition(config.alerts.partials_topic, 0)
+        # a revocation (on kafka-python's thread) waits until the loop has stepped down
+        self.revoking, self.stepped_down, self.stopped = Event(), Event(), Event()
+        self.in_poll, self.dispatcher = False, cast("Dispatcher | None", None)
+
+    def start(self, partitions: int) -> None:
+        """Restore the last saved judging state and start reading (``partitions``: of the
+        input topics, each of which the view waits to hear from)."""
+        ensure_partials_topic(self.config)
+        self.view.expected = partitions
+        offset = self._restore()
+        k = self.config.kafka
+        self.out = PartialsOut(self.config)
+        self.reader = KafkaConsumer(**client_config(k), group_id=None, enable_auto_commit=False)
+        self.reader.assign([self.topic])
+        if offset is None:
+            self.reader.seek_to_beginning(self.topic)
+        else:
+            self.reader.seek(self.topic, offset)
+        self.elector = KafkaConsumer(
+            **client_config(k),
+            group_id=f"{k.group_id}.alerts",
+            enable_auto_commit=False,
+            session_timeout_ms=k.session_timeout_ms,
+            heartbeat_interval_ms=max(1000, k.session_timeout_ms // 10),
+        )
+        self.elector.subscribe([self.topic.topic], listener=_StepDown(self))
+        finish_unawaited_joins(self.elector)
+
+    def _restore(self) -> int | None:
+        text = self.store.load_alerts()
+        if text is None:
+            return None
+        try:
+            s = msgspec.json.decode(text.encode(), type=GlobalState)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error(
+                "the saved judging state is not alerts.scope: global's (%s): starts afresh", exc
+            )
+            return None
+        persist.restore(self.evaluator, s.evaluator)
+        self.view.restore(s.view)
+        self.seq, self.delivered = s.seq, s.delivered
+        self.owed = {o.seq: _alert(o.alert) for o in s.owed if o.seq > s.delivered}
+        log.info("judging state restored: partials from offset %d, %d transitions judged, %d "
+                 "delivered", s.offset, s.seq, s.delivered)  # fmt: skip
+        return s.offset
+
+    @property
+    def store(self) -> StateStore:
+        return self.checkpoints.store
+
+    def flush(self) -> bool:
+        """Before a checkpoint: every partial acknowledged (else the checkpoint waits)."""
+        if self.out is None or self.out.flush():
+            return True
+        log.error("partials not acknowledged by the broker: checkpoint postponed")
+        return False
+
+    def firing_at_start(self) -> list[Alert]:
+        return []  # only the delivering replica posts: it re-posts them when it takes over
+
+    def checkpoint_text(self) -> str | None:
+        return None  # the judging state is the delivering replica's, saved by it (_save)
+
+    def turn(
+        self, caught_up: Callable[[int], bool], dispatcher: Dispatcher, limit: int
+    ) -> list[Transition]:
+        """Publish this replica's partials; read everyone's, judge, and (when leading) deliver
+        and save the judging state. Returns the new transitions."""
+        assert self.reader is not None and self.elector is not None and self.out is not None
+        self.out.publish(self.publisher.advance(caught_up, limit=limit))
+        for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
+            for r in records:
+                try:
+                    self.view.add(decode(r.value), r.offset)
+                except PartialError as exc:
+                    self.bad += 1
+                    log.error("partials topic offset %d: %s", r.offset, exc)
+        out = self.evaluator.advance(limit=limit)
+        for t in out:
+            self.seq += 1
+            if t.alert.state != "pending":
+                self.owed[self.seq] = t.alert
+        self._elect(dispatcher)
+        if self.leading:
+            first = self.seq - len(out) + 1
+            for i, t in enumerate(out):
+                self._submit(dispatcher, first + i, t)
+            self._save(dispatcher, bool(out))
+        return out
+
+    def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
+        self.submitted.append(seq)
+        dispatcher.submit(t)
+
+    def _delivered(self, dispatcher: Dispatcher) -> int:
+        """The seq through which everything owed has been delivered: the dispatcher settles
+        what it took in order, and transitions are handed to it in increasing seq."""
+        n = min(dispatcher.settled, len(self.submitted))
+        return max(self.delivered, self.submitted[n - 1]) if n else self.delivered
+
+    def _elect(self, dispatcher: Dispatcher) -> None:
+        assert self.elector is not None
+        self.dispatcher = dispatcher
+        if self.revoking.is_set():
+            self._step_down()
+        self.in_poll = True  # a revocation inside this poll steps down on kafka-python's thread
+        try:
+            self.elector.poll(timeout_ms=0)
+        finally:
+            self.in_poll = False
+        leading = self.topic in self.elector.assignment()
+        if self.leading and not leading:
+            self._step_down()  # lost without a revocation (e.g. the session expired)
+        if leading and not self.leading:
+            self.elector.pause(self.topic)
+            saved = self._saved_delivered()
+            for seq in [s for s in self.owed if s <= saved]:
+                del self.owed[seq]
+            log.info("delivering alerts now (%d transitions owed)", len(self.owed))
+            dispatcher.reseed(self.evaluator.book.firing())
+            for seq in sorted(self.owed):
+                self._submit(dispatcher, seq, Transition(self.owed[seq], None))
+        elif self.leading and not leading:
+            log.info("another replica delivers alerts now")
+        self.leading = leading
+
+    def _step_down(self) -> None:
+        """The group is moving delivery elsewhere (the listener waits for this): let the
+        dispatcher finish what it was handed (bounded), record it, forget the rest."""
+        dispatcher = self.dispatcher
+        if self.leading and dispatcher is not None:
+            deadline = time.monotonic() + STEP_DOWN_SECONDS
+            while dispatcher.settled < dispatcher.accepted + dispatcher.queue.qsize():
+                if time.monotonic() > deadline:
+                    break
+                self.stopped.wait(0.02)
+            self._save(dispatcher, True)
+            dispatcher.abandon()
+            log.info("handing alert delivery over (delivered through %d)", self.delivered)
+        self.leading = False
+        self.revoking.clear()
+        self.stepped_down.set()
+
+    def _saved_delivered(self) -> int:
+        try:
+            text = self.store.load_alerts()
+            return msgspec.json.decode(text.encode(), type=GlobalState).delivered if text else 0
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return 0
+
+    def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
+        now = time.monotonic()
+        delivered = self._delivered(dispatcher)
+        if not changed and delivered == self.delivered and now - self.saved_at < SAVE_EVERY:
+            return
+        for seq in [s for s in self.owed if s <= delivered]:
+            del self.owed[seq]
+        offset = self.view.resume_offset()
+        if offset is None:
+            assert self.reader is not None
+            offset = self.reader.position(self.topic)
+        state = GlobalState(
+            "global",
+            offset,
+            self.seq,
+            delivered,
+            [OwedState(s, _alert_state(a)) for s, a in sorted(self.owed.items())],
+            self.view.progress(self.evaluator.last),
+            persist.dumps(self.evaluator),
+        )
+        try:
+            self.store.save_alerts(json.dumps(msgspec.to_builtins(state)))
+        except Exception as exc:  # a failed save is tried again next turn
+            log.error("saving the judging state failed: %s", exc)
+            return
+        self.delivered, self.saved_at = delivered, now
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.stepped_down.set()
+        for c in (self.reader, self.elector):
+            if c is not None:
+                c.close()
+        if self.out is not None:
+            self.out.close()
+
+
+class _StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Holds the group's rebalance until the delivering replica has recorded what it
+    delivered (else the next one would deliver it again), at most ``STEP_DOWN_SECONDS``."""
+
+    def __init__(self, owner: GlobalAlerts) -> None:
+        self.owner = owner
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        o = self.owner
+        if o.topic not in set(revoked) or not o.leading:
+            return
+        if o.in_poll:  # the loop waits in poll(): nothing else touches the state meanwhile
+            o._step_down()
+            return
+        o.stepped_down.clear()
+        o.revoking.set()
+        o.stepped_down.wait(STEP_DOWN_SECONDS + 2)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        pass
+
+
+def _alert_state(a: Alert) -> persist.AlertState:
+    labels = {str(k): str(v) for k, v in a.labels.items()}
+    notes = {str(k): str(v) for k, v in a.annotations.items()}
+    return persist.AlertState(a.name, labels, a.state, a.since, a.at, a.value, notes)
+
+
+def _alert(s: persist.AlertState) -> Alert:
+    return Alert(s.name, dict(s.labels), s.state, s.since, s.at, s.value, dict(s.annotations))

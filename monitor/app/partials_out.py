@@ -1,0 +1,81 @@
+"""Sending boundary partials to the partials topic (``alerts.scope: global``), and the topic.
+
+:meth:`PartialsOut.flush` returns only once the broker acknowledged every partial published so
+far (one that failed is sent again): a checkpoint records a boundary as published only then, so
+a partition's next owner never leaves a gap.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from monitor.alerts.partials import BoundaryPartial
+from monitor.alerts.partials_codec import encode
+from monitor.config.spec import Config
+from monitor.ingest.kafka import client_config
+
+log = logging.getLogger("monitor.app.partials_out")
+
+FLUSH_TIMEOUT = 30.0
+
+
+class PartialsOut:
+    """Sends partials; :meth:`flush` returns once every one sent is acknowledged."""
+
+    def __init__(self, config: Config) -> None:
+        self.topic = config.alerts.partials_topic
+        self.producer = KafkaProducer(**client_config(config.kafka), acks="all", linger_ms=5)
+        self.unsent: list[tuple[bytes, bytes]] = []
+        self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
+        self.sent = self.failed = 0
+
+    def publish(self, partials: list[BoundaryPartial]) -> None:
+        for p in partials:
+            self._send((f"{p.model}/{p.partition}".encode(), encode(p)))
+
+    def _send(self, record: tuple[bytes, bytes]) -> None:
+        self.futures.append(
+            (self.producer.send(self.topic, key=record[0], value=record[1]), record)
+        )
+
+    def flush(self) -> bool:
+        """Whether everything published so far is acknowledged (failures are sent again)."""
+        for record in self.unsent:
+            self._send(record)
+        self.unsent = []
+        try:
+            self.producer.flush(timeout=FLUSH_TIMEOUT)
+        except KafkaError as exc:
+            log.error("partials topic %s: flush failed: %s", self.topic, exc)
+        waiting, self.futures = self.futures, []
+        for future, record in waiting:
+            if future.is_done and future.succeeded():
+                self.sent += 1
+            else:
+                self.failed += 1
+                self.unsent.append(record)
+        return not self.unsent
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)
+
+
+def ensure_partials_topic(config: Config) -> None:
+    """One partition (the order of each partition's partials is kept), plain retention."""
+    topic, k = config.alerts.partials_topic, config.kafka
+    admin = KafkaAdminClient(**client_config(k))
+    try:
+        if topic not in admin.list_topics():
+            replication = config.checkpoint.state_topic_replication
+            try:
+                admin.create_topics([NewTopic(topic, 1, replication)])
+                log.info("created partials topic %s (1 partition)", topic)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()

@@ -1,0 +1,64 @@
+"""What the service loop publishes for the HTTP threads: the status page's state and the
+operational snapshot, built on the loop's thread as immutable values (about once a second)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE
+from monitor.outputs.ops import GroupBounds, OpsSnapshot
+from monitor.outputs.status import StatusState
+from monitor.state.view import CountsView
+
+
+def alerts_behind(engine: CountsView, evaluator: AlertEvaluator) -> dict[str, float]:
+    """Per model, event time from the last boundary the rules judged to the newest closed
+    one: 0 normally; up to the model's lateness while boundaries wait for labels."""
+    out = {}
+    for m, spec in enumerate(engine.models):
+        head, last = engine.low_watermark(m), evaluator.last.get(m)
+        if head is not None and last is not None:
+            out[spec.name] = float(max(0, head - last) * spec.bucket)
+    return out
+
+
+def status_state(m: Any) -> StatusState:
+    """What the status page shows (built on the loop's thread, read by the HTTP threads)."""
+    series = {k: list(v) for k, v in m.evaluator.series.items()}
+    rows = tuple(m.evaluator.evidence.snapshot())  # also /metrics' evidence families
+    return StatusState(
+        m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions), rows
+    )
+
+
+def ops_snapshot(m: Any) -> OpsSnapshot:
+    """The loop's operational state now, as an immutable value (built on the loop's thread)."""
+    counts, total = m.engine.label_delays()
+    cp, dlq = m.checkpoints, m.intake.dlq
+    return OpsSnapshot(
+        m.k.predictions_topic,
+        m.k.labels_topic,
+        outcomes=dict(m.intake.outcomes),
+        counters=m.engine.counters(),
+        delays=(tuple(int(c) for c in counts), float(total)),
+        lag=m.ownership.lag() if m.ownership.consumer is not None else {},
+        seconds=dict(m.seconds),
+        firing=dict(
+            Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
+        ),
+        evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
+        groups=tuple(
+            GroupBounds(spec.name, name, short, over)
+            for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)
+            for name, short, over in zip(reg.set_names, reg.shortened, reg.overflow, strict=True)
+        ),
+        dead_letters=None
+        if dlq is None
+        else {"sent": dlq.sent, "truncated": dlq.truncated, "failed": dlq.failed},
+        checkpoint_wall=cp.last_wall,
+        checkpoint_failures=cp.failures,
+        checkpoint_failed_in_row=cp.failed_in_row,
+        pause_after=FAILURES_BEFORE_PAUSE,
+    )
