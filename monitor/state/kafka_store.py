@@ -11,6 +11,10 @@ log says which generation was restored and why. A head with neither generation i
 are not written atomically together unless ``checkpoint.state_transactions`` makes each save
 one Kafka transaction: each partition's state agrees with its own offsets either way.
 
+Partitions restored together (``load``'s ``along``) are read in one pass over the topic
+(``kafka_restore.py``); the topic's segments are bounded so that a pass reads little more than
+the live state (``kafka_segments.py``).
+
 Opened ``read_only`` (``status`` and ``report --checkpoint`` beside running replicas), the store
 never creates the topic (it must exist) and builds no producer at all: no transactional id is
 initialised, so a live writer's open transaction is neither fenced nor aborted by a reader.
@@ -135,8 +139,8 @@ class KafkaStateStore:
         another replica may be between its chunks and its head (a partition's previous owner
         saving on revoke)."""
         for attempt in range(READS):
-            if attempt or entity not in self.gathered:
-                if not attempt:  # a new restore: what an earlier one left untaken may be stale
+            if attempt or not along or entity not in self.gathered:
+                if not attempt and along:  # a new batch: what an earlier one left may be stale
                     self.gathered.clear()
                 self._gather({entity, *along} if not attempt else {entity})
             try:

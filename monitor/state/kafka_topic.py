@@ -1,5 +1,6 @@
 """The state topic's plumbing on kafka-python (used by ``kafka_store.py``): create or check it
-(compacted), read it from the beginning to its end offsets, write records and wait for them.
+(compacted, its segments bounded: ``kafka_segments.py``), read it from the beginning to its end
+offsets, write records and wait for them.
 
 Clients are built from the service's ``kafka:`` settings (``ingest/kafka.py``
 ``client_config``), so bootstrap servers, TLS and SASL are the consumer's. Anything that stops
