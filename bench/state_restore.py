@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kafka import KafkaAdminClient
 
 from bench.common import bench_config, register_groups, workload
 from monitor.config.settings import CheckpointSpec, KafkaSpec
 from monitor.ingest.events import LabelBatch
 from monitor.state.checkpoint import encode
 from monitor.state.engine import Engine
+from monitor.state.kafka_store import KafkaStateStore
 from monitor.state.stores import StateStore, open_state_store
 from tests.kafka_helpers import end_offsets
 
@@ -56,17 +58,22 @@ def settings(side: str, tmp: Path, chunk: int) -> CheckpointSpec:
     )
 
 
-def restore(cp: CheckpointSpec, kafka: KafkaSpec, offsets: dict[str, int]) -> tuple[float, float]:
-    """(open, load) seconds of partition 0 by a new store instance, as a restart does."""
+def restore(
+    cp: CheckpointSpec, kafka: KafkaSpec, offsets: dict[str, int]
+) -> tuple[float, float, int]:
+    """(open, load) seconds of partition 0 by a new store instance, as a restart does, and
+    the records the load read of the state topic (0 for SQLite)."""
     t0 = time.perf_counter()
     store = open_state_store(cp, kafka)
     t1 = time.perf_counter()
+    before = getattr(store, "records_read", 0)
     got = store.load(0)
     t2 = time.perf_counter()
+    records = getattr(store, "records_read", 0) - before
     store.close()
     if got is None or got.offsets != offsets:
         raise RuntimeError(f"{cp.store} restored {got and got.offsets}, not {offsets}")
-    return t1 - t0, t2 - t1
+    return t1 - t0, t2 - t1, records
 
 
 def restore_round(
@@ -82,26 +89,81 @@ def restore_round(
         save = time.perf_counter() - t
     finally:
         store.close()
-    opened, loaded = restore(cp, kafka, offsets)
-    return {"save": save, "open": opened, "load": loaded, "restore": opened + loaded}
+    opened, loaded, records = restore(cp, kafka, offsets)
+    return {
+        "save": save,
+        "open": opened,
+        "load": loaded,
+        "restore": opened + loaded,
+        "records": records,
+    }
+
+
+def unbounded_topic(kafka: KafkaSpec, cp: CheckpointSpec) -> None:
+    """The state topic as the monitor created it before: compacted, the broker's segments
+    (1 GiB, 7 days)."""
+    admin = KafkaAdminClient(bootstrap_servers=list(kafka.bootstrap_servers))
+    try:
+        topic = {"num_partitions": 1, "replication_factor": 1}
+        admin.create_topics({cp.state_topic: {**topic, "configs": {"cleanup.policy": "compact"}}})
+    finally:
+        admin.close()
+
+
+def compacted_bound(cp: CheckpointSpec, size: int) -> int:
+    """Records an index pass reads once the cleaner has caught up: each live key (two
+    generations' chunks, the head, meta) in the cleaned segments and again in the active one,
+    which holds at most ``segment.bytes`` of chunks and their heads."""
+    chunks = -(-size // cp.state_chunk_bytes)
+    live = 2 * chunks + 2
+    segment = -(-cp.state_segment_bytes // cp.state_chunk_bytes)
+    return 2 * live + segment + -(-segment // chunks)
+
+
+def wait_compacted(cp: CheckpointSpec, kafka: KafkaSpec, bound: int) -> tuple[float, int]:
+    """Seconds until an index pass reads at most ``bound`` records (the cleaner has cleaned the
+    rolled segments; at most 120 s), and what it read then."""
+    t, records = time.monotonic(), 0
+    reader = KafkaStateStore(cp, kafka, read_only=True)
+    try:
+        while True:
+            before = reader.records_read
+            reader.partitions()  # one index pass
+            records = reader.records_read - before
+            if records <= bound or time.monotonic() - t > 120:
+                return time.monotonic() - t, records
+            time.sleep(1.0)
+    finally:
+        reader.close()
 
 
 def grown_restore(
     blob: bytes, saves: int, kafka: KafkaSpec, tmp: Path, chunk: int
-) -> tuple[dict[str, float], int]:
-    """Restore from one Kafka topic after ``saves`` saves of ``blob``; and its records."""
-    cp = settings("kafka", tmp, chunk)
+) -> tuple[dict[str, dict[str, float]], int]:
+    """Restore after ``saves`` saves of ``blob``: from a topic with the broker's segments (as
+    the monitor created it before), and from one the monitor creates (bounded segments), right
+    after the saves and once the cleaner has caught up. Returns each's seconds and records the
+    load read; and the records written."""
     offsets = {"predictions": 1, "labels": 1}
-    store = open_state_store(cp, kafka)
-    try:
-        for _ in range(saves):
-            store.save([(0, offsets, blob)])
-    finally:
-        store.close()
-    opened, loaded = restore(cp, kafka, offsets)
-    bootstrap = kafka.bootstrap_servers[0]
-    records = sum(end_offsets(bootstrap, [cp.state_topic]).values())
-    return {"open": opened, "load": loaded, "restore": opened + loaded}, records
+    out: dict[str, dict[str, float]] = {}
+    written = 0
+    for kind in ("unbounded", "bounded"):
+        cp = settings("kafka", tmp, chunk)
+        if kind == "unbounded":
+            unbounded_topic(kafka, cp)
+        store = open_state_store(cp, kafka)
+        try:
+            for _ in range(saves):
+                store.save([(0, offsets, blob)])
+        finally:
+            store.close()
+        opened, loaded, records = restore(cp, kafka, offsets)
+        out[kind] = {"restore": opened + loaded, "records": records}
+        written = sum(end_offsets(kafka.bootstrap_servers[0], [cp.state_topic]).values())
+    waited, _ = wait_compacted(cp, kafka, compacted_bound(cp, len(blob)))
+    opened, loaded, records = restore(cp, kafka, offsets)
+    out["compacted"] = {"restore": opened + loaded, "records": records, "waited": waited}
+    return out, written
 
 
 def restore_bench(
@@ -167,14 +229,25 @@ def report_restore(res: dict[str, Any], grown: int) -> None:
             if side == "sqlite"
             else (f"  kafka/sqlite save {m['save_ratio']:.1f}x, restore {m['restore_ratio']:.1f}x")
         )
+        read = f"; load read {m['records']:.0f} records" if side != "sqlite" else ""
         print(
             f"    {side:8} save {m['save'] * 1e3:7.1f} ms  restore {m['restore'] * 1e3:7.1f} ms "
-            f"(open {m['open'] * 1e3:.1f} + load {m['load'] * 1e3:.1f}){ratio}"
+            f"(open {m['open'] * 1e3:.1f} + load {m['load'] * 1e3:.1f}){ratio}{read}"
         )
     if grown:
-        g, two = res["grown"], res["kafka"]["restore"]
+        two, two_n = res["kafka"]["restore"], res["kafka"]["records"]
         print(
-            f"  kafka restore after {grown} saves to one topic ({res['grown_records']} records, "
-            f"not compacted yet): {g['restore'] * 1e3:.0f} ms, {g['restore'] / two:.1f}x the "
-            "two-generation topic's"
+            f"  kafka restore after {grown} saves to one topic ({res['grown_records']} records "
+            f"written; the two-generation topic: {two * 1e3:.0f} ms, load read {two_n:.0f}):"
         )
+        for kind, what in (
+            ("unbounded", "broker's segments (1 GiB, 7 days), as created before"),
+            ("bounded", "bounded segments, right after the saves"),
+            ("compacted", "bounded segments, once the cleaner caught up"),
+        ):
+            g = res["grown"][kind]
+            waited = f" ({g['waited']:.0f} s later)" if "waited" in g else ""
+            print(
+                f"    {what}{waited}: {g['restore'] * 1e3:.0f} ms, "
+                f"{g['restore'] / two:.1f}x; load read {g['records']:.0f} records"
+            )

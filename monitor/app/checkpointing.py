@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from monitor.alerts import persist
@@ -118,13 +118,14 @@ class Checkpointer:
             return "paused"
         return "failed"
 
-    def load(self, partition: int) -> PartitionCheckpoint | None:
-        """A partition's checkpoint; damage found only now follows ``on_corrupt``: with
+    def load(self, partition: int, along: Collection[int] = ()) -> PartitionCheckpoint | None:
+        """A partition's checkpoint (``along``: the partitions restored with it, which a state
+        topic reads in one pass); damage found only now follows ``on_corrupt``: with
         ``fresh`` the file is moved aside, and this partition (and any restored later) starts
         without one; those restored already are in memory. In a state topic only this
         partition starts without one (its next save supersedes the damaged record)."""
         try:
-            return self.store.load(partition)
+            return self.store.load(partition, along)
         except CheckpointCorrupt as exc:
             if self.settings.on_corrupt != "fresh":
                 raise

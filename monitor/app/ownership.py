@@ -21,7 +21,7 @@ so the logic is tested with a stand-in consumer, without a broker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from kafka import TopicPartition
@@ -51,11 +51,13 @@ class PartitionOwnership:
         self,
         kafka: KafkaSpec,
         engine: Engine,
-        load: Callable[[int], PartitionCheckpoint | None],
+        load: Callable[[int, Collection[int]], PartitionCheckpoint | None],
     ) -> None:
         self.k = kafka
         self.engine = engine
-        self.load = load  # a partition's checkpoint (the checkpoint policy decides on damage)
+        # a partition's checkpoint, given the partitions restored with it (a state topic is
+        # read once for all of them); the checkpoint policy decides on damage
+        self.load = load
         self.consumer: Any = None
         self.owned: set[int] = set()
         self.next_offsets: dict[TopicPartition, int] = {}
@@ -106,7 +108,7 @@ class PartitionOwnership:
         restored = sorted({tp.partition for tp in tps} - self.owned)
         sources: dict[int, str] = {}
         for p in restored:
-            cp = self.load(p)
+            cp = self.load(p, restored)
             if cp is not None:
                 try:
                     self.engine.import_partition(p, cp.meta, cp.arrays)

@@ -69,6 +69,7 @@ class CheckpointSpec:
     state_topic_replication: int = -1  # when the monitor creates it: -1 is the broker's default
     state_chunk_bytes: int = 512 * 1024  # one record's share of a state blob
     state_transactions: bool = False  # each save one Kafka transaction (atomic over partitions)
+    state_segment_bytes: int = 16 << 20  # the topic's segment.bytes (state/kafka_segments.py)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ class CheckpointDoc(Doc, frozen=True):
     state_transactions: (
         Annotated[bool, Meta(description="each save one Kafka transaction")] | None
     ) = None
+    state_segment_bytes: Annotated[int, Meta(ge=1 << 20, le=1 << 30)] | None = None
 
 
 Listen = Annotated[str, Meta(description="host:port, [v6]:port or :port")]
@@ -270,6 +272,9 @@ def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
                 raise ConfigError(sub(path, name), "only with store: kafka")
     if doc.state_topic_replication == 0:
         raise ConfigError(sub(path, "state_topic_replication"), "must be -1 or at least 1")
+    chunk, segment = doc.state_chunk_bytes or d.state_chunk_bytes, doc.state_segment_bytes
+    if segment is not None and segment < chunk + (16 << 10):  # a chunk's record must fit
+        raise ConfigError(sub(path, "state_segment_bytes"), "< state_chunk_bytes + 16 KiB")
     return CheckpointSpec(
         path=doc.path,
         interval=seconds(doc.interval, sub(path, "interval"), positive=True),
@@ -283,8 +288,9 @@ def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
             if doc.state_topic_replication is None
             else doc.state_topic_replication
         ),
-        state_chunk_bytes=doc.state_chunk_bytes or d.state_chunk_bytes,
+        state_chunk_bytes=chunk,
         state_transactions=bool(doc.state_transactions),
+        state_segment_bytes=segment or max(d.state_segment_bytes, 2 * chunk),
     )
 
 

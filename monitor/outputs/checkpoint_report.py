@@ -26,8 +26,9 @@ def restore(cfg: Config, store: StateStore) -> tuple[Engine, dict[str, Any]]:
     """The engine state (and offsets) held in a run's checkpoint."""
     engine = Engine(cfg)
     offsets = {}
-    for p in store.partitions():
-        cp = store.load(p)
+    parts = store.partitions()
+    for p in parts:
+        cp = store.load(p, parts)  # the state topic: one read for all
         if cp is None:  # gone since the partitions were listed
             continue
         engine.import_partition(p, cp.meta, cp.arrays)

@@ -32,6 +32,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,9 @@ class CheckpointStore:
             raise
         self._truncate_wal()
 
-    def load(self, partition: int) -> PartitionCheckpoint | None:
+    def load(self, partition: int, along: Collection[int] = ()) -> PartitionCheckpoint | None:
+        """One partition's row (``along``, the partitions restored with it, matters to the
+        state topic only: one read for all)."""
         try:
             row = self.conn.execute(
                 "SELECT saved_at, offsets, state FROM partitions WHERE partition=?", (partition,)

@@ -11,6 +11,10 @@ log says which generation was restored and why. A head with neither generation i
 are not written atomically together unless ``checkpoint.state_transactions`` makes each save
 one Kafka transaction: each partition's state agrees with its own offsets either way.
 
+Partitions restored together (``load``'s ``along``) are read in one pass over the topic
+(``kafka_restore.py``); the topic's segments are bounded so that a pass reads little more than
+the live state (``kafka_segments.py``).
+
 Opened ``read_only`` (``status`` and ``report --checkpoint`` beside running replicas), the store
 never creates the topic (it must exist) and builds no producer at all: no transactional id is
 initialised, so a live writer's open transaction is neither fenced nor aborted by a reader.
@@ -24,6 +28,7 @@ import json
 import logging
 import struct
 import time
+from collections.abc import Collection
 from typing import Any
 
 from monitor.config.settings import CheckpointSpec, KafkaSpec
@@ -33,17 +38,9 @@ from monitor.state.checkpoint import (
     PartitionCheckpoint,
     decode,
 )
-from monitor.state.kafka_layout import (
-    ALERTS,
-    CHUNK,
-    MAGIC,
-    VERSION,
-    Commit,
-    assemble,
-    chunk_key,
-    head_key,
-)
+from monitor.state.kafka_layout import ALERTS, CHUNK, MAGIC, VERSION, Commit, chunk_key, head_key
 from monitor.state.kafka_layout import entity as _entity
+from monitor.state.kafka_restore import Gather, Gathered, choose, commits
 from monitor.state.kafka_topic import TopicReader, TopicWriter, ensure_topic, require_topic
 
 log = logging.getLogger("monitor.state.kafka_store")
@@ -83,6 +80,8 @@ class KafkaStateStore:
         self.good: dict[str, Commit | None] = {}
         self.top: dict[str, int] = {}
         self.slot_chunks: dict[str, int] = {}  # chunk key prefix -> chunks of its generation
+        self.gathered: dict[str, Gathered] = {}  # read for a restore under way, not taken yet
+        self.passes = self.records_read = 0  # reads of the whole topic, records they visited
         try:
             self._index()
         except BaseException:  # the clients are not left open behind an exception
@@ -100,24 +99,20 @@ class KafkaStateStore:
         return None if self._writer is None else self._writer.written
 
     # -- reading ---------------------------------------------------------------------------
+    def _pass(self, gather: Gather) -> Gather:
+        """One read of the whole topic into ``gather`` (counted: ``passes``, ``records_read``);
+        the generations it saw are noted, so a next one is above every writer's."""
+        self.reader.read(gather.visit, self._own_writes())
+        self.passes += 1
+        self.records_read += gather.records
+        for entity, gen in gather.top.items():
+            self.top[entity] = max(self.top.get(entity, 0), gen)
+        return gather
+
     def _index(self) -> dict[str, bytes]:
         """One pass over the topic: every head, and the highest chunk generation per entity
         (chunk data is not kept). Returns the heads."""
-        heads: dict[str, bytes] = {}
-
-        def visit(key: str, value: bytes | None) -> None:
-            entity, _, rest = key.rpartition("/s") if "/s" in key else (key, "", "")
-            if key.endswith("/head"):
-                if value is None:
-                    heads.pop(key[: -len("/head")], None)
-                else:
-                    heads[key[: -len("/head")]] = value
-            elif rest and value is not None and len(value) >= CHUNK.size:
-                magic, gen, _, _ = CHUNK.unpack_from(value)
-                if magic == MAGIC:
-                    self.top[entity] = max(self.top.get(entity, 0), gen)
-
-        self.reader.read(visit, self._own_writes())
+        heads = self._pass(Gather()).heads
         for entity, raw in heads.items():
             # a damaged head is reported by the load that needs it
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -135,40 +130,43 @@ class KafkaStateStore:
             self.top[entity] = max(self.top.get(entity, 0), gen)
             self.slot_chunks[chunk_key(entity, gen, 0)] = int(c["chunks"])
 
-    def _read_entity(self, entity: str) -> dict[str, bytes]:
-        prefix = entity + "/"
-        table: dict[str, bytes] = {}
-
-        def visit(key: str, value: bytes | None) -> None:
-            if key.startswith(prefix):
-                if value is None:
-                    table.pop(key, None)
-                else:
-                    table[key] = value
-
-        self.reader.read(visit, self._own_writes())
-        return table
-
-    def _restore(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
+    def _restore(
+        self, entity: str, what: str, along: Collection[str] = ()
+    ) -> tuple[Commit, bytes] | None:
         """The newest intact generation of ``entity`` and its payload; None without a head.
-        Read again (twice, a second apart) before giving up: another replica may be between
-        its chunks and its head (a partition's previous owner saving on revoke)."""
-        for _ in range(READS - 1):
+        Its records come from the pass that gathered it with ``along`` (made now unless an
+        earlier load's pass holds them). Read again (twice, a second apart) before giving up:
+        another replica may be between its chunks and its head (a partition's previous owner
+        saving on revoke)."""
+        for attempt in range(READS):
+            if attempt or not along or entity not in self.gathered:
+                if not attempt and along:  # a new batch: what an earlier one left may be stale
+                    self.gathered.clear()
+                self._gather({entity, *along} if not attempt else {entity})
             try:
-                return self._restore_once(entity, what)
+                return self._restore_once(entity, what, self.gathered.pop(entity))
             except CheckpointCorrupt as exc:
+                if attempt == READS - 1:
+                    raise
                 log.warning("%s; reading it again in %.0f s", exc, REREAD_S)
                 time.sleep(REREAD_S)
-        return self._restore_once(entity, what)
+        raise AssertionError("unreachable")
 
-    def _restore_once(self, entity: str, what: str) -> tuple[Commit, bytes] | None:
-        table = self._read_entity(entity)
-        for key, value in table.items():  # generations begun by any writer: the next is above
-            if not key.endswith("/head") and len(value) >= CHUNK.size:
-                self.top[entity] = max(self.top.get(entity, 0), CHUNK.unpack_from(value)[1])
-        raw = table.get(head_key(entity))
-        if raw is None:
-            if table:
+    def _gather(self, entities: set[str]) -> None:
+        """One pass for all of ``entities``: what each one's head needs, kept until its load."""
+        gather = self._pass(Gather(frozenset(entities)))
+        self.gathered.update(gather.finish())
+        if len(entities) > 1:
+            log.info(
+                "%s read once for %d restores (%d records)",
+                self.where,
+                len(entities),
+                gather.records,
+            )
+
+    def _restore_once(self, entity: str, what: str, found: Gathered) -> tuple[Commit, bytes] | None:
+        if found.head is None:
+            if found.orphan_chunks:
                 log.warning(
                     "%s in %s: chunks but no head (a first checkpoint never completed): "
                     "treated as having no checkpoint",
@@ -177,40 +175,39 @@ class KafkaStateStore:
                 )
             return None
         try:
-            head = json.loads(raw)
-            if head.get("version") != VERSION:
-                raise ValueError(f"version {head.get('version')!r}, this monitor reads {VERSION}")
-            commits = [c for c in (head["current"], head.get("previous")) if c is not None]
-            for c in reversed(commits):
+            named = commits(found.head)
+            for c in reversed(named):
                 self._seen(entity, c)
-            reasons: list[str] = []
-            for c in commits:
-                got = assemble(entity, c, table)
-                if isinstance(got, bytes):
-                    self.good[entity] = c
-                    if reasons:
-                        log.warning(
-                            "%s in %s: %s; restoring the previous generation %d",
-                            what,
-                            self.where,
-                            "; ".join(reasons),
-                            c["generation"],
-                        )
-                    return c, got
-                reasons.append(f"generation {c['generation']} is not intact: {got}")
+            chosen = choose(entity, named, found.table)
         except (ValueError, KeyError, TypeError) as exc:
             self.good[entity] = None
             raise CheckpointCorrupt(
                 f"{self.where}, {what}: the head record is corrupt ({exc!r})", self.topic
             ) from None
-        self.good[entity] = None
-        raise CheckpointCorrupt(
-            f"{self.where}, {what}: no intact generation ({'; '.join(reasons)})", self.topic
-        )
+        if isinstance(chosen, list):
+            self.good[entity] = None
+            raise CheckpointCorrupt(
+                f"{self.where}, {what}: no intact generation ({'; '.join(chosen)})", self.topic
+            )
+        commit, payload, reasons = chosen
+        self.good[entity] = commit
+        if reasons:
+            log.warning(
+                "%s in %s: %s; restoring the previous generation %d",
+                what,
+                self.where,
+                "; ".join(reasons),
+                commit["generation"],
+            )
+        return commit, payload
 
-    def load(self, partition: int) -> PartitionCheckpoint | None:
+    def load(self, partition: int, along: Collection[int] = ()) -> PartitionCheckpoint | None:
+        """Partition ``partition``'s newest intact checkpoint. ``along``: the partitions
+        restored with it (a replica's new assignment; every partition, for ``status``): the
+        first of them to load reads the topic once for all, each keeps only the chunks its
+        head names, and every later one takes its own (freed once restored)."""
         what = f"partition {partition}"
-        found = self._restore(_entity(partition), what)
+        found = self._restore(_entity(partition), what, [_entity(q) for q in along])
         if found is None:
             self.good[_entity(partition)] = None
             return None
@@ -303,6 +300,8 @@ class KafkaStateStore:
     ) -> list[tuple[str, Commit]]:
         now = time.time()
         plans: list[tuple[str, Commit]] = []
+        for entity in [_entity(p) for p, _, _ in items] + [ALERTS] * (alerts is not None):
+            self.gathered.pop(entity, None)  # read before this save: stale
         for p, offsets, blob in items:
             inner = json.dumps({"offsets": offsets, "saved_at": now}).encode()
             payload = struct.pack(">I", len(inner)) + inner + blob

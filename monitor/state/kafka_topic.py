@@ -1,5 +1,6 @@
 """The state topic's plumbing on kafka-python (used by ``kafka_store.py``): create or check it
-(compacted), read it from the beginning to its end offsets, write records and wait for them.
+(compacted, its segments bounded: ``kafka_segments.py``), read it from the beginning to its end
+offsets, write records and wait for them.
 
 Clients are built from the service's ``kafka:`` settings (``ingest/kafka.py``
 ``client_config``), so bootstrap servers, TLS and SASL are the consumer's. Anything that stops
@@ -23,6 +24,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from monitor.config.settings import CheckpointSpec, KafkaSpec
 from monitor.ingest.kafka import DEFAULT_MAX_MESSAGE_BYTES, _config_value, client_config
 from monitor.state.checkpoint import CheckpointUnavailable
+from monitor.state.kafka_segments import CHECKED, topic_configs, warn_unbounded
 
 log = logging.getLogger("monitor.state.kafka_topic")
 
@@ -80,8 +82,9 @@ def require_topic(spec: KafkaSpec, topic: str) -> None:
 
 
 def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
-    """Create the state topic (``cleanup.policy=compact``) if absent, check it is compacted
-    and that a chunk fits its ``max.message.bytes`` (returned)."""
+    """Create the state topic (compacted, bounded segments: ``kafka_segments.py``) if absent,
+    check it is compacted and that a chunk fits its ``max.message.bytes`` (returned); warn
+    when its segments are unbounded."""
     topic = cp.state_topic
     admin = _admin(spec, topic)
     try:
@@ -92,15 +95,16 @@ def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
                         topic: {
                             "num_partitions": cp.state_topic_partitions,
                             "replication_factor": cp.state_topic_replication,
-                            "configs": {"cleanup.policy": "compact"},
+                            "configs": topic_configs(cp),
                         }
                     },
                     wait_for_metadata=True,
                 )
                 log.info(
-                    "created state topic %s (cleanup.policy=compact, %d partition(s))",
+                    "created state topic %s (%d partition(s), %s)",
                     topic,
                     cp.state_topic_partitions,
+                    ", ".join(f"{k}={v}" for k, v in topic_configs(cp).items()),
                 )
             except TopicAlreadyExistsError:  # another replica made it meanwhile
                 pass
@@ -108,6 +112,7 @@ def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
         found = admin.describe_configs([res], config_filter="all")
         policy = _config_value(found, topic, "cleanup.policy")
         limit = _config_value(found, topic, "max.message.bytes")
+        segments = {k: _config_value(found, topic, k) for k in CHECKED}
     except KafkaError as exc:
         raise CheckpointUnavailable(
             f"state topic {topic}: cannot create or describe it on {_servers(spec)} ({exc})",
@@ -123,6 +128,7 @@ def ensure_topic(spec: KafkaSpec, cp: CheckpointSpec) -> int:
             "--add-config cleanup.policy=compact, or name another topic in checkpoint.state_topic",
             topic,
         )
+    warn_unbounded(topic, _servers(spec), segments, cp)  # slower restores, not wrong ones
     most = int(limit) if limit is not None else DEFAULT_MAX_MESSAGE_BYTES
     if cp.state_chunk_bytes + RECORD_OVERHEAD > most:
         raise StateTopicError(

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from monitor.config.settings import CheckpointSpec, KafkaSpec
@@ -22,7 +23,7 @@ class StateStore(Protocol):
         self, items: list[tuple[int, dict[str, int], bytes]], *, alerts: str | None = None
     ) -> None: ...
 
-    def load(self, partition: int) -> PartitionCheckpoint | None: ...
+    def load(self, partition: int, along: Collection[int] = ()) -> PartitionCheckpoint | None: ...
 
     def save_alerts(self, alerts: str) -> None: ...
 

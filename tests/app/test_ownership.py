@@ -40,8 +40,15 @@ def saved_state(c: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def owner(c: Any, checkpoints: dict[int, PartitionCheckpoint], consumer: FakeConsumer) -> Any:
-    own = PartitionOwnership(c.kafka, Engine(c), checkpoints.get)
+    loads: list[tuple[int, list[int]]] = []  # (partition, the partitions restored with it)
+
+    def load(p: int, along: Any) -> PartitionCheckpoint | None:
+        loads.append((p, sorted(along)))
+        return checkpoints.get(p)
+
+    own = PartitionOwnership(c.kafka, Engine(c), load)
     own.consumer = consumer
+    own.loads = loads
     return own
 
 
@@ -55,6 +62,8 @@ def test_assign_restores_and_seeks_to_the_checkpointed_offsets_then_resumes() ->
     assert own.pending
     own.apply([("assigned", tps(0, 1))], lambda parts: None)
     assert own.owned == {0, 1} and not own.pending
+    # each load is told the whole batch (a state topic reads it once for all)
+    assert own.loads == [(0, [0, 1]), (1, [0, 1])]
     assert consumer.sought == {
         TopicPartition(PRED, 0): 120,
         TopicPartition(LAB, 0): 60,

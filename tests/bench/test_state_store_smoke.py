@@ -30,6 +30,10 @@ def test_restore_of_every_store(kafka: Any, tmp_path: Path) -> None:
         assert res[side]["save"] > 0 and res[side]["restore"] > res[side]["load"] > 0
     assert res["kafka"]["restore_ratio"] > 0 and res["kafka-tx"]["save_ratio"] > 0
     assert res["grown_records"] >= 3 * 2  # every save's chunk and head are still in the topic
+    grown = res["grown"]
+    assert grown["unbounded"]["records"] >= 3 * 2  # the broker's segments: every save is read
+    # no roll at this size: as many (and the first restore's start-up record, meta/opened_at)
+    assert grown["compacted"]["records"] == grown["bounded"]["records"] + 1
 
 
 def test_throughput_pairs_each_kafka_round_with_sqlite(kafka: Any, tmp_path: Path) -> None:

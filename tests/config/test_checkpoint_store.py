@@ -26,12 +26,14 @@ def test_kafka_store_keys_are_read() -> None:
                 "state_topic_replication": 2,
                 "state_chunk_bytes": 65536,
                 "state_transactions": True,
+                "state_segment_bytes": 4 << 20,
             },
         }
     ).checkpoint
     assert (cp.store, cp.state_topic, cp.state_chunk_bytes) == ("kafka", "fm-state", 65536)
     assert (cp.state_topic_partitions, cp.state_topic_replication) == (3, 2)
     assert cp.state_transactions
+    assert cp.state_segment_bytes == 4 << 20
 
 
 def test_kafka_store_defaults() -> None:
@@ -40,6 +42,16 @@ def test_kafka_store_defaults() -> None:
     assert cp.state_chunk_bytes == 512 * 1024
     assert (cp.state_topic_partitions, cp.state_topic_replication) == (1, -1)
     assert not cp.state_transactions
+    assert cp.state_segment_bytes == 16 << 20
+
+
+def test_the_segment_holds_a_chunk() -> None:
+    """Unset, segment.bytes is 16 MiB or two chunks if more; set, it must hold a chunk's
+    record (Kafka refuses a record batch larger than a segment)."""
+    big = {"store": "kafka", "state_chunk_bytes": 32 << 20}
+    assert parse_config({**MODEL, "checkpoint": big}).checkpoint.state_segment_bytes == 64 << 20
+    with pytest.raises(ConfigError, match=r"checkpoint\.state_segment_bytes: < state_chunk_bytes"):
+        parse_config({**MODEL, "checkpoint": {**big, "state_segment_bytes": 32 << 20}})
 
 
 @pytest.mark.parametrize(
@@ -49,6 +61,8 @@ def test_kafka_store_defaults() -> None:
         ({"state_topic": "x"}, "checkpoint.state_topic: only with store: kafka"),
         ({"store": "kafka", "state_topic": ""}, "checkpoint.state_topic"),
         ({"store": "kafka", "state_chunk_bytes": 100}, "checkpoint.state_chunk_bytes"),
+        ({"store": "kafka", "state_segment_bytes": 1000}, "checkpoint.state_segment_bytes"),
+        ({"state_segment_bytes": 1 << 20}, "checkpoint.state_segment_bytes: only with store"),
         ({"store": "kafka", "state_topic_partitions": 0}, "checkpoint.state_topic_partitions"),
         (
             {"store": "kafka", "state_topic_replication": 0},
