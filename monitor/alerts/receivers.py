@@ -16,6 +16,7 @@ POST, and which rejections are final.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -36,9 +37,18 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
+def notification_id(alert: Alert) -> str:
+    """The same for a transition whichever replica (or restart) sends it: alert, labels, state
+    and event time hashed. A receiver that keeps the ids it has seen drops the repeat a replica
+    killed between a delivery and recording it causes (docs/deploy.md, Scaling out)."""
+    key = json.dumps([alert.name, sorted(alert.labels.items()), alert.state, alert.at])
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def alert_json(alert: Alert) -> dict[str, Any]:
     """The alert as the webhook and Kafka sinks send it (event times, state, evidence)."""
     return {
+        "id": notification_id(alert),
         "name": alert.name,
         "state": alert.state,
         "labels": alert.labels,

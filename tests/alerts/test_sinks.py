@@ -467,3 +467,23 @@ def test_each_configured_sink_gets_an_outbox_and_only_alertmanager_is_resent_eve
     assert [json.loads(b) for b in sent] == [json.loads(json.dumps(alert_json(a)))]
     only_hook = Dispatcher(SinkSpec(webhook_url="http://hook", log=False))
     assert list(only_hook.outboxes) == ["webhook"]
+
+
+def test_a_transition_has_one_notification_id_whoever_sends_it() -> None:
+    """The id hashes alert, labels, state and event time: rebuilt from its parts (as another
+    replica judging the same boundary would) it is the same; another state, time or label
+    gives another id — a receiver can drop a repeat without dropping a new notification."""
+    from monitor.alerts.lifecycle import Alert
+    from monitor.alerts.receivers import notification_id
+
+    a = Alert("FourFifthsRule", {"model": "m", "group": "F"}, "firing", 60.0, 120.0, 0.7)
+    again = Alert("FourFifthsRule", {"group": "F", "model": "m"}, "firing", 60.0, 120.0, 0.71)
+    assert notification_id(a) == notification_id(again) == alert_json(a)["id"]
+    others = [
+        Alert("FourFifthsRule", {"model": "m", "group": "F"}, "resolved", 60.0, 120.0, 0.7),
+        Alert("FourFifthsRule", {"model": "m", "group": "F"}, "firing", 60.0, 180.0, 0.7),
+        Alert("FourFifthsRule", {"model": "m", "group": "M"}, "firing", 60.0, 120.0, 0.7),
+        Alert("FairnessDrift", {"model": "m", "group": "F"}, "firing", 60.0, 120.0, 0.7),
+    ]
+    ids = {notification_id(o) for o in others}
+    assert len(ids) == len(others) and notification_id(a) not in ids

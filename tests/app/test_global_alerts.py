@@ -21,6 +21,7 @@ from monitor.state.kafka_store import KafkaStateStore
 from tests.alerts.test_sinks import Receiver
 from tests.app.test_backtest import ALERTS, T0, judged, stream
 from tests.app.test_kafka_state_service import wait_state
+from tests.app.test_kafka_state_status import status
 from tests.helpers import wait_for
 from tests.kafka_helpers import (
     MonitorProcess,
@@ -180,15 +181,21 @@ def test_three_replicas_deliver_replays_transitions_once_through_a_kill_and_scal
             m.signal(signal.SIGTERM)
             assert m.wait(30) == 0
             assert not own_tracebacks(m.log.read_text())
+        # the counts of the whole model, as `status` reads them from the state topic
+        counts = status(d.config, c.env)
     finally:
         for m in c.running():
             m.signal(signal.SIGKILL)
         hook.close()
         c.close()
+    assert counts["models"] == report["models"]  # per model, window, attribute and group
+    assert counts["counters"]["predictions"] == len(preds)
     live = judged(hook.bodies)
     names = {k[0] for k in live}
     assert {"FourFifthsRule", "FairnessDrift", "FourFifthsEvidence"} <= names
     assert_same(live, backtest)
+    ids = [b["id"] for b in hook.bodies]
+    assert len(set(ids)) == len(ids)  # the notification ids a receiver would dedupe on
     taken = [m for m in c.replicas.values() if LEADING in m.log.read_text()]
     assert len(taken) >= 2  # delivery moved at least once
     assert not any((tmp_path / n / "checkpoint.sqlite").exists() for n in c.replicas)

@@ -294,6 +294,7 @@ def test_three_replicas_without_persistence_use_the_state_topic(
     assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
     cfg = pod_config(tmp_path, docs)
     assert cfg.checkpoint.store == "kafka"
+    assert cfg.alerts.scope == "global"  # alerts judged over every replica's partitions
     assert cfg.checkpoint.state_topic == ("fm-st" if len(sets) > 1 else "fairness-monitor-state")
     assert cfg.kafka.bootstrap_servers == ("kafka:9092",)  # the state topic's cluster
     env = [e["name"] for e in pod["containers"][0]["env"]]
@@ -312,7 +313,11 @@ def test_one_replica_keeps_the_sqlite_checkpoint_on_its_volume(tmp_path: Path) -
     # and a single replica may use the state topic too, without any volume
     docs = by_kind(render("config.checkpoint.store=kafka"))
     assert pod_config(tmp_path, docs).checkpoint.store == "kafka"
+    assert pod_config(tmp_path, docs).alerts.scope == "local"  # one replica judges its own
     assert "PersistentVolumeClaim" not in docs
+    # several replicas keep the scope the config names
+    docs = by_kind(render("replicaCount=2", "config.alerts.scope=local"))
+    assert pod_config(tmp_path, docs).alerts.scope == "local"
 
 
 def test_several_replicas_need_a_shared_checkpoint_volume() -> None:
@@ -365,7 +370,12 @@ def test_notes_render(tmp_path: Path) -> None:
     assert "state topic fairness-monitor-state" in scaled
     assert "chosen\nbecause replicaCount > 1 without persistence" in scaled
     assert "persistence is disabled" not in scaled
-    assert "see only the\npartitions it owns" in scaled and "Enable prometheusRule" in scaled
+    assert "judged over all 3 replicas' partitions (alerts.scope: global)" in scaled
+    assert "fairness-monitor-partials" in scaled
     assert "fairness-monitor status -c /etc/fairness-monitor/config.yaml" in scaled
-    routed = notes_text("replicaCount=3", "prometheusRule.enabled=true")
+    local = notes_text("replicaCount=3", "config.alerts.scope=local")
+    assert "see only the\npartitions it owns" in local and "Enable prometheusRule" in local
+    routed = notes_text(
+        "replicaCount=3", "prometheusRule.enabled=true", "config.alerts.scope=local"
+    )
     assert "Route the PrometheusRule's alerts" in routed

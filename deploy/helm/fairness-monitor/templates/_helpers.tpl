@@ -47,13 +47,31 @@ partition without a shared volume), else "sqlite" (a file in the data directory)
 {{- end }}
 {{- end }}
 
-{{- /* The monitor's configuration as the ConfigMap holds it: config, with the store above. */}}
+{{- /* The monitor's configuration as the ConfigMap holds it: config, with the store above;
+several replicas on the state topic judge alerts over all their partitions (alerts.scope:
+global, one replica delivering) unless config.alerts.scope says otherwise. */}}
 {{- define "fairness-monitor.config" -}}
 {{- $cfg := deepCopy .Values.config }}
 {{- $checkpoint := dig "checkpoint" dict $cfg | default dict }}
-{{- $_ := set $checkpoint "store" (include "fairness-monitor.checkpointStore" .) }}
+{{- $store := include "fairness-monitor.checkpointStore" . }}
+{{- $_ := set $checkpoint "store" $store }}
 {{- $_ := set $cfg "checkpoint" $checkpoint }}
+{{- if and (eq $store "kafka") (gt (int .Values.replicaCount) 1) }}
+{{- $alerts := dig "alerts" dict $cfg | default dict }}
+{{- $_ := set $alerts "scope" (include "fairness-monitor.alertScope" .) }}
+{{- $_ := set $cfg "alerts" $alerts }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{- /* alerts.scope as the pods run it: config.alerts.scope, else "global" for several replicas
+on the state topic, else "local". */}}
+{{- define "fairness-monitor.alertScope" -}}
+{{- $scope := dig "alerts" "scope" "" .Values.config }}
+{{- if $scope }}{{ $scope }}
+{{- else if and (eq (include "fairness-monitor.checkpointStore" .) "kafka") (gt (int .Values.replicaCount) 1) }}global
+{{- else }}local
+{{- end }}
 {{- end }}
 
 {{- /* Combinations that cannot work, refused at render time with what to set instead. */}}
