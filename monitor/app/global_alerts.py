@@ -169,8 +169,11 @@ class GlobalAlerts:
             self.seq += 1
             if t.alert.state != "pending":
                 self.owed[self.seq] = t.alert
+        was_leading = self.leading
         self._elect(dispatcher)
-        if self.leading:
+        if self.leading and not was_leading:
+            self._save(dispatcher, True)  # took over: this turn's were submitted as owed
+        elif self.leading:
             first = self.seq - len(out) + 1
             for i, t in enumerate(out):
                 self._submit(dispatcher, first + i, t)

@@ -225,12 +225,6 @@ class PartitionOwnership:
         return sorted(self.owned if partitions is None else partitions & self.owned)
 
     # -- what the consumer knows -----------------------------------------------------------
-    def labels_caught_up(self, partition: int) -> bool:
-        """Has this partition's label topic been read to its end (as of the last fetch)?"""
-        tp = TopicPartition(self.k.labels_topic, partition)
-        nxt, high = self.next_offsets.get(tp), self.consumer.highwater(tp)
-        return nxt is not None and high is not None and nxt >= high
-
     def started(self) -> bool:
         """Has every owned partition either delivered predictions or is it known to be empty?
         Alert evaluation waits until then: otherwise the low watermark would pass boundaries

@@ -36,6 +36,7 @@ from monitor.app.alerting import make_alerting
 from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE, Checkpointer
 from monitor.app.endpoints import start_http, stop_servers
 from monitor.app.intake import Intake
+from monitor.app.label_ends import LabelEnds
 from monitor.app.outage import PollGuard
 from monitor.app.ownership import PartitionOwnership
 from monitor.app.published import ops_snapshot, status_state
@@ -81,6 +82,7 @@ class Monitor:
         self.engine = Engine(config)
         self.checkpoints = Checkpointer(config.checkpoint, kafka=config.kafka, clock=clock)
         self.ownership = PartitionOwnership(self.k, self.engine, self.checkpoints.load)
+        self.label_ends = LabelEnds(self.ownership, clock)  # may a boundary close early?
         self.intake = Intake(self.engine, self.k, invalid_guard(config))
         self.stop_requested = threading.Event()
         self.stop_signalled = False  # set by on_signal: no lock in a signal handler
@@ -188,10 +190,9 @@ class Monitor:
         self.checkpoints.record(self.intake.apply(self.ownership.accept(batch)))
 
     def _alerts(self) -> None:
-        """Evaluate the closed boundaries; hand transitions to the sinks, the status page and
-        the listeners. A backtest keeps every transition; a long-running service the latest."""
-        caught_up = self.ownership.labels_caught_up
-        for t in self.alerting.turn(caught_up, self.dispatcher, ALERT_BOUNDARIES_PER_TURN):
+        """Judge the closed boundaries; hand transitions to sinks, status page and listeners."""
+        ends, limit = self.label_ends.caught_up, ALERT_BOUNDARIES_PER_TURN
+        for t in self.alerting.turn(ends, self.dispatcher, limit):
             if t.alert.state != "pending":
                 self.recent_transitions.appendleft(alert_json(t.alert))
             for listener in self.listeners:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from kafka import TopicPartition
-from kafka.errors import IllegalStateError
+from kafka.errors import IllegalStateError, KafkaTimeoutError
 
 
 class Rec(NamedTuple):
@@ -35,7 +35,9 @@ class FakeConsumer:
         self.paused: set[TopicPartition] = set()
         self.commits: list[dict[TopicPartition, int]] = []
         self.sought: dict[TopicPartition, int] = {}
-        self.ends: dict[TopicPartition, int] = {}
+        self.ends: dict[TopicPartition, int] = {}  # the broker's end offsets (else ``high``)
+        self.end_asks: list[set[TopicPartition]] = []
+        self.ends_fail = False  # end_offsets times out, as in a broker outage
         self._coordinator = Coordinator()
 
     def assignment(self) -> set[TopicPartition]:
@@ -61,6 +63,14 @@ class FakeConsumer:
 
     def commit(self, offsets: dict[TopicPartition, Any]) -> None:
         self.commits.append({tp: o.offset for tp, o in offsets.items()})
+
+    def end_offsets(
+        self, tps: list[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        self.end_asks.append(set(tps))
+        if self.ends_fail:
+            raise KafkaTimeoutError("end offsets not answered")
+        return {tp: self.ends.get(tp, self.high.get(tp, 0)) for tp in tps}
 
     def highwater(self, tp: TopicPartition) -> int | None:
         if tp not in self.tps:  # as kafka-python does

@@ -109,10 +109,10 @@ class Cluster:
         return s is not None and s["seq"] > 0 and not s["owed"]
 
     def produce(self, preds: list[dict], labels: list[dict]) -> None:
-        """Labels first: a partition whose label topic was read to its end (as of the last
-        fetch) does not hold boundaries back, so predictions produced in a burst before their
-        labels would close boundaries those labels then miss — in the live run, not in the
-        replay (a continuous stream refreshes that end with every fetch)."""
+        """Labels first: a partition whose labels are read to the end the broker gives after its
+        predictions were read does not hold boundaries back (``app/label_ends.py``), so labels
+        produced *after* their predictions would miss boundaries in the live run that replay
+        (reading in time order) counts them in."""
         produce(self.kafka.bootstrap, self.lab, labels)
         produce(self.kafka.bootstrap, self.pred, preds)
 
