@@ -54,6 +54,7 @@ class Dispatcher:
         # transitions taken by the delivery thread, and how many of them had been delivered
         # (or given up) at the last moment no sink owed anything: what a judging replica
         # records as delivered (app/global_alerts.py)
+        self.queued = 0  # transitions queued (the caller's thread): the last ticket given
         self.accepted = 0
         self.settled = 0
         self.failures: Counter[str] = Counter()
@@ -84,19 +85,23 @@ class Dispatcher:
             box.seed(alerts, now)
         self.thread.start()
 
-    def submit(self, t: Transition) -> None:
-        """Never blocks: with the queue full the transition is counted as dropped."""
+    def submit(self, t: Transition) -> int | None:
+        """Never blocks: with the queue full the transition is counted as dropped (``None``).
+        Else its ticket: the delivery thread takes transitions in ticket order, so once
+        ``settled`` reaches the ticket, the transition was delivered or given up."""
         try:
             self.queue.put_nowait(t)
         except queue.Full:
-            if t.alert.state == "pending":
-                return
-            for sink in self.outboxes:
-                self.dropped[sink] += 1
-            if sum(self.dropped.values()) <= len(self.outboxes):
-                log.error(
-                    "alert queue full (%d): %s not delivered", self.queue.maxsize, t.alert.name
-                )
+            if t.alert.state != "pending":
+                for sink in self.outboxes:
+                    self.dropped[sink] += 1
+                if sum(self.dropped.values()) <= len(self.outboxes):
+                    log.error(
+                        "alert queue full (%d): %s not delivered", self.queue.maxsize, t.alert.name
+                    )
+            return None
+        self.queued += 1
+        return self.queued
 
     def abandon(self) -> None:
         """Another replica delivers from now on: forget what is owed (queued: the outboxes are

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from threading import Event
 from typing import Any, cast
@@ -50,6 +51,11 @@ log = logging.getLogger("monitor.app.global_alerts")
 SAVE_EVERY = 1.0  # seconds between saves of the judging state while nothing new was delivered
 FLUSH_TIMEOUT = 30.0
 STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way
+DELIVERED_KEY = b"delivered"  # the key of the delivering replica's mark on the partials topic
+
+
+class _Mark(msgspec.Struct, frozen=True):
+    delivered: int
 
 
 class OwedState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -79,7 +85,8 @@ class GlobalAlerts:
         self.delivered = 0  # through this sequence number, as last saved
         self.owed: dict[int, Alert] = {}  # judged, not known delivered (seq -> alert)
         self.leading = False
-        self.submitted: list[int] = []  # the seq of each transition handed to the dispatcher
+        # (dispatcher ticket, seq) of each transition handed over and not yet settled
+        self.submitted: deque[tuple[int, int]] = deque()
         self.saved_at = -1e18
         self.bad = 0  # records of the partials topic that are not partials
         self.out: PartialsOut | None = None
@@ -159,6 +166,9 @@ class GlobalAlerts:
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
             for r in records:
+                if r.key == DELIVERED_KEY:
+                    self._delivered_elsewhere(r.value)
+                    continue
                 try:
                     self.view.add(decode(r.value), r.offset)
                 except PartialError as exc:
@@ -181,14 +191,29 @@ class GlobalAlerts:
         return out
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
-        self.submitted.append(seq)
-        dispatcher.submit(t)
+        ticket = dispatcher.submit(t)
+        if ticket is not None:  # else dropped (queue full), counted by the dispatcher
+            self.submitted.append((ticket, seq))
 
     def _delivered(self, dispatcher: Dispatcher) -> int:
-        """The seq through which everything owed has been delivered: the dispatcher settles
-        what it took in order, and transitions are handed to it in increasing seq."""
-        n = min(dispatcher.settled, len(self.submitted))
-        return max(self.delivered, self.submitted[n - 1]) if n else self.delivered
+        """The seq through which everything owed has been delivered (or given up): the
+        dispatcher settles in ticket order, and transitions are handed to it in seq order."""
+        done = self.delivered
+        while self.submitted and self.submitted[0][0] <= dispatcher.settled:
+            done = max(done, self.submitted.popleft()[1])
+        return done
+
+    def _delivered_elsewhere(self, value: bytes | None) -> None:
+        """The delivering replica's mark: what it delivered is no longer owed here (a replica
+        that never delivers keeps only what is in flight, not every transition since start)."""
+        try:
+            mark = msgspec.json.decode(value or b"", type=_Mark).delivered
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.bad += 1
+            return
+        if not self.leading:
+            for seq in [s for s in self.owed if s <= mark]:
+                del self.owed[seq]
 
     def _elect(self, dispatcher: Dispatcher) -> None:
         assert self.elector is not None
@@ -203,17 +228,16 @@ class GlobalAlerts:
         leading = self.topic in self.elector.assignment()
         if self.leading and not leading:
             self._step_down()  # lost without a revocation (e.g. the session expired)
+            log.info("another replica delivers alerts now")
         if leading and not self.leading:
             self.elector.pause(self.topic)
-            saved = self._saved_delivered()
-            for seq in [s for s in self.owed if s <= saved]:
+            self.delivered = max(self.delivered, self._saved_delivered())  # never back
+            for seq in [s for s in self.owed if s <= self.delivered]:
                 del self.owed[seq]
             log.info("delivering alerts now (%d transitions owed)", len(self.owed))
             dispatcher.reseed(self.evaluator.book.firing())
             for seq in sorted(self.owed):
                 self._submit(dispatcher, seq, Transition(self.owed[seq], None))
-        elif self.leading and not leading:
-            log.info("another replica delivers alerts now")
         self.leading = leading
 
     def _step_down(self) -> None:
@@ -227,7 +251,8 @@ class GlobalAlerts:
                     break
                 self.stopped.wait(0.02)
             self._save(dispatcher, True)
-            dispatcher.abandon()
+            dispatcher.abandon()  # settles what it abandons: none of it counts as ours now
+            self.submitted.clear()
             log.info("handing alert delivery over (delivered through %d)", self.delivered)
         self.leading = False
         self.revoking.clear()
@@ -265,6 +290,8 @@ class GlobalAlerts:
         except Exception as exc:  # a failed save is tried again next turn
             log.error("saving the judging state failed: %s", exc)
             return
+        if delivered > self.delivered and self.out is not None:  # saved: tell the others
+            self.out.send(DELIVERED_KEY, msgspec.json.encode(_Mark(delivered)))
         self.delivered, self.saved_at = delivered, now
 
     def close(self) -> None:

@@ -38,6 +38,10 @@ class PartialsOut:
         for p in partials:
             self._send((f"{p.model}/{p.partition}".encode(), encode(p)))
 
+    def send(self, key: bytes, value: bytes) -> None:
+        """Another record (the delivering replica's mark), sent like a partial."""
+        self._send((key, value))
+
     def _send(self, record: tuple[bytes, bytes]) -> None:
         self.futures.append(
             (self.producer.send(self.topic, key=record[0], value=record[1]), record)

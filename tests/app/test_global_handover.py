@@ -1,10 +1,13 @@
 """The delivering role of ``alerts.scope: global`` without a broker: stand-ins for the reader,
 the elector and the store; the real evaluator's state is saved as in production. What a replica
 judged while another delivered is delivered once when it takes over — including what it judged
-in the very turn it took over (it was submitted twice: once as owed, once as new)."""
+in the very turn it took over (it was submitted twice: once as owed, once as new); what a replica
+abandoned at a step-down is never recorded as delivered; replicas that do not deliver forget what
+the delivering one recorded (the mark it sends on the partials topic)."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,33 +45,66 @@ class Elector:
 
 
 class Dispatcher:
-    """Settles everything at once, as a healthy sink would."""
+    """Tickets in submit order; settles everything at once (a healthy sink) unless ``down``;
+    an abandon settles what was taken, as the real one does."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, float]] = []
-        self.accepted = self.settled = 0
+        self.queued = self.accepted = self.settled = 0
+        self.down = False
         self.queue = SimpleNamespace(qsize=lambda: 0)
 
-    def submit(self, t: Transition) -> None:
-        if t.alert.state != "pending":
+    def submit(self, t: Transition) -> int:
+        self.queued += 1
+        self.accepted = self.queued
+        if t.alert.state != "pending" and not self.down:
             self.sent.append((t.alert.name, t.alert.state, t.alert.at))
-            self.accepted += 1
-            self.settled += 1
+            self.settled = self.accepted
+        return self.queued
 
     def reseed(self, firing: Any) -> None:
         pass
 
     def abandon(self) -> None:
+        self.settled = self.accepted
+
+
+class Reader:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def poll(self, **kw: Any) -> dict[Any, Any]:
+        out, self.records = self.records, []
+        return {"partials": out} if out else {}
+
+    def position(self, tp: TopicPartition) -> int:
+        return 0
+
+
+class Out:
+    """The partials topic as the replicas share it: marks sent go to every reader."""
+
+    def __init__(self, readers: list[Reader]) -> None:
+        self.readers = readers
+
+    def publish(self, partials: Any) -> None:
         pass
 
+    def send(self, key: bytes, value: bytes) -> None:
+        for r in self.readers:
+            r.records.append(SimpleNamespace(key=key, value=value, offset=0))
 
-def replica(store: Store) -> tuple[GlobalAlerts, Elector, list[list[Transition]]]:
+
+def replica(
+    store: Store, readers: list[Reader] | None = None
+) -> tuple[GlobalAlerts, Elector, list[list[Transition]]]:
     cfg = config()
     g = GlobalAlerts(cfg, Engine(cfg), SimpleNamespace(store=store))  # type: ignore[arg-type]
     elector = Elector(g.topic)
     judged: list[list[Transition]] = []  # what each turn's evaluation returns
-    g.elector, g.out = elector, SimpleNamespace(publish=lambda partials: None)  # type: ignore[assignment]
-    g.reader = SimpleNamespace(poll=lambda **kw: {}, position=lambda tp: 0)  # type: ignore[assignment]
+    readers = [] if readers is None else readers
+    readers.append(reader := Reader())
+    g.elector, g.out, g.reader = elector, Out(readers), reader  # type: ignore[assignment]
     g.publisher.advance = lambda *a, **kw: []  # type: ignore[method-assign]
     g.evaluator.advance = lambda *a, **kw: judged.pop(0) if judged else []  # type: ignore[method-assign]
     return g, elector, judged
@@ -111,3 +147,56 @@ def test_a_takeover_skips_what_the_last_delivering_replica_recorded() -> None:
     first.turn(lambda p: True, hook, 32)
     second.turn(lambda p: True, hook, 32)
     assert hook.sent == [("A", "firing", 60.0), ("B", "firing", 120.0)]
+
+
+def test_a_replica_that_does_not_deliver_forgets_what_the_delivering_one_recorded() -> None:
+    store, hook, readers = Store(), Dispatcher(), []
+    first, elector1, judged1 = replica(store, readers)
+    second, _, judged2 = replica(store, readers)
+    elector1.owns = True
+    for k in range(50):
+        for judged in (judged1, judged2):
+            judged.append([fired("A", 60.0 * k)])
+        first.turn(lambda p: True, hook, 32)
+        second.turn(lambda p: True, hook, 32)
+        assert len(second.owed) <= 1  # at most the one just judged: memory stays bounded
+    assert len(hook.sent) == 50
+
+
+def test_what_a_replica_abandoned_is_not_recorded_delivered_when_it_leads_again() -> None:
+    store, hook, readers = Store(), Dispatcher(), []
+    first, elector1, judged1 = replica(store, readers)
+    second, elector2, judged2 = replica(store, readers)
+    elector1.owns, hook.down = True, True  # the webhook is down
+    for judged in (judged1, judged2):
+        judged.append([fired("A", 60.0)])
+    first.turn(lambda p: True, hook, 32)
+    second.turn(lambda p: True, hook, 32)
+    elector1.owns, elector2.owns = False, True  # first steps down, abandoning A
+    first.turn(lambda p: True, hook, 32)
+    second.turn(lambda p: True, hook, 32)  # takes over: A still owed, still failing
+    elector1.owns, elector2.owns = True, False  # and back: A's abandon settled nothing
+    second.turn(lambda p: True, hook, 32)
+    first.turn(lambda p: True, hook, 32)
+    saved = json.loads(store.text or "{}")
+    assert saved["delivered"] == 0 and [o["seq"] for o in saved["owed"]] == [1]
+    hook.down = False
+    elector1.owns, elector2.owns = False, True  # the other takes over and delivers it
+    first.turn(lambda p: True, hook, 32)
+    second.turn(lambda p: True, hook, 32)
+    assert hook.sent == [("A", "firing", 60.0)]
+    assert json.loads(store.text or "{}")["delivered"] == 1
+
+
+def test_a_takeover_never_saves_a_delivered_mark_below_the_last_saved_one() -> None:
+    store, hook, readers = Store(), Dispatcher(), []
+    first, elector1, judged1 = replica(store, readers)
+    elector1.owns = True
+    judged1.append([fired("A", 60.0), fired("B", 120.0)])
+    first.turn(lambda p: True, hook, 32)
+    assert json.loads(store.text or "{}")["delivered"] == 2
+    late, elector2, _ = replica(store)  # started before the save: its own mark is 0
+    elector1.owns, elector2.owns = False, True
+    hook.down = True  # nothing it delivers settles
+    late.turn(lambda p: True, hook, 32)
+    assert json.loads(store.text or "{}")["delivered"] == 2
