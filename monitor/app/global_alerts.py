@@ -179,9 +179,7 @@ class GlobalAlerts:
             self.seq += 1
             if t.alert.state != "pending":
                 self.owed[self.seq] = t.alert
-        was_leading = self.leading
-        self._elect(dispatcher)
-        if self.leading and not was_leading:
+        if self._elect(dispatcher):
             self._save(dispatcher, True)  # took over: this turn's were submitted as owed
         elif self.leading:
             first = self.seq - len(out) + 1
@@ -215,7 +213,9 @@ class GlobalAlerts:
             for seq in [s for s in self.owed if s <= mark]:
                 del self.owed[seq]
 
-    def _elect(self, dispatcher: Dispatcher) -> None:
+    def _elect(self, dispatcher: Dispatcher) -> bool:
+        """Follow the group; True when this call took delivery over (also just after stepping
+        down within it: a rebalance that gave the partition back)."""
         assert self.elector is not None
         self.dispatcher = dispatcher
         if self.revoking.is_set():
@@ -238,7 +238,8 @@ class GlobalAlerts:
             dispatcher.reseed(self.evaluator.book.firing())
             for seq in sorted(self.owed):
                 self._submit(dispatcher, seq, Transition(self.owed[seq], None))
-        self.leading = leading
+        took, self.leading = leading and not self.leading, leading
+        return took
 
     def _step_down(self) -> None:
         """The group is moving delivery elsewhere (the listener waits for this): let the

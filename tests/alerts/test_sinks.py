@@ -29,6 +29,7 @@ class Receiver:
     def __init__(self, fail: int = 0, hang: float = 0.0) -> None:
         self.fail, self.hang = fail, hang
         self.bodies: list[object] = []
+        self.times: list[float] = []
         self.calls = 0
         outer = self
 
@@ -45,6 +46,7 @@ class Receiver:
                     self.end_headers()
                     return
                 outer.bodies.append(body)
+                outer.times.append(time.time())  # when (to study a failure)
                 self.send_response(200)
                 self.end_headers()
 

@@ -7,6 +7,7 @@ and a scale 3 → 1 → 2 (issue 15's acceptance)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import uuid
 from collections import Counter
@@ -191,6 +192,9 @@ def test_three_replicas_deliver_replays_transitions_once_through_a_kill_and_scal
     assert counts["models"] == report["models"]  # per model, window, attribute and group
     assert counts["counters"]["predictions"] == len(preds)
     live = judged(hook.bodies)
+    if os.environ.get("FM_DUMP"):  # the bodies in arrival order, to study a failure
+        dump = list(zip(hook.times, hook.bodies, strict=True))
+        Path(os.environ["FM_DUMP"] + ".bodies").write_text(json.dumps(dump))
     names = {k[0] for k in live}
     assert {"FourFifthsRule", "FairnessDrift", "FourFifthsEvidence"} <= names
     assert_same(live, backtest)

@@ -14,7 +14,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.app.global_alerts import GlobalAlerts
+from monitor.app.global_alerts import GlobalAlerts, _StepDown
 from monitor.state.engine import Engine
 from tests.alerts.test_global_view import config
 
@@ -33,8 +33,12 @@ class Store:
 class Elector:
     def __init__(self, topic: TopicPartition) -> None:
         self.topic, self.owns = topic, False
+        self.bounce: GlobalAlerts | None = None
 
     def poll(self, timeout_ms: int = 0) -> dict[Any, Any]:
+        if self.bounce is not None:  # a rebalance inside this poll that gives it back
+            _StepDown(self.bounce).on_partitions_revoked([self.topic])
+            self.bounce = None
         return {}
 
     def assignment(self) -> set[TopicPartition]:
@@ -200,3 +204,16 @@ def test_a_takeover_never_saves_a_delivered_mark_below_the_last_saved_one() -> N
     hook.down = True  # nothing it delivers settles
     late.turn(lambda p: True, hook, 32)
     assert json.loads(store.text or "{}")["delivered"] == 2
+
+
+def test_a_rebalance_that_gives_delivery_back_within_a_turn_sends_that_turn_once() -> None:
+    store, hook = Store(), Dispatcher()
+    g, elector, judged = replica(store)
+    elector.owns = True
+    judged.append([fired("A", 60.0)])
+    g.turn(lambda p: True, hook, 32)
+    elector.bounce = g  # steps down in the poll, then finds the partition still its own
+    judged.append([fired("B", 120.0), fired("C", 120.0)])
+    g.turn(lambda p: True, hook, 32)
+    assert hook.sent == [("A", "firing", 60.0), ("B", "firing", 120.0), ("C", "firing", 120.0)]
+    assert json.loads(store.text or "{}")["delivered"] == 3
