@@ -85,6 +85,10 @@ class GlobalAlerts:
         self.delivered = 0  # through this sequence number, as last saved
         self.owed: dict[int, Alert] = {}  # judged, not known delivered (seq -> alert)
         self.leading = False
+        # the group's word (its listener): the partition was assigned and not revoked since.
+        # The consumer's assignment() alone still lists it between a revocation and the end of
+        # the rebalance, so a replica took delivery back while the new owner began (two pages)
+        self.granted = False
         # (dispatcher ticket, seq) of each transition handed over and not yet settled
         self.submitted: deque[tuple[int, int]] = deque()
         self.saved_at = -1e18
@@ -225,7 +229,7 @@ class GlobalAlerts:
             self.elector.poll(timeout_ms=0)
         finally:
             self.in_poll = False
-        leading = self.topic in self.elector.assignment()
+        leading = self.granted and self.topic in self.elector.assignment()
         if self.leading and not leading:
             self._step_down()  # lost without a revocation (e.g. the session expired)
             log.info("another replica delivers alerts now")
@@ -314,7 +318,10 @@ class _StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         o = self.owner
-        if o.topic not in set(revoked) or not o.leading:
+        if o.topic not in set(revoked):
+            return
+        o.granted = False
+        if not o.leading:
             return
         if o.in_poll:  # the loop waits in poll(): nothing else touches the state meanwhile
             o._step_down()
@@ -324,7 +331,8 @@ class _StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
         o.stepped_down.wait(STEP_DOWN_SECONDS + 2)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        pass
+        if self.owner.topic in set(assigned):
+            self.owner.granted = True
 
 
 def _alert_state(a: Alert) -> persist.AlertState:

@@ -35,6 +35,7 @@ from tests.kafka_helpers import (
 
 pytestmark = pytest.mark.integration
 LEADING = "delivering alerts now"
+HANDED, ELSEWHERE = "handing alert delivery over", "another replica delivers alerts now"
 
 
 class Cluster:
@@ -88,17 +89,18 @@ class Cluster:
         return [m for m in self.replicas.values() if m.proc is not None and m.proc.poll() is None]
 
     def leader(self) -> MonitorProcess:
-        """The running replica that logged taking over delivery last."""
+        """The running replica delivering now: its log's last word on delivery is taking it
+        over (a step-down logs handing it over). Waits until exactly one says so."""
+
+        def leading(m: MonitorProcess) -> bool:
+            text = m.log.read_text(errors="replace")
+            return text.rfind(LEADING) > max(text.rfind(HANDED), text.rfind(ELSEWHERE))
 
         def find() -> tuple[MonitorProcess] | None:
-            last: tuple[int, MonitorProcess] | None = None
-            for m in self.running():
-                n = m.log.read_text(errors="replace").count(LEADING)
-                if n and (last is None or m.log.stat().st_mtime_ns > last[0]):
-                    last = (m.log.stat().st_mtime_ns, m)
-            return None if last is None else (last[1],)
+            now = [m for m in self.running() if leading(m)]
+            return (now[0],) if len(now) == 1 else None
 
-        return wait_for(find, 60, lambda: "a replica delivering alerts")[0]
+        return wait_for(find, 60, lambda: "exactly one replica delivering alerts")[0]
 
     def saved(self) -> dict[str, Any] | None:
         """The judging state the delivering replica saved last (in the state topic)."""

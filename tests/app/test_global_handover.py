@@ -31,18 +31,29 @@ class Store:
 
 
 class Elector:
+    """The group as kafka-python reports it: a change of owner reaches the replica through
+    the rebalance listener at its next poll (revoked first, then assigned)."""
+
     def __init__(self, topic: TopicPartition) -> None:
-        self.topic, self.owns = topic, False
-        self.bounce: GlobalAlerts | None = None
+        self.topic, self.owns, self.had = topic, False, False
+        self.owner: GlobalAlerts | None = None
+        self.bounce = False  # a rebalance inside the next poll that gives the partition back
+        self.limbo = False  # revoked in the next poll, the rebalance not finished yet
 
     def poll(self, timeout_ms: int = 0) -> dict[Any, Any]:
-        if self.bounce is not None:  # a rebalance inside this poll that gives it back
-            _StepDown(self.bounce).on_partitions_revoked([self.topic])
-            self.bounce = None
+        assert self.owner is not None
+        listener = _StepDown(self.owner)
+        if self.bounce or self.limbo or self.had != self.owns:
+            if self.had:
+                listener.on_partitions_revoked([self.topic])
+            if not self.limbo:
+                listener.on_partitions_assigned([self.topic] if self.owns else [])
+            self.had, self.bounce = self.owns, False
         return {}
 
     def assignment(self) -> set[TopicPartition]:
-        return {self.topic} if self.owns else set()
+        # between a revocation and the end of the rebalance kafka-python still lists it
+        return {self.topic} if self.owns or self.limbo else set()
 
     def pause(self, *tps: TopicPartition) -> None:
         pass
@@ -109,6 +120,7 @@ def replica(
     readers = [] if readers is None else readers
     readers.append(reader := Reader())
     g.elector, g.out, g.reader = elector, Out(readers), reader  # type: ignore[assignment]
+    elector.owner = g
     g.publisher.advance = lambda *a, **kw: []  # type: ignore[method-assign]
     g.evaluator.advance = lambda *a, **kw: judged.pop(0) if judged else []  # type: ignore[method-assign]
     return g, elector, judged
@@ -212,8 +224,23 @@ def test_a_rebalance_that_gives_delivery_back_within_a_turn_sends_that_turn_once
     elector.owns = True
     judged.append([fired("A", 60.0)])
     g.turn(lambda p: True, hook, 32)
-    elector.bounce = g  # steps down in the poll, then finds the partition still its own
+    elector.bounce = True  # steps down in the poll, then finds the partition still its own
     judged.append([fired("B", 120.0), fired("C", 120.0)])
     g.turn(lambda p: True, hook, 32)
     assert hook.sent == [("A", "firing", 60.0), ("B", "firing", 120.0), ("C", "firing", 120.0)]
     assert json.loads(store.text or "{}")["delivered"] == 3
+
+
+def test_a_replica_revoked_mid_rebalance_does_not_deliver_before_the_group_says_so() -> None:
+    store, hook = Store(), Dispatcher()
+    first, elector1, judged1 = replica(store)
+    elector1.owns = True
+    judged1.append([fired("A", 60.0)])
+    first.turn(lambda p: True, hook, 32)
+    elector1.owns, elector1.limbo = False, True  # revoked; the new owner not known yet
+    judged1.append([fired("B", 120.0)])
+    first.turn(lambda p: True, hook, 32)
+    judged1.append([fired("C", 180.0)])
+    first.turn(lambda p: True, hook, 32)  # still listed by assignment(): not its to deliver
+    assert hook.sent == [("A", "firing", 60.0)]
+    assert sorted(first.owed) == [2, 3]  # kept for whoever delivers next
