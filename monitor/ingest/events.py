@@ -51,6 +51,8 @@ class Reason(StrEnum):
     MISSING_LABEL = "missing_label"
     BAD_LABEL = "bad_label"
     BAD_ATTRIBUTE = "bad_attribute"
+    MISSING_TENSOR = "missing_tensor"  # a serving-stack payload without the mapped tensor
+    BAD_TENSOR = "bad_tensor"  # its shape, datatype or values do not hold together
     UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 

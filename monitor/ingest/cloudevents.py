@@ -1,0 +1,132 @@
+"""CloudEvents on Kafka (the KServe inference logger's records) → the event's attributes and
+payload.
+
+The Kafka protocol binding of CloudEvents 1.0 (cloudevents/spec ``kafka-protocol-binding.md``)
+has two modes:
+
+* **binary**: each attribute in a header ``ce_<name>`` (UTF-8), ``content-type`` for
+  ``datacontenttype``, the record's value is the data itself — what KServe's logger produces
+  through a Knative Kafka sink (its HTTP headers ``ce-id``, ``ce-type``... become ``ce_id``,
+  ``ce_type``...; both spellings are read);
+* **structured**: ``content-type: application/cloudevents+json`` and the whole event as JSON in
+  the value, the payload in ``data`` (JSON) or ``data_base64``.
+
+KServe's logger writes one event per request and one per response, with the same ``id``, of
+type ``org.kubeflow.serving.inference.request`` / ``...response``, plus the extensions
+``inferenceservicename``, ``namespace``, ``component``, ``endpoint``. The response is logged
+only when the model answered.
+
+Bytes from anyone: headers are read once and bounded, a time must be RFC 3339, and every
+refusal is an :class:`~monitor.ingest.events.Invalid` with its reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from monitor.ingest.events import Invalid, Reason
+
+REQUEST = "org.kubeflow.serving.inference.request"
+RESPONSE = "org.kubeflow.serving.inference.response"
+STRUCTURED = "application/cloudevents+json"
+MAX_ATTRIBUTES = 64  # more headers than any event needs: the rest are not read
+MAX_ATTRIBUTE_BYTES = 4096
+REQUIRED = ("id", "source", "specversion", "type")
+
+
+@dataclass(frozen=True)
+class CloudEvent:
+    id: str
+    type: str
+    source: str
+    time: float | None  # seconds since the epoch (``time``), None when the event has none
+    attributes: dict[str, str]  # every attribute read, extensions included
+    data: bytes
+
+    @property
+    def kind(self) -> str:
+        """``request``, ``response`` (KServe's types), or the type itself."""
+        return {REQUEST: "request", RESPONSE: "response"}.get(self.type, self.type)
+
+
+def from_kafka(
+    headers: Sequence[tuple[str, bytes | None]] | None, value: bytes | None
+) -> CloudEvent:
+    attrs: dict[str, str] = {}
+    content_type = ""
+    for key, raw in list(headers or ())[:MAX_ATTRIBUTES]:
+        name = key.lower()
+        text = _text(name, raw)
+        if name == "content-type":
+            content_type = text
+        elif name.startswith(("ce_", "ce-")):
+            attrs[name[3:]] = text
+    if content_type.split(";")[0].strip().lower() == STRUCTURED:
+        attrs, data = _structured(value)
+    else:
+        if value is None:
+            raise Invalid(Reason.TOMBSTONE, "a CloudEvent without data (a tombstone)")
+        if "specversion" not in attrs:
+            raise Invalid(Reason.MISSING_ID, "not a CloudEvent: no ce_specversion header")
+        data = value
+        if content_type:
+            attrs.setdefault("datacontenttype", content_type)
+    missing = [a for a in REQUIRED if not attrs.get(a)]
+    if missing:
+        reason = Reason.MISSING_ID if "id" in missing else Reason.UNDECODABLE
+        raise Invalid(reason, f"CloudEvent without {', '.join(missing)}")
+    return CloudEvent(
+        attrs["id"], attrs["type"], attrs["source"], _time(attrs.get("time")), attrs, data
+    )
+
+
+def _text(name: str, raw: bytes | None) -> str:
+    if raw is None:
+        return ""
+    if len(raw) > MAX_ATTRIBUTE_BYTES:
+        raise Invalid(Reason.ID_TOO_LONG, f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise Invalid(Reason.BAD_ID, f"header {name[:64]!r} is not UTF-8") from None
+
+
+def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
+    if value is None:
+        raise Invalid(Reason.TOMBSTONE, "a structured CloudEvent without a value")
+    try:
+        doc = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise Invalid(Reason.NOT_JSON, f"structured CloudEvent: {exc}") from None
+    if not isinstance(doc, dict):
+        raise Invalid(Reason.NOT_OBJECT, "structured CloudEvent is not a JSON object")
+    attrs = {
+        k: v for k, v in doc.items() if k not in ("data", "data_base64") and isinstance(v, str)
+    }
+    if "data_base64" in doc:
+        try:
+            return attrs, base64.b64decode(str(doc["data_base64"]), validate=True)
+        except (binascii.Error, ValueError):
+            raise Invalid(Reason.UNDECODABLE, "data_base64 is not base64") from None
+    if "data" not in doc:
+        raise Invalid(Reason.UNDECODABLE, "structured CloudEvent without data")
+    data = doc["data"]
+    return attrs, (data.encode() if isinstance(data, str) else json.dumps(data).encode())
+
+
+def _time(text: str | None) -> float | None:
+    """RFC 3339 (``2026-01-01T10:00:00.123Z``) → epoch seconds."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise Invalid(Reason.BAD_TIMESTAMP, f"ce time {text[:64]!r} is not RFC 3339") from None
+    if when.tzinfo is None:
+        raise Invalid(Reason.BAD_TIMESTAMP, f"ce time {text[:64]!r} has no offset (RFC 3339)")
+    return when.timestamp()

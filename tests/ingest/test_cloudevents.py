@@ -1,0 +1,127 @@
+"""CloudEvents on Kafka as KServe's inference logger writes them (binary mode, headers
+``ce_*``), in structured mode, and broken: each attribute read, each refusal with a reason."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.ingest.cloudevents import MAX_ATTRIBUTES, REQUEST, RESPONSE, from_kafka
+from monitor.ingest.events import Invalid, Reason
+
+BODY = b'{"id": "9f2", "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}'
+
+
+def kserve(ce_type: str = REQUEST, sep: str = "_", **extra: bytes) -> list[tuple[str, bytes]]:
+    h = {
+        "specversion": b"1.0",
+        "id": b"9f2",
+        "type": ce_type.encode(),
+        "source": b"http://localhost:9081/",
+        "time": b"2026-01-01T10:00:00.250Z",
+        "inferenceservicename": b"credit",
+        "namespace": b"lending",
+        "component": b"predictor",
+        "endpoint": b"default",
+        **extra,
+    }
+    return [(f"ce{sep}{k}", v) for k, v in h.items()] + [("content-type", b"application/json")]
+
+
+def refused(headers: list[tuple[str, bytes]] | None, value: bytes | None, reason: Reason) -> str:
+    with pytest.raises(Invalid) as info:
+        from_kafka(headers, value)
+    assert info.value.reason == reason, info.value.detail
+    return info.value.detail
+
+
+@pytest.mark.parametrize("sep", ["_", "-"])
+def test_kserve_request_and_response_in_binary_mode(sep: str) -> None:
+    req = from_kafka(kserve(REQUEST, sep), BODY)
+    assert (req.id, req.kind, req.source, req.data) == (
+        "9f2",
+        "request",
+        "http://localhost:9081/",
+        BODY,
+    )
+    assert req.time == datetime(2026, 1, 1, 10, 0, 0, 250000, tzinfo=UTC).timestamp()
+    assert req.attributes["inferenceservicename"] == "credit"
+    assert req.attributes["namespace"] == "lending" and req.attributes["endpoint"] == "default"
+    assert req.attributes["datacontenttype"] == "application/json"
+    resp = from_kafka(kserve(RESPONSE, sep), b"{}")
+    assert resp.kind == "response" and resp.id == req.id
+
+
+def test_structured_mode_with_json_data_and_with_base64_data() -> None:
+    event = {
+        "specversion": "1.0",
+        "id": "a1",
+        "type": RESPONSE,
+        "source": "s",
+        "time": "2026-01-01T10:00:00+02:00",
+        "data": {"outputs": []},
+    }
+    head = [("content-type", b"application/cloudevents+json; charset=utf-8")]
+    got = from_kafka(head, json.dumps(event).encode())
+    assert got.kind == "response" and json.loads(got.data) == {"outputs": []}
+    assert got.time == datetime(2026, 1, 1, 8, 0, tzinfo=UTC).timestamp()
+    del event["data"]
+    event["data_base64"] = base64.b64encode(BODY).decode()
+    assert from_kafka(head, json.dumps(event).encode()).data == BODY
+
+
+def test_broken_events_are_refused_with_a_reason() -> None:
+    no_id = [h for h in kserve() if h[0] != "ce_id"]
+    assert "id" in refused(no_id, BODY, Reason.MISSING_ID)
+    no_source = [h for h in kserve() if h[0] != "ce_source"]
+    assert "source" in refused(no_source, BODY, Reason.UNDECODABLE)
+    refused([("content-type", b"application/json")], BODY, Reason.MISSING_ID)  # no ce_* at all
+    refused(None, BODY, Reason.MISSING_ID)
+    refused(kserve(), None, Reason.TOMBSTONE)
+    assert "RFC 3339" in refused(kserve(time=b"yesterday"), BODY, Reason.BAD_TIMESTAMP)
+    refused(kserve(time=b"2026-01-01T10:00:00"), BODY, Reason.BAD_TIMESTAMP)  # no offset
+    refused(kserve(id=b"\xff\xfe"), BODY, Reason.BAD_ID)
+    refused(kserve(id=b"x" * 5000), BODY, Reason.ID_TOO_LONG)
+    structured = [("content-type", b"application/cloudevents+json")]
+    refused(structured, b"not json", Reason.NOT_JSON)
+    refused(structured, b"[1, 2]", Reason.NOT_OBJECT)
+    refused(structured, b"[" * 100_000, Reason.NOT_JSON)
+    refused(structured, None, Reason.TOMBSTONE)
+    ev = {"specversion": "1.0", "id": "a", "type": "t", "source": "s", "data_base64": "%%%"}
+    refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)
+    del ev["data_base64"]
+    refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)  # no data at all
+
+
+def test_only_the_first_headers_are_read() -> None:
+    flood = [(f"x-{i}", b"v") for i in range(MAX_ATTRIBUTES)] + kserve()
+    refused(flood, BODY, Reason.MISSING_ID)  # ce_* past the bound are never looked at
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["ce_id", "ce_type", "ce_source", "ce_specversion", "ce_time", "content-type", "x"]
+            ),
+            st.one_of(st.none(), st.binary(max_size=40)),
+        ),
+        max_size=8,
+    ),
+    st.one_of(st.none(), st.binary(max_size=80)),
+)
+def test_whatever_the_headers_and_bytes_an_event_is_read_or_refused(
+    headers: list[tuple[str, bytes | None]], value: bytes | None
+) -> None:
+    try:
+        ev = from_kafka(headers, value)
+    except Invalid as exc:
+        assert isinstance(exc.reason, Reason) and exc.detail
+        return
+    assert ev.id and ev.type and ev.source
