@@ -30,6 +30,7 @@ log = logging.getLogger("monitor.app.label_ends")
 
 ASK_TIMEOUT_MS = 2000  # one unanswered ask blocks the loop at most this long
 ASK_EVERY_SECONDS = 1.0
+OUTAGE_BACKOFF = 10  # intervals between asks after one went unanswered
 
 
 class LabelEnds:
@@ -82,7 +83,9 @@ class LabelEnds:
             ends = self.own.consumer.end_offsets(
                 [self._tp(self.own.k.labels_topic, p) for p in read], timeout_ms=ASK_TIMEOUT_MS
             )
-        except KafkaError as exc:  # an outage: boundaries wait for the label frontier
+        except KafkaError as exc:  # an outage: boundaries wait for the label frontier, and
+            # the loop does not block on an ask every second meanwhile
+            self.next_ask = self.clock() + OUTAGE_BACKOFF * self.every
             log.debug("label end offsets not answered: %s", exc)
             return
         self.confirmed = {}

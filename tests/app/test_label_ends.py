@@ -67,6 +67,9 @@ def test_an_unanswered_ask_holds_boundaries_back_without_raising() -> None:
     assert not ends.caught_up(0)
     consumer.ends_fail = False
     clock.t += 1.0
+    assert not ends.caught_up(0)  # backing off: one blocked ask per 10 s at most
+    assert len(consumer.end_asks) == 1
+    clock.t += 9.0
     assert ends.caught_up(0)
 
 
