@@ -1,0 +1,157 @@
+"""The two halves of a served decision, joined: the request (when, who: the groups) and the
+response (what: the score and decision). Serving stacks log them as separate records, in either
+order (issue 16: KServe's logger, Seldon's inputs/outputs topics, OIP request/response pairs).
+
+The same machinery as the delayed-label join (``join.py``): two bounded :class:`SortedTable`
+tables keyed by the 64-bit key of the decision's id (``<request id>/<row>``), one for each half
+still waiting for the other. A batch is matched against the other table with one
+``searchsorted``; what matches leaves as a joined decision, stamped with the *request's* time (the
+moment the decision was asked for); the rest waits. Repeats of a waiting half are counted and
+dropped (the first is kept, as the prediction join keeps the first prediction).
+
+Bounded twice: past ``max_size`` the oldest halves are evicted, and :meth:`HalfJoin.expire`
+drops halves older than the caller's horizon. Both are counted by kind, never silently lost: a
+request without its response (KServe logs a response only when the model answered), and a
+response without its request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.state.join import SortedTable, first_occurrences, key_order
+
+U64 = npt.NDArray[np.uint64]
+
+
+def request_dtype(n_sets: int) -> np.dtype[Any]:
+    return np.dtype(
+        [
+            ("key", np.uint64),
+            ("ts", np.float64),
+            ("model", np.uint16),
+            ("groups", np.int32, (n_sets,)),
+        ]
+    )
+
+
+RESPONSE_DTYPE = np.dtype(
+    [
+        ("key", np.uint64),
+        ("ts", np.float64),
+        ("model", np.uint16),
+        ("score", np.float64),
+        ("pred", np.uint8),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Decisions whose halves met, as the prediction batch needs them (request time)."""
+
+    key: U64
+    ts: npt.NDArray[np.float64]
+    model: npt.NDArray[np.uint16]
+    pred: npt.NDArray[np.uint8]
+    score: npt.NDArray[np.float64]
+    groups: npt.NDArray[np.int32]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+
+@dataclass
+class HalfCounts:
+    """What did not join, by why (kept with the partition's other counters)."""
+
+    repeated_requests: int = 0
+    repeated_responses: int = 0
+    unanswered_requests: int = 0  # expired or evicted waiting for a response
+    orphan_responses: int = 0  # expired or evicted waiting for a request
+
+
+class HalfJoin:
+    """Requests and responses waiting for each other, per input partition."""
+
+    def __init__(self, n_sets: int, *, max_size: int) -> None:
+        self.n_sets = n_sets
+        self.requests = SortedTable(request_dtype(n_sets), max_size=max_size, age_field="ts")
+        self.responses = SortedTable(RESPONSE_DTYPE, max_size=max_size, age_field="ts")
+        self.counts = HalfCounts()
+
+    def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
+        """Requests (``request_dtype`` rows): those whose response waits are joined."""
+        rows, repeats = self._fresh(rows, self.requests)
+        self.counts.repeated_requests += repeats
+        idx = self.responses.find(rows["key"])
+        hit = idx >= 0
+        answers = self._take(self.responses, idx[hit])
+        order = np.argsort(rows["key"][hit], kind="stable")
+        asked = rows[hit][order]
+        self.counts.unanswered_requests += len(self.requests.insert(rows[~hit]))
+        return _joined(asked, answers[np.argsort(answers["key"], kind="stable")])
+
+    def add_responses(self, rows: npt.NDArray[Any]) -> Joined:
+        """Responses (``RESPONSE_DTYPE`` rows): those whose request waits are joined."""
+        rows, repeats = self._fresh(rows, self.responses)
+        self.counts.repeated_responses += repeats
+        idx = self.requests.find(rows["key"])
+        hit = idx >= 0
+        asked = self._take(self.requests, idx[hit])
+        answers = rows[hit]
+        self.counts.orphan_responses += len(self.responses.insert(rows[~hit]))
+        return _joined(
+            asked[np.argsort(asked["key"], kind="stable")],
+            answers[np.argsort(answers["key"], kind="stable")],
+        )
+
+    def expire(self, before_ts: float) -> None:
+        """Drop the halves older than ``before_ts`` (event time), counted by kind."""
+        for table, field in (
+            (self.requests, "unanswered_requests"),
+            (self.responses, "orphan_responses"),
+        ):
+            if len(table):
+                gone = table.remove_mask(table.data["ts"] < before_ts)
+                setattr(self.counts, field, getattr(self.counts, field) + len(gone))
+
+    def export(self) -> dict[str, npt.NDArray[Any]]:
+        return {"requests": self.requests.data, "responses": self.responses.data}
+
+    def load(self, arrays: dict[str, npt.NDArray[Any]]) -> None:
+        self.requests.load(arrays["requests"])
+        self.responses.load(arrays["responses"])
+
+    @staticmethod
+    def _fresh(rows: npt.NDArray[Any], table: SortedTable) -> tuple[npt.NDArray[Any], int]:
+        """The rows not repeating a key of the batch or of a waiting half of their kind."""
+        order = key_order(rows["key"])
+        keep = first_occurrences(rows["key"], order) & (table.find(rows["key"], order) < 0)
+        return rows[keep], int(len(rows) - keep.sum())
+
+    @staticmethod
+    def _take(table: SortedTable, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        rows = table.rows(idx)
+        if len(idx):
+            mask = np.zeros(len(table), dtype=bool)
+            mask[idx] = True
+            table.remove_mask(mask)
+        return rows
+
+
+def _joined(asked: npt.NDArray[Any], answers: npt.NDArray[Any]) -> Joined:
+    """Both sorted by key, the same keys."""
+    assert np.array_equal(asked["key"], answers["key"])
+    return Joined(
+        asked["key"].copy(),
+        asked["ts"].copy(),
+        answers["model"].copy(),
+        answers["pred"].copy(),
+        answers["score"].copy(),
+        np.ascontiguousarray(asked["groups"]),
+    )

@@ -1,0 +1,100 @@
+"""The request/response join: every decision whose two halves arrive is joined once, in any
+order and batching, stamped with the request's time; what never meets is counted by kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor.state.halves import RESPONSE_DTYPE, HalfJoin, request_dtype
+
+SETS = 2
+
+
+def requests(keys: list[int], ts: float = 100.0) -> Any:
+    rows = np.zeros(len(keys), dtype=request_dtype(SETS))
+    rows["key"] = keys
+    rows["ts"] = [ts + k for k in keys]
+    rows["groups"] = [[k % 3, k % 2] for k in keys]
+    return rows
+
+
+def responses(keys: list[int], ts: float = 200.0) -> Any:
+    rows = np.zeros(len(keys), dtype=RESPONSE_DTYPE)
+    rows["key"] = keys
+    rows["ts"] = [ts + k for k in keys]
+    rows["score"] = [k / 1000 for k in keys]
+    rows["pred"] = [k % 2 for k in keys]
+    return rows
+
+
+def test_either_half_first_gives_the_decision_at_the_request_time() -> None:
+    j = HalfJoin(SETS, max_size=100)
+    assert len(j.add_requests(requests([5, 7]))) == 0
+    out = j.add_responses(responses([7, 9]))
+    assert list(out.key) == [7] and list(out.ts) == [107.0] and list(out.score) == [0.007]
+    assert list(out.pred) == [1] and out.groups.tolist() == [[1, 1]]
+    out = j.add_requests(requests([9]))  # its response came first
+    assert list(out.key) == [9] and list(out.ts) == [109.0] and list(out.score) == [0.009]
+    assert (len(j.requests), len(j.responses)) == (1, 0)  # 5 waits
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_any_interleaving_joins_each_decision_once(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    keys = np.unique(rng.integers(0, 2**63, size=n, dtype=np.uint64))
+    halves = [("q", int(k)) for k in keys] + [("r", int(k)) for k in keys]
+    halves = [halves[i] for i in rng.permutation(len(halves))]
+    j, joined = HalfJoin(SETS, max_size=10_000), []
+    batches: list[tuple[str, list[int]]] = []  # runs of one kind, cut as polls would bring them
+    for kind, k in halves:
+        if not batches or batches[-1][0] != kind or len(batches[-1][1]) >= rng.integers(1, 50):
+            batches.append((kind, []))
+        batches[-1][1].append(k)
+    for kind, run in batches:
+        if kind == "q":
+            out = j.add_requests(requests(run, 0.0))
+        else:
+            out = j.add_responses(responses(run, 0.0))
+        joined += [
+            (int(k), float(t), float(s)) for k, t, s in zip(out.key, out.ts, out.score, strict=True)
+        ]
+    truth = sorted((int(k), float(k), int(k) / 1000) for k in keys)
+    assert sorted(joined) == truth
+    assert len(j.requests) == len(j.responses) == 0
+
+
+def test_repeats_are_counted_and_dropped_the_first_kept() -> None:
+    j = HalfJoin(SETS, max_size=100)
+    j.add_requests(requests([1, 1, 2]))
+    j.add_requests(requests([2], ts=500.0))
+    assert j.counts.repeated_requests == 2
+    out = j.add_responses(responses([2, 2]))
+    assert list(out.ts) == [102.0]  # the first request's time
+    assert j.counts.repeated_responses == 1
+
+
+def test_halves_that_never_meet_are_counted_when_they_expire_or_are_evicted() -> None:
+    j = HalfJoin(SETS, max_size=3)
+    j.add_requests(requests([1, 2]))
+    j.add_responses(responses([10, 11]))
+    j.expire(before_ts=102.0)  # request 1 (ts 101) is too old; responses are at 210+
+    assert (j.counts.unanswered_requests, j.counts.orphan_responses) == (1, 0)
+    j.add_responses(responses([12, 13]))  # over the bound: the oldest response evicted
+    assert j.counts.orphan_responses == 1 and len(j.responses) == 3
+    j.expire(before_ts=1e9)
+    assert (j.counts.unanswered_requests, j.counts.orphan_responses) == (2, 4)
+
+
+def test_waiting_halves_survive_an_export_and_load() -> None:
+    j = HalfJoin(SETS, max_size=100)
+    j.add_requests(requests([3, 4]))
+    j.add_responses(responses([8]))
+    again = HalfJoin(SETS, max_size=100)
+    again.load(j.export())
+    out = again.add_responses(responses([4]))
+    assert list(out.key) == [4] and out.groups.tolist() == [[1, 0]]
+    assert list(again.add_requests(requests([8])).key) == [8]
