@@ -11,7 +11,7 @@ A mapping is data, read from the configuration (``models.<m>.input``)::
 
 Its errors name the key path (``models.credit.input.score.column: -1 is not a column``), and a
 payload that does not fit it is refused per record with the reason (a tensor missing, a column
-out of range, a score outside [0, 1], a float where a group is expected).
+out of range, a score outside [0, 1], a decision other than 0/1).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from monitor.config.decode import ConfigError, sub
 from monitor.ingest.events import Invalid, Reason
-from monitor.ingest.oip import FLOATS, Column, Table
+from monitor.ingest.oip import Column, Table
 
 FORMATS = ("monitor-json", "oip-json", "kserve-cloudevents")
 
@@ -97,17 +97,11 @@ def decisions(
     return scores, preds
 
 
-def groups(table: Table, m: TensorMapping) -> dict[str, list[str]]:
-    """Per attribute, the group of each row of a request (its value, as text)."""
-    out = {}
-    for name, where in m.attributes.items():
-        if table.datatypes.get(where.tensor) in FLOATS:
-            raise Invalid(
-                Reason.BAD_ATTRIBUTE,
-                f"attribute {name}: tensor {where.tensor!r} holds floats, not groups",
-            )
-        out[name] = [_group(v) for v in table.column(where)]
-    return out
+def groups(table: Table, m: TensorMapping) -> dict[str, list[Any]]:
+    """Per attribute, the raw value of each row of a request: text and integers name groups,
+    numbers are binned by the attribute's ``bins`` (the group registry does both, as for the
+    monitor's own events)."""
+    return {name: table.column(where) for name, where in m.attributes.items()}
 
 
 def _score(v: Any, where: Column) -> float:
@@ -120,7 +114,3 @@ def _decision(v: Any, where: Column) -> int:
     if v in (0, 1) and type(v) in (bool, int):
         return int(v)
     raise Invalid(Reason.BAD_PREDICTION, f"tensor {where.tensor!r}: decision {v!r} is not 0/1")
-
-
-def _group(v: Any) -> str:
-    return ("true" if v else "false") if type(v) is bool else str(v)

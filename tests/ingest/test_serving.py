@@ -95,7 +95,7 @@ def test_scores_decide_by_the_threshold_and_decisions_are_taken_as_they_are() ->
     assert all(math.isnan(s) for s in scores) and preds == [0, 1]
 
 
-def test_groups_come_from_text_or_integer_columns_never_floats() -> None:
+def test_groups_are_the_raw_values_of_their_columns() -> None:
     req = {
         "id": "r1",
         "inputs": [
@@ -105,13 +105,22 @@ def test_groups_come_from_text_or_integer_columns_never_floats() -> None:
         ],
     }
     table = decode_request(json.dumps(req).encode())
-    assert groups(table, resolve(MAPPING)) == {"sex": ["F", "M"], "age": ["3", "1"]}
-    floats = resolve(
+    assert groups(table, resolve(MAPPING)) == {"sex": ["F", "M"], "age": [3, 1]}
+    binned = resolve(
         {**MAPPING, "attributes": {"sex": {"tensor": "sex"}, "age": {"tensor": "income"}}}
     )
+    assert groups(table, binned)["age"] == [1.5, 2.5]  # binned by the attribute's bins later
     with pytest.raises(Invalid) as info:
-        groups(table, floats)
-    assert info.value.reason == Reason.BAD_ATTRIBUTE and "floats" in info.value.detail
+        groups(
+            table,
+            resolve(
+                {
+                    **MAPPING,
+                    "attributes": {"sex": {"tensor": "gender"}, "age": {"tensor": "income"}},
+                }
+            ),
+        )
+    assert info.value.reason == Reason.MISSING_TENSOR
 
 
 @pytest.mark.parametrize(
@@ -138,3 +147,29 @@ def test_a_decision_must_be_zero_or_one() -> None:
         with pytest.raises(Invalid) as info:
             decisions(decode_response(response(t("label", [1], "INT64", [bad]))), m, None)
         assert info.value.reason == Reason.BAD_PREDICTION
+
+
+def test_the_groups_of_a_request_become_the_models_group_indices() -> None:
+    from monitor.config.spec import parse_config
+    from monitor.ingest.groups import GroupRegistry
+
+    cfg = parse_config(
+        {"models": {"credit": {"attributes": {"sex": {}, "age": {"bins": [2]}}, "threshold": 0.5}}}
+    )
+    spec = cfg.models["credit"]
+    m = resolve_mapping(
+        MAPPING, PATH, attributes=tuple(a.name for a in spec.attributes), threshold=spec.threshold
+    )
+    req = {
+        "id": "r1",
+        "inputs": [
+            t("sex", [3], "BYTES", ["F", "M", "F"]),
+            t("features", [3, 2], "INT32", [0, 1, 0, 3, 0, 2]),
+        ],
+    }
+    got = groups(decode_request(json.dumps(req).encode()), m)
+    reg = GroupRegistry(spec)
+    idx = reg.encode([got[a.name] for a in spec.attributes])
+    names = [[reg.labels[g] for g in row] for row in idx.tolist()]
+    assert [n[0] for n in names] == ["F", "M", "F"]
+    assert [n[1] for n in names] == ["<2", ">=2", ">=2"]  # ages 1, 3, 2 against the edge 2
