@@ -13,10 +13,13 @@ from collections import Counter
 from typing import Any
 
 from monitor.app.ownership import Accepted
+from monitor.config.serving import topic_format
 from monitor.config.settings import KafkaSpec
 from monitor.ingest.events import RawBatch
 from monitor.ingest.invalid_guard import InvalidRatioGuard
+from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
+from monitor.state.served import apply_served
 
 
 class Intake:
@@ -28,22 +31,28 @@ class Intake:
         self.guard = guard
         self.dlq: Any = None  # a DeadLetterSink once the service runs with a dead-letter topic
         self.outcomes: Counter[tuple[str, str]] = Counter()  # (topic, "ok" / "invalid")
+        fmt = topic_format(engine.config.models)  # a serving stack's traffic, or our events
+        self.serving = None if fmt == "monitor-json" else ServingDecoder(engine.decoder.plan, fmt)
 
     def apply(self, accepted: Accepted) -> int:
         """Apply the accepted records; returns how many records were read (valid or not)."""
         decoder, empty, read = self.engine.decoder, RawBatch((), ()), 0
         for p, (maybe_p, maybe_l) in accepted.items():
             praw, lraw = maybe_p or empty, maybe_l or empty
-            pb, d1 = decoder.decode_predictions(praw)
             lb, d2 = decoder.decode_labels(lraw)
-            self.engine.apply(p, pb, lb)
+            if self.serving is None:
+                pb, d1 = decoder.decode_predictions(praw)
+                self.engine.apply(p, pb, lb)
+            else:  # requests and responses: what met is applied, the rest waits
+                asked, answered, d1 = self.serving.decode(praw)
+                apply_served(self.engine, p, asked, answered, lb)
             dead = d1 + d2
             reasons = [d.reason.value for d in dead]
             if dead:
                 self.engine.count_invalid(p, reasons)
                 if self.dlq is not None:
                     self.dlq.send(dead)
-            self.outcomes[(self.k.predictions_topic, "ok")] += len(pb)
+            self.outcomes[(self.k.predictions_topic, "ok")] += len(praw) - len(d1)
             self.outcomes[(self.k.labels_topic, "ok")] += len(lb)
             self.outcomes.update((d.record.topic, "invalid") for d in dead)
             read += len(praw) + len(lraw)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 from msgspec import field as key
 
 from monitor.config.decode import ConfigError, Doc, sub
 from monitor.config.durations import Duration, format_duration, seconds
+from monitor.config.serving import TensorMapping, resolve_mapping
 
 FIELD_PATH = r"^[^.]+(\.[^.]+)*$"
 FieldPath = Annotated[
@@ -76,6 +77,7 @@ class ModelSpec:
     label_time: Literal["prediction", "arrival"] = "prediction"
     reference_groups: Mapping[str, str] = field(default_factory=dict)
     join: JoinSpec = JoinSpec()
+    serving: TensorMapping | None = None  # the predictions topic carries a serving stack's
 
     @property
     def attribute_sets(self) -> tuple[tuple[str, ...], ...]:
@@ -168,6 +170,13 @@ class ModelDoc(Doc, frozen=True):
         Annotated[dict[str, str | int], Meta(description="attribute set -> reference group")] | None
     ) = None
     join: JoinDoc | None = None
+    input: (
+        Annotated[
+            dict[str, Any],
+            Meta(description="a serving stack's tensors: format, score/prediction, attributes"),
+        ]
+        | None
+    ) = None
 
 
 def field_path(raw: str, path: str) -> tuple[str, ...]:
@@ -265,6 +274,12 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
         if k not in set_names:
             raise ConfigError(sub(sub(path, "reference_groups"), k), "unknown attribute")
     join, jpath = doc.join or JoinDoc(), sub(path, "join")
+    serving = None
+    if doc.input is not None:
+        names_in_order = tuple(a.name for a in attributes)
+        serving = resolve_mapping(
+            doc.input, sub(path, "input"), attributes=names_in_order, threshold=doc.threshold
+        )
     lateness = seconds(doc.lateness, sub(path, "lateness"))
     return ModelSpec(
         name=name,
@@ -288,4 +303,5 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
             early_label_grace=seconds(join.early_label_grace, sub(jpath, "early_label_grace")),
             max_early_labels=join.max_early_labels,
         ),
+        serving=serving,
     )

@@ -44,6 +44,7 @@ from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec
 from monitor.config.rules import AlertsDoc, resolve_alerts
 from monitor.config.rules import AlertsSpec as AlertsSpec
+from monitor.config.serving import topic_format
 from monitor.config.settings import (
     CheckpointDoc,
     KafkaDoc,
@@ -166,6 +167,7 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
+    topic_format(models)  # one format for the predictions topic
     alerts = resolve_alerts(doc.alerts, "alerts")
     check_drift_fits(alerts, models, "alerts")
     checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from monitor.config.serving import Column
 from monitor.ingest.events import Invalid, Reason
 
 INTS = {
@@ -75,14 +76,6 @@ _RESPONSE = msgspec.json.Decoder(InferenceResponse)
 
 
 @dataclass(frozen=True)
-class Column:
-    """Where a value is: the tensor's name and, for a tensor of several columns, which one."""
-
-    tensor: str
-    column: int | None = None
-
-
-@dataclass(frozen=True)
 class Table:
     """A payload's tensors as rows: ``values[name]`` is the flat row-major data, checked."""
 
@@ -91,6 +84,7 @@ class Table:
     widths: dict[str, int]
     datatypes: dict[str, str]
     values: dict[str, list[Any]]
+    model: str | None = None  # a response's model_name
 
     def row_ids(self, fallback: str | None = None) -> list[str]:
         """``<id>/<row>`` per row (a single row keeps the id itself)."""
@@ -158,7 +152,8 @@ def _table(payload: InferenceRequest | InferenceResponse, field: str) -> Table:
     assert rows is not None
     if rows == 0:
         raise Invalid(Reason.BAD_TENSOR, "the payload has no rows")
-    return Table(payload.id, rows, widths, types, values)
+    model = payload.model_name if isinstance(payload, InferenceResponse) else None
+    return Table(payload.id, rows, widths, types, values, model)
 
 
 def _shape(t: Tensor) -> tuple[int, int]:

@@ -29,6 +29,11 @@ _ENGINE_OUTCOMES = (
     ("labels", "duplicate", "duplicate_labels"),
     ("labels", "late", "late_labels"),
     ("labels", "orphan", "orphan_labels"),
+    # a serving stack's halves (state/halves.py): repeated, or never met by the other half
+    ("predictions", "repeated_request", "repeated_requests"),
+    ("predictions", "repeated_response", "repeated_responses"),
+    ("predictions", "unanswered_request", "unanswered_requests"),
+    ("predictions", "orphan_response", "orphan_responses"),
 )
 
 

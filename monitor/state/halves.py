@@ -23,31 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
 from monitor.state.join import SortedTable, first_occurrences, key_order
 
 U64 = npt.NDArray[np.uint64]
-
-
-def request_dtype(n_sets: int) -> np.dtype[Any]:
-    return np.dtype(
-        [
-            ("key", np.uint64),
-            ("ts", np.float64),
-            ("model", np.uint16),
-            ("groups", np.int32, (n_sets,)),
-        ]
-    )
-
-
-RESPONSE_DTYPE = np.dtype(
-    [
-        ("key", np.uint64),
-        ("ts", np.float64),
-        ("model", np.uint16),
-        ("score", np.float64),
-        ("pred", np.uint8),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -83,9 +62,11 @@ class HalfJoin:
         self.requests = SortedTable(request_dtype(n_sets), max_size=max_size, age_field="ts")
         self.responses = SortedTable(RESPONSE_DTYPE, max_size=max_size, age_field="ts")
         self.counts = HalfCounts()
+        self.newest = -np.inf  # the latest time of a half seen (expiry is measured from it)
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
         """Requests (``request_dtype`` rows): those whose response waits are joined."""
+        self._seen(rows)
         rows, repeats = self._fresh(rows, self.requests)
         self.counts.repeated_requests += repeats
         idx = self.responses.find(rows["key"])
@@ -98,6 +79,7 @@ class HalfJoin:
 
     def add_responses(self, rows: npt.NDArray[Any]) -> Joined:
         """Responses (``RESPONSE_DTYPE`` rows): those whose request waits are joined."""
+        self._seen(rows)
         rows, repeats = self._fresh(rows, self.responses)
         self.counts.repeated_responses += repeats
         idx = self.requests.find(rows["key"])
@@ -126,6 +108,10 @@ class HalfJoin:
     def load(self, arrays: dict[str, npt.NDArray[Any]]) -> None:
         self.requests.load(arrays["requests"])
         self.responses.load(arrays["responses"])
+
+    def _seen(self, rows: npt.NDArray[Any]) -> None:
+        if len(rows):
+            self.newest = max(self.newest, float(rows["ts"].max()))
 
     @staticmethod
     def _fresh(rows: npt.NDArray[Any], table: SortedTable) -> tuple[npt.NDArray[Any], int]:

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.ingest.groups import GroupRegistry
+from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
 from monitor.state.label_times import LabelLedger
 from monitor.state.pending import PendingStore
@@ -41,6 +42,11 @@ COUNTERS = (
     "orphan_labels",
     "evicted_pending",
     "expired_pending",
+    # a serving stack's requests and responses (halves.py)
+    "repeated_requests",
+    "repeated_responses",
+    "unanswered_requests",
+    "orphan_responses",
 )
 # What the join holds now (gauges, not event counts), by what each row waits for
 HELD = {
@@ -85,6 +91,7 @@ class PartitionState:
         ]
         self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
+        self.halves = HalfJoin(n_sets, max_size=sum(m.join.max_pending for m in models))
         self.watermark = -np.inf
         self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
         # per model: label increments by label time, for counts as of a boundary (as_of)
@@ -131,6 +138,8 @@ class PartitionState:
         arrays: dict[str, npt.NDArray[Any]] = {
             "pending": self.pending.data,
             "early": self.early.data,
+            "half_requests": self.halves.requests.data,
+            "half_responses": self.halves.responses.data,
         }
         for m, r in enumerate(self.rings):
             arrays[f"counts{m}"] = r.counts
@@ -194,6 +203,18 @@ class PartitionState:
                 groups[rows] = g
             pending["groups"] = groups
         st.pending.load(pending)
+        asked = arrays.get("half_requests")
+        if asked is not None and len(asked):
+            asked = asked.copy()
+            for m, remap in enumerate(remaps):
+                rows = asked["model"] == m
+                g = asked["groups"][rows]
+                ok = g >= 0
+                g[ok] = remap[g[ok]] if len(remap) else g[ok]
+                asked["groups"][rows] = g
+            st.halves.requests.load(asked)
+        if arrays.get("half_responses") is not None:
+            st.halves.responses.load(arrays["half_responses"])
         st.early.load(arrays["early"])
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
         lw = meta.get("label_watermark")

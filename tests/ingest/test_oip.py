@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor.config.serving import Column
 from monitor.ingest.events import Invalid, Reason
-from monitor.ingest.oip import MAX_ELEMENTS, Column, decode_request, decode_response
+from monitor.ingest.oip import MAX_ELEMENTS, decode_request, decode_response
 
 
 def tensor(name: str, shape: list[int], datatype: str, data: list[Any]) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from monitor.config.decode import ConfigError
+from monitor.config.serving import Column, TensorMapping, resolve_mapping
 from monitor.ingest.events import Invalid, Reason
-from monitor.ingest.oip import Column, decode_request, decode_response
-from monitor.ingest.serving import TensorMapping, decisions, groups, resolve_mapping
+from monitor.ingest.oip import decode_request, decode_response
+from monitor.ingest.serving import decisions, groups
 
 PATH = "models.credit.input"
 MAPPING = {

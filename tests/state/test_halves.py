@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from monitor.state.halves import RESPONSE_DTYPE, HalfJoin, request_dtype
+from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
+from monitor.state.halves import HalfJoin
 
 SETS = 2
 

@@ -1,0 +1,219 @@
+"""A serving stack's records on the predictions topic → the two halves of each decision.
+
+Each record is a request or a response of one inference call (``oip.py``), as it is
+(``oip-json``: an ``inputs`` payload is a request, an ``outputs`` payload a response; the id in
+the payload, else the ``x-request-id`` header) or wrapped in a CloudEvent (``kserve-cloudevents``:
+KServe's logger, the kind from ``ce_type``, the id from ``ce_id`` when the payload has none).
+Per row, a request gives its time and raw group values, a response its score and decision; both
+are keyed by ``<request id>/<row>`` (one row: the id), as labels must be. The model is the
+CloudEvent's ``inferenceservicename`` or the response's ``model_name``, else the only model.
+
+The halves go to the partition's :class:`~monitor.state.halves.HalfJoin`; a bad record is a
+dead letter with its reason, as for the monitor's own events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config.serving import TensorMapping
+from monitor.ingest.cloudevents import from_kafka
+from monitor.ingest.decode_careful import dead_letters
+from monitor.ingest.decode_plan import DecodePlan
+from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
+from monitor.ingest.keys import id_keys
+from monitor.ingest.oip import Table, decode_request, decode_response
+from monitor.ingest.serving import decisions, groups
+
+
+def request_dtype(n_sets: int) -> np.dtype[Any]:
+    """A request's row: when it was asked, for which model, the groups of each set."""
+    return np.dtype(
+        [
+            ("key", np.uint64),
+            ("ts", np.float64),
+            ("model", np.uint16),
+            ("groups", np.int32, (n_sets,)),
+        ]
+    )
+
+
+RESPONSE_DTYPE = np.dtype(
+    [
+        ("key", np.uint64),
+        ("ts", np.float64),
+        ("model", np.uint16),
+        ("score", np.float64),
+        ("pred", np.uint8),
+    ]
+)
+
+
+class _Kind(msgspec.Struct):
+    """Which half a bare OIP payload is (its keys, not yet its contents)."""
+
+    inputs: msgspec.Raw = msgspec.Raw()  # empty: absent (a Raw takes no union with None)
+    outputs: msgspec.Raw = msgspec.Raw()
+
+
+_KIND = msgspec.json.Decoder(_Kind)
+
+
+class _Requests:
+    def __init__(self, n_attrs: int) -> None:
+        self.ids: list[str] = []
+        self.ts: list[float] = []
+        self.values: list[list[Any]] = [[] for _ in range(n_attrs)]
+
+
+class ServingDecoder:
+    """Decodes the predictions topic's records for one configuration and format."""
+
+    def __init__(self, plan: DecodePlan, fmt: str) -> None:
+        self.plan, self.fmt = plan, fmt
+        self.mappings: list[TensorMapping | None] = [m.serving for m in plan.models]
+        self.serving = [i for i, m in enumerate(self.mappings) if m is not None]
+
+    def decode(self, rb: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any], list[DeadLetter]]:
+        """(request rows, response rows, dead letters) of one batch of records."""
+        plan = self.plan
+        lo, hi = plan.time_bounds()
+        records: Sequence[Any] | None = getattr(rb, "records", None)  # a Kafka poll's, headers
+        asked = [_Requests(len(plan.models[m].attributes)) for m in range(len(plan.models))]
+        answered: list[tuple[list[str], float, int, list[float], list[int]]] = []
+        errors: list[Invalid | None] = [None] * len(rb)
+        for i, value in enumerate(rb.values):
+            try:
+                headers = getattr(records[i], "headers", None) if records is not None else None
+                self._one(value, headers, rb.timestamps_ms[i], lo, hi, asked, answered)
+            except Invalid as bad:
+                errors[i] = bad
+            except Exception as exc:
+                errors[i] = unforeseen(exc)
+        return self._requests(asked), _responses(answered), dead_letters(rb, errors)
+
+    def _one(
+        self,
+        value: Any,
+        headers: Sequence[tuple[str, bytes]] | None,
+        record_ms: int | None,
+        lo: float,
+        hi: float,
+        asked: list[_Requests],
+        answered: list[tuple[list[str], float, int, list[float], list[int]]],
+    ) -> None:
+        rid: str | None
+        if self.fmt == "kserve-cloudevents":
+            ev = from_kafka(headers, value)
+            kind, data, rid, when = ev.kind, ev.data, ev.id, ev.time
+            hint = ev.attributes.get("inferenceservicename")
+        else:
+            if value is None:
+                raise Invalid(Reason.TOMBSTONE, "a record without a value (a tombstone)")
+            if not isinstance(value, bytes):
+                raise Invalid(Reason.NOT_JSON, "not a JSON payload")
+            data, when, hint = value, None, None
+            rid = _header(headers, "x-request-id")
+            kind = _kind(data)
+        if kind == "request":
+            table = decode_request(data)
+            m = self._model(hint, table)
+            mapping = self.mappings[m]
+            assert mapping is not None
+            ts = self.plan.event_time(when, record_ms, lo, hi)
+            cols = groups(table, mapping)
+            ids = table.row_ids(rid)
+            req = asked[m]
+            req.ids += ids
+            req.ts += [ts] * len(ids)
+            for j, attr in enumerate(self.plan.models[m].attributes):
+                req.values[j] += cols[attr.name]
+        elif kind == "response":
+            table = decode_response(data)
+            m = self._model(hint or table.model, table)
+            mapping = self.mappings[m]
+            assert mapping is not None
+            ts = self.plan.event_time(when, record_ms, lo, hi)
+            scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
+            answered.append((table.row_ids(rid), ts, m, scores, preds))
+        else:
+            raise Invalid(Reason.UNDECODABLE, f"event type {kind[:80]!r} is no request or response")
+
+    def _model(self, name: str | None, table: Table) -> int:
+        if name is not None:
+            m = self.plan.model_index.get(name)
+            if m is None or self.mappings[m] is None:
+                raise Invalid(Reason.UNKNOWN_MODEL, f"model {name[:60]!r} maps no tensors here")
+            return m
+        if len(self.serving) == 1:
+            return self.serving[0]
+        raise Invalid(Reason.MISSING_MODEL, "no model name, and several models are configured")
+
+    def _requests(self, asked: list[_Requests]) -> npt.NDArray[Any]:
+        parts = []
+        for m, req in enumerate(asked):
+            if not req.ids:
+                continue
+            rows = np.zeros(len(req.ids), dtype=request_dtype(self.plan.max_sets))
+            rows["key"] = id_keys(req.ids)
+            rows["ts"] = req.ts
+            rows["model"] = m
+            enc = self.plan.registries[m].encode(req.values)
+            rows["groups"] = -1
+            rows["groups"][:, : enc.shape[1]] = enc
+            parts.append(rows)
+        empty = np.zeros(0, dtype=request_dtype(self.plan.max_sets))
+        return np.concatenate(parts) if parts else empty
+
+
+def _responses(
+    answered: list[tuple[list[str], float, int, list[float], list[int]]],
+) -> npt.NDArray[Any]:
+    n = sum(len(a[0]) for a in answered)
+    rows = np.zeros(n, dtype=RESPONSE_DTYPE)
+    ids: list[str] = []
+    at = 0
+    for row_ids, ts, m, scores, preds in answered:
+        k = len(row_ids)
+        rows["ts"][at : at + k] = ts
+        rows["model"][at : at + k] = m
+        rows["score"][at : at + k] = scores
+        rows["pred"][at : at + k] = preds
+        ids += row_ids
+        at += k
+    rows["key"] = id_keys(ids) if ids else rows["key"]
+    return rows
+
+
+def _kind(data: bytes) -> str:
+    try:
+        k = _KIND.decode(data)
+    except msgspec.ValidationError:  # (a DecodeError too: first)
+        raise Invalid(Reason.NOT_OBJECT, "not an inference payload (not an object)") from None
+    except (msgspec.DecodeError, RecursionError):
+        raise Invalid(Reason.NOT_JSON, "not an inference payload (not JSON)") from None
+    has_in, has_out = _present(k.inputs), _present(k.outputs)
+    if has_in == has_out:
+        raise Invalid(
+            Reason.MISSING_TENSOR, "a payload with inputs or outputs, not both or neither"
+        )
+    return "request" if has_in else "response"
+
+
+def _present(raw: msgspec.Raw) -> bool:
+    return len(raw) > 0 and bytes(raw) != b"null"
+
+
+def _header(headers: Sequence[tuple[str, bytes]] | None, name: str) -> str | None:
+    for key, value in headers or ():
+        if key.lower() == name and value:
+            try:
+                return value.decode()[:256]
+            except UnicodeDecodeError:
+                return None
+    return None

@@ -1,0 +1,189 @@
+"""A serving stack's traffic on real Apache Kafka, read as it is (issue 16): KServe's inference
+logger CloudEvents (binary mode, ``ce_*`` headers, OIP v2 JSON bodies) and bare OIP JSON, each
+call a request and a response of 1–64 rows, in both orders. ``run`` counts exactly what
+``replay`` counts from the same decisions written as the monitor's own events."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+
+from tests.app.test_kafka_state_status import status
+from tests.helpers import T0, wait_for
+from tests.kafka_helpers import (
+    MonitorProcess,
+    create_topics,
+    end_offsets,
+    own_tracebacks,
+    produce,
+    replay_report,
+)
+
+pytestmark = pytest.mark.integration
+
+MAPPING = """    input:
+      format: {fmt}
+      score: {{tensor: probabilities, column: 1}}
+      attributes:
+        sex: {{tensor: sex}}
+        age: {{tensor: features, column: 1}}
+"""
+
+
+def calls(seed: int, n: int = 300) -> list[dict[str, Any]]:
+    """``n`` inference calls over six hours, each of 1–64 rows (a batch of applicants)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        rows = rng.choice([1, 1, 2, 5, 17, 64])
+        t = round(T0 + 6 * 3600 * i / n + rng.uniform(0, 30), 3)  # Kafka keeps milliseconds
+        sex = [rng.choice(["F", "M"]) for _ in range(rows)]
+        age = [rng.randint(18, 80) for _ in range(rows)]
+        p = [round(rng.betavariate(2, 2) * (0.8 if s == "F" else 1.0), 6) for s in sex]
+        out.append({"id": f"call-{i}", "t": t, "sex": sex, "age": age, "p": p})
+    return out
+
+
+def row_ids(c: dict[str, Any]) -> list[str]:
+    n = len(c["sex"])
+    return [c["id"]] if n == 1 else [f"{c['id']}/{r}" for r in range(n)]
+
+
+def as_events(cs: list[dict[str, Any]], seed: int) -> tuple[list[dict], list[dict]]:
+    """The same decisions as the monitor's own prediction and label events."""
+    rng = random.Random(seed + 1)
+    preds, labels = [], []
+    for c in cs:
+        for rid, s, a, p in zip(row_ids(c), c["sex"], c["age"], c["p"], strict=True):
+            preds.append(
+                {
+                    "prediction_id": rid,
+                    "model_id": "credit",
+                    "timestamp": c["t"],
+                    "attributes": {"sex": s, "age": a},
+                    "score": p,
+                }
+            )
+            if rng.random() < 0.8:
+                label = {"prediction_id": rid, "label": int(rng.random() < p)}
+                labels.append(
+                    {**label, "timestamp": c["t"] + rng.uniform(60, 7200), "call": c["id"]}
+                )
+    return preds, labels
+
+
+def payloads(c: dict[str, Any]) -> tuple[bytes, bytes]:
+    n = len(c["sex"])
+    features = [[x, a] for x, a in zip([700] * n, c["age"], strict=True)]
+    request = {
+        "id": c["id"],
+        "inputs": [
+            {"name": "sex", "shape": [n], "datatype": "BYTES", "data": c["sex"]},
+            {"name": "features", "shape": [n, 2], "datatype": "INT64", "data": features},
+        ],
+    }
+    response = {
+        "model_name": "credit",
+        "id": c["id"],
+        "outputs": [
+            {
+                "name": "probabilities",
+                "shape": [n, 2],
+                "datatype": "FP64",
+                "data": [v for p in c["p"] for v in (round(1 - p, 6), p)],
+            }
+        ],
+    }
+    return json.dumps(request).encode(), json.dumps(response).encode()
+
+
+def rfc3339(t: float) -> bytes:
+    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z").encode()
+
+
+def publish(bootstrap: str, topic: str, cs: list[dict[str, Any]], fmt: str, seed: int) -> None:
+    """Each call's request and response, keyed by the call's id (so both land on one
+    partition); in half of the calls the response is written first."""
+    rng = random.Random(seed + 2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
+    for c in cs:
+        req, resp = payloads(c)
+        halves = [("request", req, c["t"]), ("response", resp, c["t"] + 0.05)]
+        if rng.random() < 0.5:
+            halves.reverse()
+        for kind, body, t in halves:
+            headers = []
+            if fmt == "kserve-cloudevents":
+                headers = [
+                    ("ce_specversion", b"1.0"),
+                    ("ce_id", c["id"].encode()),
+                    ("ce_type", f"org.kubeflow.serving.inference.{kind}".encode()),
+                    ("ce_source", b"http://credit-predictor.lending/"),
+                    ("ce_time", rfc3339(t)),
+                    ("ce_inferenceservicename", b"credit"),
+                    ("ce_namespace", b"lending"),
+                    ("content-type", b"application/json"),
+                ]
+            producer.send(
+                topic, value=body, key=c["id"].encode(), headers=headers,
+                timestamp_ms=round(t * 1000),
+            )  # fmt: skip
+    producer.flush(60)
+    producer.close()
+
+
+@pytest.mark.parametrize("fmt", ["kserve-cloudevents", "oip-json"])
+def test_a_serving_stacks_traffic_counts_as_replay_of_the_same_decisions(  # type: ignore[no-untyped-def]
+    kafka, tmp_path: Path, fmt: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    pred, lab = f"serve-{tag}", f"lab-{tag}"
+    create_topics(kafka.bootstrap, {pred: 3, lab: 3})
+    cs = calls(5)
+    preds, labels = as_events(cs, 5)
+    assert max(len(c["sex"]) for c in cs) == 64 and min(len(c["sex"]) for c in cs) == 1
+    oracle = MonitorProcess(tmp_path, kafka.bootstrap, name="oracle", pred=pred, lab=lab)
+    report = replay_report(tmp_path, oracle.config, preds, [_plain(e) for e in labels])
+    publish(kafka.bootstrap, pred, cs, fmt, 5)
+    produce(kafka.bootstrap, lab, labels, key="call")  # a label goes where its call went
+    m = MonitorProcess(
+        tmp_path, kafka.bootstrap, name="served", pred=pred, lab=lab,
+        checkpoint=tmp_path / "served.sqlite",
+    )  # fmt: skip
+    text = m.config.read_text()
+    m.config.write_text(
+        text.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    )
+    m.start()
+    target = end_offsets(kafka.bootstrap, [pred, lab])
+    try:
+
+        def caught_up() -> dict[str, Any] | None:
+            got = status(m.config, {})
+            seen = {(t, int(p)): o for p, offs in got["offsets"].items() for t, o in offs.items()}
+            return got if all(seen.get(k, 0) >= v for k, v in target.items()) else None
+
+        wait_for(caught_up, 120, lambda: f"the checkpoint to reach {target}")
+        m.signal()
+        assert m.wait(30) == 0
+    finally:
+        if m.proc is not None and m.proc.poll() is None:
+            m.proc.kill()
+    assert not own_tracebacks(m.log.read_text())
+    got = status(m.config, {})
+    assert got["models"] == report["models"]  # per model, window, attribute and group
+    counters = got["counters"]
+    assert counters["predictions"] == len(preds)
+    assert counters["unanswered_requests"] == counters["orphan_responses"] == 0
+    assert counters["repeated_requests"] == counters["repeated_responses"] == 0
+
+
+def _plain(label: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in label.items() if k != "call"}

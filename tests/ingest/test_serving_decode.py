@@ -1,0 +1,154 @@
+"""A serving stack's records → request and response halves: each decoded field by field, each
+broken one a dead letter with its reason; the halves through the engine, what never met counted."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from monitor.config.spec import parse_config
+from monitor.ingest.events import ConsumerBatch, LabelBatch, Reason
+from monitor.ingest.keys import id_keys
+from monitor.ingest.serving_decode import ServingDecoder
+from monitor.state.engine import Engine
+from monitor.state.served import apply_served
+from tests.app.test_serving_kafka import MAPPING, calls, payloads, rfc3339
+from tests.kafka_helpers import MODEL
+
+
+def setup(fmt: str) -> tuple[Engine, ServingDecoder]:
+    text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    engine = Engine(parse_config(yaml.safe_load(text)))
+    return engine, ServingDecoder(engine.decoder.plan, fmt)
+
+
+def rec(value: bytes | None, headers: list[tuple[str, bytes]] | None = None, t: float = 0) -> Any:
+    return SimpleNamespace(value=value, headers=headers or [], timestamp=round(t * 1000), offset=0)
+
+
+def ce(kind: str, cid: str, t: float, **over: bytes) -> list[tuple[str, bytes]]:
+    h = {
+        "ce_specversion": b"1.0",
+        "ce_id": cid.encode(),
+        "ce_type": f"org.kubeflow.serving.inference.{kind}".encode(),
+        "ce_source": b"s",
+        "ce_time": rfc3339(t),
+        "ce_inferenceservicename": b"credit",
+        **over,
+    }
+    return [(k, v) for k, v in h.items() if v]
+
+
+def batch(*records: Any) -> ConsumerBatch:
+    return ConsumerBatch(list(records), "serve", 0)
+
+
+def test_kserve_events_become_halves_with_the_rows_ids_times_groups_and_scores() -> None:
+    engine, dec = setup("kserve-cloudevents")
+    c = next(c for c in calls(5) if len(c["sex"]) == 5)
+    req, resp = payloads(c)
+    asked, answered, dead = dec.decode(
+        batch(
+            rec(resp, ce("response", c["id"], c["t"] + 0.05), c["t"]),
+            rec(req, ce("request", c["id"], c["t"]), c["t"]),
+        )
+    )
+    assert dead == []
+    ids = [f"{c['id']}/{r}" for r in range(5)]
+    assert list(asked["key"]) == list(id_keys(ids)) and list(answered["key"]) == list(id_keys(ids))
+    assert np.allclose(asked["ts"], c["t"], atol=1e-6)
+    assert list(answered["score"]) == c["p"]
+    assert list(answered["pred"]) == [int(p >= 0.5) for p in c["p"]]
+    reg = engine.registries[0]
+    assert [reg.labels[g] for g in asked["groups"][:, 0]] == c["sex"]
+
+
+def test_bare_oip_takes_the_id_from_the_payload_or_the_request_id_header() -> None:
+    _, dec = setup("oip-json")
+    c = next(c for c in calls(5) if len(c["sex"]) == 1)
+    req, _ = payloads(c)
+    body = json.loads(req)
+    del body["id"]
+    asked, _, dead = dec.decode(
+        batch(rec(json.dumps(body).encode(), [("x-request-id", b"hdr-1")], c["t"]))
+    )
+    assert dead == [] and list(asked["key"]) == list(id_keys(["hdr-1"]))
+    _, _, dead = dec.decode(batch(rec(json.dumps(body).encode(), [], c["t"])))
+    assert [d.reason for d in dead] == [Reason.MISSING_ID]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "headers", "reason"),
+    [
+        ("kserve-cloudevents", b"{}", [("ce_type", b"x")], Reason.MISSING_ID),
+        ("kserve-cloudevents", None, None, Reason.TOMBSTONE),
+        ("oip-json", None, None, Reason.TOMBSTONE),
+        ("oip-json", b"\x00garbage", None, Reason.NOT_JSON),
+        ("oip-json", b"[1]", None, Reason.NOT_OBJECT),
+        ("oip-json", b'{"id": "a"}', None, Reason.MISSING_TENSOR),
+        (
+            "oip-json",
+            b'{"id": "a", "inputs": [{"name": "sex", "shape": [2], "datatype": "BYTES", "data": ["F"]}]}',
+            None,
+            Reason.BAD_TENSOR,
+        ),
+        (
+            "oip-json",
+            b'{"id": "a", "inputs": [{"name": "sex", "shape": [1], "datatype": "BYTES", "data": ["F"]}]}',
+            None,
+            Reason.MISSING_TENSOR,  # no features tensor for the age attribute
+        ),
+        (
+            "oip-json",
+            b'{"id": "a", "model_name": "fraud", "outputs": [{"name": "probabilities", "shape": [1, 2], "datatype": "FP32", "data": [0.5, 0.5]}]}',
+            None,
+            Reason.UNKNOWN_MODEL,
+        ),
+        (
+            "oip-json",
+            b'{"id": "a", "outputs": [{"name": "probabilities", "shape": [1, 2], "datatype": "FP32", "data": [0.5, 1.5]}]}',
+            None,
+            Reason.BAD_SCORE,
+        ),
+    ],
+)
+def test_broken_records_are_dead_letters_with_a_reason(
+    fmt: str, value: bytes | None, headers: Any, reason: Reason
+) -> None:
+    _, dec = setup(fmt)
+    asked, answered, dead = dec.decode(batch(rec(value, headers, 1_767_225_600.0)))
+    assert len(asked) == len(answered) == 0
+    assert [d.reason for d in dead] == [reason], [d.detail for d in dead]
+
+
+def test_through_the_engine_halves_that_never_meet_are_counted() -> None:
+    engine, dec = setup("kserve-cloudevents")
+    cs = calls(5)[:40]
+    records = []
+    for i, c in enumerate(cs):
+        req, resp = payloads(c)
+        if i % 10 != 1:
+            records.append(rec(req, ce("request", c["id"], c["t"]), c["t"]))
+        if i % 10 != 2:
+            records.append(rec(resp, ce("response", c["id"], c["t"] + 0.05), c["t"]))
+    records.append(records[0])  # a request logged twice
+    asked, answered, dead = dec.decode(batch(*records))
+    assert dead == []
+    apply_served(engine, 0, asked, answered, LabelBatch())
+    n_rows = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 not in (1, 2))
+    counters = engine.partitions[0].counters
+    assert counters["predictions"] == n_rows
+    assert counters["repeated_requests"] == len(cs[0]["sex"])
+    late = {**cs[0], "id": "late", "t": cs[-1]["t"] + 7 * 3600}  # past the 6 h lateness
+    req, resp = payloads(late)
+    more = dec.decode(batch(rec(req, ce("request", "late", late["t"]), late["t"])))
+    apply_served(engine, 0, more[0], more[1], LabelBatch())
+    unanswered = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 == 2)
+    orphans = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 == 1)
+    assert counters["unanswered_requests"] == unanswered
+    assert counters["orphan_responses"] == orphans
