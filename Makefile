@@ -31,10 +31,14 @@ $(RUNTIME_STAMP): pyproject.toml
 install: $(STAMP)
 
 # the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
-# (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay
+# (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay;
+# FORMAT=kserve|oip-json: the model's traffic as KServe's logger / the Open Inference Protocol
+# writes it, read as it is (docs/serving.md)
 SCENARIO ?= feedback-loop
+FORMAT ?= monitor-json
 demo: $(DEMO_STAMP)
-	$(BIN)/fairness-monitor demo --scenario $(SCENARIO)
+	$(BIN)/fairness-monitor demo --scenario $(SCENARIO) \
+	  --format $(if $(filter kserve,$(FORMAT)),kserve-cloudevents,$(FORMAT))
 
 # the COMPAS data (shipped in examples/compas/) replayed through the engine: a report on the
 # terminal; needs the runtime only, like the demo

@@ -22,6 +22,8 @@ from monitor.config.spec import ConfigError, json_schema, load_config
 from monitor.ingest.file import UnreadableInput
 from monitor.outputs.report import format_table
 
+FORMATS = ["monitor-json", "oip-json", "kserve-cloudevents"]  # of simulate and demo
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -117,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--duration", type=float, help="stop the demo after this many seconds")
     d.add_argument("--report", help="write an HTML audit report here when the demo stops")
     d.add_argument("--print-config", action="store_true", help="print the monitor's config")
+    d.add_argument("--format", default="monitor-json", choices=FORMATS, help="see simulate")
 
     pr = sub.add_parser("prometheus-rules", help="write the Prometheus rules for a configuration")
     pr.add_argument("--config", "-c", required=True, help="YAML configuration file")
@@ -133,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=7)
     s.add_argument("--hours", type=float, help="simulated hours to run (default: forever)")
     s.add_argument("--start", type=float, help="simulated start, epoch seconds (default: now)")
+    s.add_argument(
+        "--format",
+        default="monitor-json",
+        choices=FORMATS,
+        help="predictions as the monitor's events or as a serving stack logs them (Kafka only)",
+    )
     return p
 
 
@@ -277,7 +286,8 @@ def _demo(args: argparse.Namespace) -> int:
     from monitor.app.demo import demo_config_text, run_demo
 
     if args.print_config:
-        print(demo_config_text(args.bootstrap or "localhost:9092", host=args.host, port=args.port))
+        boot = args.bootstrap or "localhost:9092"
+        print(demo_config_text(boot, host=args.host, port=args.port, fmt=args.format))
         return 0
     return run_demo(
         scenario=args.scenario,
@@ -289,27 +299,14 @@ def _demo(args: argparse.Namespace) -> int:
         hours=args.hours,
         duration=args.duration,
         report=args.report,
+        fmt=args.format,
     )
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from monitor.app.simulate import LendingSimulation, scenario
-    from monitor.app.simulate_command import simulate_to_files, simulate_to_kafka
+    from monitor.app.simulate_command import simulate_command
 
-    start = args.start if args.start is not None else time.time() // 60 * 60
-    sim = LendingSimulation(
-        scenario(args.scenario), seed=args.seed, start=start, rate_per_hour=args.rate
-    )
-    topics = {"predictions_topic": args.predictions_topic, "labels_topic": args.labels_topic}
-    if args.out:
-        if args.hours is None:
-            raise ConfigError("", "--out needs --hours")
-        simulate_to_files(sim, args.out, hours=args.hours, **topics)
-    elif args.bootstrap:
-        simulate_to_kafka(sim, args.bootstrap, speed=args.speed, hours=args.hours, **topics)
-    else:
-        raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")
-    return 0
+    return simulate_command(args)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ threads (``Monitor.status``), never its live state.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -42,6 +43,7 @@ from monitor.app.demo_processes import (
     stop,
 )
 from monitor.app.simulate import SCENARIOS
+from monitor.app.simulate_serving import MAPPING
 from monitor.config.spec import Config, parse_config
 from monitor.metrics.registry import FOUR_FIFTHS, GAP_BOUND
 from monitor.outputs.report import build_report, printable
@@ -70,7 +72,7 @@ models:
     lateness: 1h
     min_samples: 30
     join: {{ttl: 4d}}
-max_future: 365d                  # simulated time runs ahead of the wall clock
+{input}max_future: 365d                  # simulated time runs ahead of the wall clock
 kafka:
   bootstrap_servers: "{bootstrap}"
   group_id: fairness-demo
@@ -101,9 +103,14 @@ alerts:
 
 
 def demo_config(
-    bootstrap: str, *, checkpoint: str, host: str = "127.0.0.1", port: int = 8000
+    bootstrap: str,
+    *,
+    checkpoint: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    fmt: str = "monitor-json",
 ) -> Config:
-    text = demo_config_text(bootstrap, checkpoint=checkpoint, host=host, port=port)
+    text = demo_config_text(bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt)
     return parse_config(yaml.safe_load(text))
 
 
@@ -113,8 +120,13 @@ def demo_config_text(
     checkpoint: str = "demo-checkpoint.sqlite",
     host: str = "127.0.0.1",
     port: int = 8000,
+    fmt: str = "monitor-json",
 ) -> str:
+    """``fmt``: the predictions as the monitor's events, or as a serving stack logs them (the
+    model then maps its tensors: ``input``, see docs/serving.md)."""
+    serving = "" if fmt == "monitor-json" else json.dumps({"format": fmt, **MAPPING})
     return CONFIG.format(
+        input=f"    input: {serving}\n" if serving else "",
         bootstrap=bootstrap,
         predictions=PREDICTIONS,
         labels=LABELS,
@@ -237,6 +249,7 @@ def run_demo(
     duration: float | None,
     report: str | None = None,
     quiet: bool = False,
+    fmt: str = "monitor-json",
 ) -> int:
     from monitor.app.service import Monitor
 
@@ -261,14 +274,13 @@ def run_demo(
         cmd = [
             sys.executable, "-m", "monitor", "simulate",
             "--bootstrap", bootstrap, "--scenario", scenario, "--speed", str(speed),
-            "--seed", str(seed), "--start", str(start),
+            "--seed", str(seed), "--start", str(start), "--format", fmt,
         ]  # fmt: skip
         if hours is not None:
             cmd += ["--hours", str(hours)]
         children.append(spawn(cmd, stdout=open(os.path.join(workdir, "simulator.log"), "wb")))  # noqa: SIM115
-        config = demo_config(
-            bootstrap, checkpoint=os.path.join(workdir, "checkpoint.sqlite"), host=host, port=port
-        )
+        checkpoint = os.path.join(workdir, "checkpoint.sqlite")
+        config = demo_config(bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt)
         monitor = Monitor(config)
         stop_now = monitor.request_stop  # from the timer thread
         signal.signal(signal.SIGINT, monitor.on_signal)  # lock-free: see Monitor.on_signal

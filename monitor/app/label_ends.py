@@ -12,8 +12,10 @@ the live boundary and counted by ``replay`` (which reads in time order).
 So the claim is confirmed by asking the broker for the label partitions' end offsets after the
 predictions were read (one ListOffsets request for all owned partitions, at most once per
 ``every`` seconds of the injected clock), and holds until the partition's next predictions are
-read (its predictions' next offset moves). Between confirmations a partition's boundaries wait for its label frontier (bounded by the
-lateness), as they would with labels still being read.
+read (its predictions' next offset moves). Between confirmations a partition's boundaries wait
+for its label frontier (bounded by the lateness), as they would with labels still being read. A
+broker that answers ListOffsets short of the log's end (Tansu, the demo's broker) leaves the
+fetch highwater as the only check: an ask is made only once the labels are read up to it.
 """
 
 from __future__ import annotations

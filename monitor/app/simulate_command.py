@@ -3,12 +3,16 @@ to Kafka in (scaled) real time until stopped."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import signal
 import sys
+import time
 
 from monitor.app.simulate import LendingSimulation, run_simulation
+from monitor.app.simulate_serving import serving_records
+from monitor.config.decode import ConfigError
 
 
 def simulate_to_files(
@@ -49,9 +53,11 @@ def simulate_to_kafka(
     labels_topic: str,
     speed: float,
     hours: float | None,
+    fmt: str = "monitor-json",
 ) -> int:
     """Produce events to Kafka at ``speed`` simulated seconds per second until ``hours`` have
-    passed or SIGTERM/SIGINT; the number of events."""
+    passed or SIGTERM/SIGINT; the number of events. ``fmt``: the predictions as the monitor's
+    own events, or as a serving stack logs them (``simulate_serving.py``)."""
     from kafka import KafkaProducer
 
     stopping: list[int] = []
@@ -65,10 +71,19 @@ def simulate_to_kafka(
         if s.now % 3600 == 0:
             print(f"hour {s.hours:.0f}: weights {s.weights.round(2).tolist()}", flush=True)
 
+    def send(topic: str, key: bytes, value: bytes) -> None:
+        if topic != predictions_topic or fmt == "monitor-json":
+            producer.send(topic, key=key, value=value)
+            return
+        for k, v, headers, ms in serving_records(fmt, value):
+            # bare OIP has no time but the record's: stamp it with the simulated time
+            at = ms if fmt == "oip-json" else None
+            producer.send(topic, key=k, value=v, headers=headers, timestamp_ms=at)
+
     try:
         n = run_simulation(
             sim,
-            lambda topic, k, v: producer.send(topic, key=k, value=v) and None,
+            send,
             predictions_topic=predictions_topic,
             labels_topic=labels_topic,
             speed=speed,
@@ -81,3 +96,27 @@ def simulate_to_kafka(
         producer.close(5)
     print(f"produced {n} events", flush=True)
     return n
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    """``fairness-monitor simulate``: to files (``--out``) or to Kafka (``--bootstrap``)."""
+    from monitor.app.simulate import scenario
+
+    start = args.start if args.start is not None else time.time() // 60 * 60
+    sim = LendingSimulation(
+        scenario(args.scenario), seed=args.seed, start=start, rate_per_hour=args.rate
+    )
+    topics = {"predictions_topic": args.predictions_topic, "labels_topic": args.labels_topic}
+    if args.out:
+        if args.hours is None:
+            raise ConfigError("", "--out needs --hours")
+        if args.format != "monitor-json":
+            raise ConfigError("", "--format other than monitor-json needs --bootstrap (headers)")
+        simulate_to_files(sim, args.out, hours=args.hours, **topics)
+    elif args.bootstrap:
+        simulate_to_kafka(
+            sim, args.bootstrap, speed=args.speed, hours=args.hours, fmt=args.format, **topics
+        )
+    else:
+        raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")
+    return 0

@@ -14,7 +14,7 @@ import yaml
 from monitor.config.spec import parse_config
 from monitor.ingest.events import ConsumerBatch, LabelBatch, Reason
 from monitor.ingest.keys import id_keys
-from monitor.ingest.serving_decode import ServingDecoder
+from monitor.ingest.serving_decode import RESPONSE_DTYPE, ServingDecoder, request_dtype
 from monitor.state.engine import Engine
 from monitor.state.served import apply_served
 from tests.app.test_serving_kafka import MAPPING, calls, payloads, rfc3339
@@ -152,3 +152,46 @@ def test_through_the_engine_halves_that_never_meet_are_counted() -> None:
     orphans = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 == 1)
     assert counters["unanswered_requests"] == unanswered
     assert counters["orphan_responses"] == orphans
+
+
+def test_waiting_requests_survive_a_checkpoint_into_an_engine_that_numbers_groups_otherwise() -> (
+    None
+):
+    engine, dec = setup("kserve-cloudevents")
+    cs = [c for c in calls(5) if len(c["sex"]) > 1][:3]
+    asked, _, _ = dec.decode(
+        batch(*[rec(payloads(c)[0], ce("request", c["id"], c["t"]), c["t"]) for c in cs])
+    )
+    apply_served(engine, 0, asked, np.zeros(0, RESPONSE_DTYPE), LabelBatch())
+    meta, arrays = engine.export_partition(0)
+    other, dec2 = setup("kserve-cloudevents")
+    other.registries[0].index(0, "X")  # a group this engine met first: other indices
+    other.import_partition(0, meta, arrays)
+    _, answered, _ = dec2.decode(
+        batch(*[rec(payloads(c)[1], ce("response", c["id"], c["t"]), c["t"]) for c in cs])
+    )
+    apply_served(other, 0, np.zeros(0, request_dtype(other.n_sets)), answered, LabelBatch())
+    assert other.partitions[0].counters["predictions"] == sum(len(c["sex"]) for c in cs)
+    direct, dec3 = setup("kserve-cloudevents")  # the same halves, no checkpoint between
+    both = [
+        rec(payloads(c)[i], ce(k, c["id"], c["t"]), c["t"])
+        for c in cs
+        for i, k in ((0, "request"), (1, "response"))
+    ]
+    a, b, _ = dec3.decode(batch(*both))
+    apply_served(direct, 0, a, b, LabelBatch())
+    assert by_label(other) == by_label(direct)
+    assert set(by_label(other)["sex"]) == {"F", "M"}
+
+
+def by_label(engine: Engine) -> dict[str, dict[str, list[int]]]:
+    """Each attribute set's accepted counts per group label (group numbering aside)."""
+    snap = engine.snapshot().models["credit"]
+    out = {}
+    for name, (idx, labels) in zip(snap.set_names, snap.groups, strict=True):
+        out[name] = {
+            lab: snap.totals[i].tolist()
+            for i, lab in zip(idx, labels, strict=True)
+            if snap.totals[i].any()
+        }
+    return out

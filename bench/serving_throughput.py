@@ -1,0 +1,146 @@
+"""A serving stack's traffic vs the monitor's own events: decisions per second from raw records
+to counts, side by side in one run (issue 16's bar: at least 0.7× of the monitor-JSON path).
+
+The same decisions three ways: the monitor's own JSON events (one record per decision: the fast
+decoding path, then ``Engine.apply``), bare Open Inference Protocol JSON (a request and a
+response record per call), and KServe's logger CloudEvents (the same with ``ce_*`` headers).
+The serving paths decode both halves, join them (``HalfJoin``) and apply what met. Calls carry
+``--rows`` decisions each (1: one applicant per call, the hardest case for the serving paths,
+which then read two records per decision). Each path runs on a fresh engine, fastest of three;
+the ratio is the serving rate over the monitor-JSON rate measured in the same run.
+
+Run: python -m bench.serving_throughput [--decisions N] [--rows R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import yaml
+
+from bench.common import T0, best_of
+from monitor.config.spec import parse_config
+from monitor.ingest.events import ConsumerBatch, LabelBatch, RawBatch
+from monitor.ingest.serving_decode import ServingDecoder
+from monitor.state.engine import Engine
+from monitor.state.served import apply_served
+
+BATCH = 2_000  # records per poll (the service's max_poll_records default)
+NOW = T0 + 86_400.0
+CONFIG = """
+models:
+  credit:
+    attributes: {sex: {}, age: {bins: [30, 50]}}
+    intersections: [[sex, age]]
+    threshold: 0.5
+    windows: [1h]
+"""
+MAPPING = """    input:
+      format: FMT
+      score: {tensor: probabilities, column: 1}
+      attributes: {sex: {tensor: sex}, age: {tensor: features, column: 1}}
+"""
+
+
+def engine(fmt: str | None) -> Engine:
+    text = CONFIG if fmt is None else CONFIG + MAPPING.replace("FMT", fmt)
+    return Engine(parse_config(yaml.safe_load(text)), clock=lambda: NOW)
+
+
+def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any]]:
+    """(own events, bare OIP records, CloudEvent records) for ``n`` decisions."""
+    own, oip, ce = [], [], []
+    for c in range(n // rows):
+        t = T0 + c * 0.05
+        sex = ["FM"[(c + r) % 2] for r in range(rows)]
+        age = [18 + (c + r) % 60 for r in range(rows)]
+        p = [((c + r) % 100) / 100 for r in range(rows)]
+        cid = f"call-{c}"
+        ids = [cid] if rows == 1 else [f"{cid}/{r}" for r in range(rows)]
+        for i in range(rows):
+            own.append(
+                json.dumps(
+                    {
+                        "prediction_id": ids[i],
+                        "model_id": "credit",
+                        "timestamp": t,
+                        "score": p[i],
+                        "attributes": {"sex": sex[i], "age": age[i]},
+                    }
+                ).encode()
+            )
+        req = {
+            "id": cid,
+            "inputs": [
+                {"name": "sex", "shape": [rows], "datatype": "BYTES", "data": sex},
+                {"name": "features", "shape": [rows, 2], "datatype": "INT64",
+                 "data": [v for a in age for v in (700, a)]},
+            ],
+        }  # fmt: skip
+        resp = {
+            "model_name": "credit",
+            "id": cid,
+            "outputs": [
+                {"name": "probabilities", "shape": [rows, 2], "datatype": "FP64",
+                 "data": [v for x in p for v in (1 - x, x)]},
+            ],
+        }  # fmt: skip
+        ms = round(t * 1000)
+        for kind, body in (("request", req), ("response", resp)):
+            value = json.dumps(body).encode()
+            oip.append(SimpleNamespace(value=value, headers=[], timestamp=ms, offset=0))
+            headers = [
+                ("ce_specversion", b"1.0"),
+                ("ce_id", cid.encode()),
+                ("ce_type", f"org.kubeflow.serving.inference.{kind}".encode()),
+                ("ce_source", b"http://credit-predictor/"),
+                ("ce_inferenceservicename", b"credit"),
+                ("content-type", b"application/json"),
+            ]
+            ce.append(SimpleNamespace(value=value, headers=headers, timestamp=ms, offset=0))
+    return own, oip, ce
+
+
+def run_own(values: list[bytes]) -> None:
+    e = engine(None)
+    for i in range(0, len(values), BATCH):
+        chunk = values[i : i + BATCH]
+        pb, _ = e.decoder.decode_predictions(RawBatch(chunk, [None] * len(chunk)))
+        e.apply(0, pb, LabelBatch())
+
+
+def run_served(records: list[Any], fmt: str) -> None:
+    e = engine(fmt)
+    dec = ServingDecoder(e.decoder.plan, fmt)
+    for i in range(0, len(records), BATCH):
+        asked, answered, dead = dec.decode(ConsumerBatch(records[i : i + BATCH], "t", 0))
+        assert not dead, dead[0].detail
+        apply_served(e, 0, asked, answered, LabelBatch())
+
+
+def measure(n: int, rows: int) -> dict[str, float]:
+    own, oip, ce = traffic(n, rows)
+    cases = {
+        "monitor-json": lambda: run_own(own),
+        "oip-json": lambda: run_served(oip, "oip-json"),
+        "kserve-cloudevents": lambda: run_served(ce, "kserve-cloudevents"),
+    }
+    return {name: len(own) / best_of(fn) for name, fn in cases.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--decisions", type=int, default=100_000)
+    ap.add_argument("--rows", type=int, default=1, help="decisions per inference call")
+    args = ap.parse_args()
+    rates = measure(args.decisions, args.rows)
+    base = rates["monitor-json"]
+    for name, r in rates.items():
+        print(f"{name}: {r / 1e3:.1f} k decisions/s ({r / base:.2f}× monitor-json)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The lending simulation's decisions as a serving stack logs them (``simulate --format``):
+each decision one inference call, a request record (the applicant's attributes as tensors) and a
+response record (the probabilities and the decision), both keyed by the call's id; as bare Open
+Inference Protocol JSON, or wrapped in KServe's logger CloudEvents (binary mode, ``ce_*``
+headers). Labels stay the monitor's own events, keyed by the same id.
+
+:data:`MAPPING` is the ``input`` section a model needs to read them (``docs/serving.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+MAPPING: dict[str, Any] = {
+    "score": {"tensor": "probabilities", "column": 1},
+    "prediction": {"tensor": "approved"},
+    "attributes": {"group": {"tensor": "group"}, "sex": {"tensor": "sex"}},
+}
+# key, value, headers, record time (ms: bare OIP has no time of its own, the record's is used)
+Record = tuple[bytes, bytes, list[tuple[str, bytes]], int]
+
+
+def serving_records(fmt: str, event: bytes) -> list[Record]:
+    """One monitor prediction event → its request and response records, in ``fmt``."""
+    ev = json.loads(event)
+    pid, s = str(ev["prediction_id"]), float(ev["score"])
+    request = {
+        "id": pid,
+        "inputs": [
+            {"name": a, "shape": [1], "datatype": "BYTES", "data": [str(v)]}
+            for a, v in sorted(ev["attributes"].items())
+        ],
+    }
+    response = {
+        "model_name": ev["model_id"],
+        "id": pid,
+        "outputs": [
+            {"name": "probabilities", "shape": [1, 2], "datatype": "FP64", "data": [1 - s, s]},
+            {
+                "name": "approved",
+                "shape": [1],
+                "datatype": "BOOL",
+                "data": [bool(ev["prediction"])],
+            },
+        ],
+    }
+    out = []
+    for kind, body in (("request", request), ("response", response)):
+        headers: list[tuple[str, bytes]] = []
+        if fmt == "kserve-cloudevents":
+            headers = [
+                ("ce_specversion", b"1.0"),
+                ("ce_id", pid.encode()),
+                ("ce_type", f"org.kubeflow.serving.inference.{kind}".encode()),
+                ("ce_source", f"http://{ev['model_id']}-predictor/".encode()),
+                ("ce_time", _rfc3339(float(ev["timestamp"]))),
+                ("ce_inferenceservicename", str(ev["model_id"]).encode()),
+                ("ce_namespace", b"lending"),
+                ("ce_component", b"predictor"),
+                ("content-type", b"application/json"),
+            ]
+        ms = round(float(ev["timestamp"]) * 1000)
+        out.append((pid.encode(), json.dumps(body).encode(), headers, ms))
+    return out
+
+
+def _rfc3339(t: float) -> bytes:
+    return (
+        datetime.fromtimestamp(t, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+        .encode()
+    )

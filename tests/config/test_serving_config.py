@@ -1,0 +1,63 @@
+"""A serving stack's tensor mapping in the configuration: ``check-config`` explains a wrong
+one by key path, and the predictions topic has one format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.config.spec import ConfigError, parse_config
+
+MODEL = "models:\n  credit:\n    attributes: {sex: {}, age: {bins: [30]}}\n    threshold: 0.5\n"
+
+
+def test_check_config_names_the_key_of_a_wrong_tensor_mapping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for mapping, words in [
+        (
+            "{format: kserve-cloudevents, score: {tensor: p, column: -1}, attributes: {sex: {tensor: s}, age: {tensor: a}}}",
+            "models.credit.input.score.column: -1 is not a column",
+        ),
+        (
+            "{format: kserve, score: {tensor: p}, attributes: {sex: {tensor: s}, age: {tensor: a}}}",
+            "models.credit.input.format: 'kserve' is not one of oip-json, kserve-cloudevents",
+        ),
+        (
+            "{score: {tensor: p}, attributes: {sex: {tensor: s}}}",
+            "models.credit.input.attributes: no tensor for the model's attribute(s) ['age']",
+        ),
+        (
+            "{score: {tensor: p}, attributes: {sex: {tensor: s}, age: {tensor: a}, race: {tensor: r}}}",
+            "models.credit.input.attributes.race: not an attribute of the model",
+        ),
+    ]:
+        path = tmp_path / "c.yaml"
+        path.write_text(MODEL + f"    input: {mapping}\n")
+        assert main(["check-config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+
+
+def test_every_model_reads_the_predictions_topic_in_one_format() -> None:
+    serving = {"score": {"tensor": "p"}, "attributes": {"sex": {"tensor": "s"}}}
+    data = {
+        "models": {
+            "a": {"attributes": {"sex": {}}, "threshold": 0.5, "input": serving},
+            "b": {"attributes": {"sex": {}}},
+        }
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.path == "models.b.input"
+    assert "every model reads the predictions topic" in info.value.reason
+    data["models"]["b"]["input"] = {**serving, "format": "kserve-cloudevents"}  # type: ignore[index]
+    data["models"]["b"]["threshold"] = 0.5  # type: ignore[index]
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.path == "models.b.input.format"
+    data["models"]["b"]["input"] = serving  # type: ignore[index]
+    cfg = parse_config(data)
+    assert cfg.models["a"].serving is not None and cfg.models["b"].serving is not None
