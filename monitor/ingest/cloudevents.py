@@ -28,6 +28,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 
 from monitor.ingest.events import Invalid, Reason
 
@@ -58,14 +59,20 @@ def from_kafka(
     headers: Sequence[tuple[str, bytes | None]] | None, value: bytes | None
 ) -> CloudEvent:
     attrs: dict[str, str] = {}
-    content_type = ""
-    for key, raw in list(headers or ())[:MAX_ATTRIBUTES]:
-        name = key.lower()
-        text = _text(name, raw)
-        if name == "content-type":
-            content_type = text
-        elif name.startswith(("ce_", "ce-")):
-            attrs[name[3:]] = text
+    content_type, name = "", ""
+    try:  # inline, not a call per header: this runs for every record of the topic
+        for key, raw in islice(headers or (), MAX_ATTRIBUTES):
+            name = key.lower()
+            if raw is not None and len(raw) > MAX_ATTRIBUTE_BYTES:
+                raise Invalid(
+                    Reason.ID_TOO_LONG, f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes"
+                )
+            if name.startswith(("ce_", "ce-")):
+                attrs[name[3:]] = "" if raw is None else raw.decode()
+            elif name == "content-type":
+                content_type = "" if raw is None else raw.decode()
+    except UnicodeDecodeError:
+        raise Invalid(Reason.BAD_ID, f"header {name[:64]!r} is not UTF-8") from None
     if content_type.split(";")[0].strip().lower() == STRUCTURED:
         attrs, data = _structured(value)
     else:
@@ -83,17 +90,6 @@ def from_kafka(
     return CloudEvent(
         attrs["id"], attrs["type"], attrs["source"], _time(attrs.get("time")), attrs, data
     )
-
-
-def _text(name: str, raw: bytes | None) -> str:
-    if raw is None:
-        return ""
-    if len(raw) > MAX_ATTRIBUTE_BYTES:
-        raise Invalid(Reason.ID_TOO_LONG, f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes")
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        raise Invalid(Reason.BAD_ID, f"header {name[:64]!r} is not UTF-8") from None
 
 
 def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:

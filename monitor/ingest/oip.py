@@ -71,7 +71,18 @@ class InferenceResponse(msgspec.Struct, frozen=True):
     parameters: dict[str, Any] | None = None
 
 
+class InferencePayload(msgspec.Struct, frozen=True):
+    """Either half, for a stream that carries both without saying which (bare OIP)."""
+
+    inputs: list[Tensor] | None = None
+    outputs: list[Tensor] | None = None
+    id: str | None = None
+    model_name: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 _REQUEST = msgspec.json.Decoder(InferenceRequest)
+_PAYLOAD = msgspec.json.Decoder(InferencePayload)
 _RESPONSE = msgspec.json.Decoder(InferenceResponse)
 
 
@@ -122,18 +133,33 @@ def decode_response(data: bytes) -> Table:
     return _table(_decode(_RESPONSE, data), "outputs")
 
 
+def decode_payload(data: bytes) -> tuple[str, Table]:
+    """``("request" | "response", table)``: which half a payload is, by its keys (one parse)."""
+    p = _decode(_PAYLOAD, data)
+    if (p.inputs is None) == (p.outputs is None):
+        raise Invalid(
+            Reason.MISSING_TENSOR, "a payload with inputs or outputs, not both or neither"
+        )
+    if p.inputs is not None:
+        return "request", _table(p, "inputs")
+    return "response", _table(p, "outputs")
+
+
 def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
-        raise Invalid(Reason.BAD_TENSOR, f"not an inference payload: {exc}") from None
+        text = str(exc)
+        if text.startswith("Expected `object`") and " - at " not in text:
+            raise Invalid(Reason.NOT_OBJECT, "not an inference payload (not an object)") from None
+        raise Invalid(Reason.BAD_TENSOR, f"not an inference payload: {text}") from None
     except msgspec.DecodeError as exc:
         raise Invalid(Reason.NOT_JSON, str(exc)) from None
     except RecursionError:  # msgspec's limit on nesting, met before any of ours
         raise Invalid(Reason.TOO_DEEP, "nested deeper than the decoder follows") from None
 
 
-def _table(payload: InferenceRequest | InferenceResponse, field: str) -> Table:
+def _table(payload: InferenceRequest | InferenceResponse | InferencePayload, field: str) -> Table:
     tensors: list[Tensor] = getattr(payload, field)
     if not tensors:
         raise Invalid(Reason.MISSING_TENSOR, f"the payload has no {field}")
@@ -152,7 +178,7 @@ def _table(payload: InferenceRequest | InferenceResponse, field: str) -> Table:
     assert rows is not None
     if rows == 0:
         raise Invalid(Reason.BAD_TENSOR, "the payload has no rows")
-    model = payload.model_name if isinstance(payload, InferenceResponse) else None
+    model = getattr(payload, "model_name", None) if field == "outputs" else None
     return Table(payload.id, rows, widths, types, values, model)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -27,7 +26,7 @@ from monitor.ingest.decode_careful import dead_letters
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.keys import id_keys
-from monitor.ingest.oip import Table, decode_request, decode_response
+from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.serving import decisions, groups
 
 
@@ -52,16 +51,6 @@ RESPONSE_DTYPE = np.dtype(
         ("pred", np.uint8),
     ]
 )
-
-
-class _Kind(msgspec.Struct):
-    """Which half a bare OIP payload is (its keys, not yet its contents)."""
-
-    inputs: msgspec.Raw = msgspec.Raw()  # empty: absent (a Raw takes no union with None)
-    outputs: msgspec.Raw = msgspec.Raw()
-
-
-_KIND = msgspec.json.Decoder(_Kind)
 
 
 class _Requests:
@@ -119,9 +108,10 @@ class ServingDecoder:
                 raise Invalid(Reason.NOT_JSON, "not a JSON payload")
             data, when, hint = value, None, None
             rid = _header(headers, "x-request-id")
-            kind = _kind(data)
+            kind, table = decode_payload(data)
         if kind == "request":
-            table = decode_request(data)
+            if self.fmt == "kserve-cloudevents":
+                table = decode_request(data)
             m = self._model(hint, table)
             mapping = self.mappings[m]
             assert mapping is not None
@@ -134,7 +124,8 @@ class ServingDecoder:
             for j, attr in enumerate(self.plan.models[m].attributes):
                 req.values[j] += cols[attr.name]
         elif kind == "response":
-            table = decode_response(data)
+            if self.fmt == "kserve-cloudevents":
+                table = decode_response(data)
             m = self._model(hint or table.model, table)
             mapping = self.mappings[m]
             assert mapping is not None
@@ -188,25 +179,6 @@ def _responses(
         at += k
     rows["key"] = id_keys(ids) if ids else rows["key"]
     return rows
-
-
-def _kind(data: bytes) -> str:
-    try:
-        k = _KIND.decode(data)
-    except msgspec.ValidationError:  # (a DecodeError too: first)
-        raise Invalid(Reason.NOT_OBJECT, "not an inference payload (not an object)") from None
-    except (msgspec.DecodeError, RecursionError):
-        raise Invalid(Reason.NOT_JSON, "not an inference payload (not JSON)") from None
-    has_in, has_out = _present(k.inputs), _present(k.outputs)
-    if has_in == has_out:
-        raise Invalid(
-            Reason.MISSING_TENSOR, "a payload with inputs or outputs, not both or neither"
-        )
-    return "request" if has_in else "response"
-
-
-def _present(raw: msgspec.Raw) -> bool:
-    return len(raw) > 0 and bytes(raw) != b"null"
 
 
 def _header(headers: Sequence[tuple[str, bytes]] | None, name: str) -> str | None:

@@ -122,7 +122,7 @@ def test_a_mapping_that_misses_the_payload_says_which_way() -> None:
         (json.dumps({"inputs": [{"name": "x"}]}).encode(), Reason.BAD_TENSOR, "not an inference"),
         (b"\x00\xff garbage", Reason.NOT_JSON, ""),
         (b'{"inputs": [' * 200_000, Reason.TOO_DEEP, ""),
-        (b"[]", Reason.BAD_TENSOR, "not an inference"),
+        (b"[]", Reason.NOT_OBJECT, "not an object"),
     ],
 )
 def test_malformed_requests_are_refused_with_a_reason(
