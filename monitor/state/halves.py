@@ -17,6 +17,7 @@ response without its request.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +45,11 @@ class Joined:
         return len(self.key)
 
 
-@dataclass
-class HalfCounts:
-    """What did not join, by why (kept with the partition's other counters)."""
-
-    repeated_requests: int = 0
-    repeated_responses: int = 0
-    unanswered_requests: int = 0  # expired or evicted waiting for a response
-    orphan_responses: int = 0  # expired or evicted waiting for a request
+# what did not join, by why (kept with the partition's other counters): repeated_requests,
+# repeated_responses, unanswered_requests (expired or evicted waiting for a response),
+# orphan_responses (expired or evicted waiting for a request)
+COUNTS = ("repeated_requests", "repeated_responses", "unanswered_requests", "orphan_responses")
+WAITED = {"requests": "unanswered_requests", "responses": "orphan_responses"}  # never met
 
 
 class HalfJoin:
@@ -61,46 +59,39 @@ class HalfJoin:
         self.n_sets = n_sets
         self.requests = SortedTable(request_dtype(n_sets), max_size=max_size, age_field="ts")
         self.responses = SortedTable(RESPONSE_DTYPE, max_size=max_size, age_field="ts")
-        self.counts = HalfCounts()
+        self.counts: Counter[str] = Counter()
         self.newest = -np.inf  # the latest time of a half seen (expiry is measured from it)
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
         """Requests (``request_dtype`` rows): those whose response waits are joined."""
-        self._seen(rows)
-        rows, repeats = self._fresh(rows, self.requests)
-        self.counts.repeated_requests += repeats
-        idx = self.responses.find(rows["key"])
-        hit = idx >= 0
-        answers = self._take(self.responses, idx[hit])
-        order = np.argsort(rows["key"][hit], kind="stable")
-        asked = rows[hit][order]
-        self.counts.unanswered_requests += len(self.requests.insert(rows[~hit]))
-        return _joined(asked, answers[np.argsort(answers["key"], kind="stable")])
+        asked, answers = self._meet(rows, self.requests, self.responses, "requests")
+        return _joined(asked, answers)
 
     def add_responses(self, rows: npt.NDArray[Any]) -> Joined:
         """Responses (``RESPONSE_DTYPE`` rows): those whose request waits are joined."""
+        answers, asked = self._meet(rows, self.responses, self.requests, "responses")
+        return _joined(asked, answers)
+
+    def _meet(
+        self, rows: npt.NDArray[Any], mine: SortedTable, other: SortedTable, kind: str
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """The fresh ``rows`` whose partner waits in ``other``, and those partners (row for
+        row); the rest of ``rows`` wait in ``mine``. ``kind``: ``requests`` or ``responses``."""
         self._seen(rows)
-        rows, repeats = self._fresh(rows, self.responses)
-        self.counts.repeated_responses += repeats
-        idx = self.requests.find(rows["key"])
+        rows, repeats = self._fresh(rows, mine)
+        idx = other.find(rows["key"])
         hit = idx >= 0
-        asked = self._take(self.requests, idx[hit])
-        answers = rows[hit]
-        self.counts.orphan_responses += len(self.responses.insert(rows[~hit]))
-        return _joined(
-            asked[np.argsort(asked["key"], kind="stable")],
-            answers[np.argsort(answers["key"], kind="stable")],
-        )
+        partners = self._take(other, idx[hit])  # aligned with rows[hit]: no sort needed
+        self.counts[f"repeated_{kind}"] += repeats
+        self.counts[WAITED[kind]] += len(mine.insert(rows[~hit]))
+        return rows[hit], partners
 
     def expire(self, before_ts: float) -> None:
         """Drop the halves older than ``before_ts`` (event time), counted by kind."""
-        for table, field in (
-            (self.requests, "unanswered_requests"),
-            (self.responses, "orphan_responses"),
-        ):
+        for kind, table in (("requests", self.requests), ("responses", self.responses)):
             if len(table):
                 gone = table.remove_mask(table.data["ts"] < before_ts)
-                setattr(self.counts, field, getattr(self.counts, field) + len(gone))
+                self.counts[WAITED[kind]] += len(gone)
 
     def export(self) -> dict[str, npt.NDArray[Any]]:
         return {"requests": self.requests.data, "responses": self.responses.data}
@@ -131,7 +122,7 @@ class HalfJoin:
 
 
 def _joined(asked: npt.NDArray[Any], answers: npt.NDArray[Any]) -> Joined:
-    """Both sorted by key, the same keys."""
+    """The two halves of each decision, row for row."""
     assert np.array_equal(asked["key"], answers["key"])
     return Joined(
         asked["key"].copy(),

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.ingest.groups import GroupRegistry
+from monitor.state.halves import COUNTS as HALF_COUNTS
 from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
 from monitor.state.label_times import LabelLedger
@@ -42,11 +43,7 @@ COUNTERS = (
     "orphan_labels",
     "evicted_pending",
     "expired_pending",
-    # a serving stack's requests and responses (halves.py)
-    "repeated_requests",
-    "repeated_responses",
-    "unanswered_requests",
-    "orphan_responses",
+    *HALF_COUNTS,  # a serving stack's requests and responses (halves.py)
 )
 # What the join holds now (gauges, not event counts), by what each row waits for
 HELD = {

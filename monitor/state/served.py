@@ -8,7 +8,6 @@ response is counted, never silently dropped.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy.typing as npt
 
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.state.engine import Engine
-from monitor.state.halves import HalfCounts, Joined
+from monitor.state.halves import Joined
 
 
 def apply_served(
@@ -33,9 +32,9 @@ def apply_served(
     newest = max(st.watermark, h.newest)  # halves move time on even when none meet
     if np.isfinite(newest):
         h.expire(newest - max(m.lateness + m.bucket for m in engine.models))
-    for f in fields(HalfCounts):
-        st.count(f.name, getattr(h.counts, f.name))
-    h.counts = HalfCounts()
+    for name, n in h.counts.items():
+        st.count(name, n)
+    h.counts.clear()
 
 
 def _predictions(met: list[Joined], n_sets: int) -> PredictionBatch:

@@ -72,10 +72,10 @@ def test_repeats_are_counted_and_dropped_the_first_kept() -> None:
     j = HalfJoin(SETS, max_size=100)
     j.add_requests(requests([1, 1, 2]))
     j.add_requests(requests([2], ts=500.0))
-    assert j.counts.repeated_requests == 2
+    assert j.counts["repeated_requests"] == 2
     out = j.add_responses(responses([2, 2]))
     assert list(out.ts) == [102.0]  # the first request's time
-    assert j.counts.repeated_responses == 1
+    assert j.counts["repeated_responses"] == 1
 
 
 def test_halves_that_never_meet_are_counted_when_they_expire_or_are_evicted() -> None:
@@ -83,11 +83,11 @@ def test_halves_that_never_meet_are_counted_when_they_expire_or_are_evicted() ->
     j.add_requests(requests([1, 2]))
     j.add_responses(responses([10, 11]))
     j.expire(before_ts=102.0)  # request 1 (ts 101) is too old; responses are at 210+
-    assert (j.counts.unanswered_requests, j.counts.orphan_responses) == (1, 0)
+    assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (1, 0)
     j.add_responses(responses([12, 13]))  # over the bound: the oldest response evicted
-    assert j.counts.orphan_responses == 1 and len(j.responses) == 3
+    assert j.counts["orphan_responses"] == 1 and len(j.responses) == 3
     j.expire(before_ts=1e9)
-    assert (j.counts.unanswered_requests, j.counts.orphan_responses) == (2, 4)
+    assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (2, 4)
 
 
 def test_waiting_halves_survive_an_export_and_load() -> None:
