@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
+from typing import Any
 
 from monitor.ingest.events import Invalid, Reason
 
@@ -126,3 +127,59 @@ def _time(text: str | None) -> float | None:
     if when.tzinfo is None:
         raise Invalid(Reason.BAD_TIMESTAMP, f"ce time {text[:64]!r} has no offset (RFC 3339)")
     return when.timestamp()
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A batch of binary-mode CloudEvents as columns (what :func:`from_kafka` reads, per
+    attribute): ``time`` is None when no event of the batch has one."""
+
+    id: list[str]
+    kind: list[str]
+    time: list[float | None] | None
+    servicename: list[str] | list[None]
+    data: list[bytes]
+
+
+def columns(records: Sequence[Any]) -> Columns | None:
+    """The batch's events read attribute by attribute, or None when one of them needs
+    :func:`from_kafka` (structured mode, ``ce-`` or capitalised names, more than
+    ``MAX_ATTRIBUTES`` headers, a value over ``MAX_ATTRIBUTE_BYTES`` or not UTF-8, a required
+    attribute missing, a tombstone): the same attributes, read once per batch and name."""
+    headers = [r.headers or () for r in records]
+    if max(map(len, headers), default=0) > MAX_ATTRIBUTES:
+        return None
+    maps = [dict(h) for h in headers]  # the last of a repeated name, as from_kafka keeps it
+    names = set().union(*maps)
+    if any(n != n.lower() or n.startswith("ce-") for n in names):
+        return None
+    if "content-type" in names and any(
+        STRUCTURED.encode() in v.lower() for v in {m.get("content-type") or b"" for m in maps}
+    ):
+        return None
+    text: dict[str, list[Any]] = {}
+    for name in names:
+        if name.startswith("ce_"):
+            raw = [m.get(name, b"") for m in maps]  # absent reads as empty: see servicename
+            if None in raw or max(map(len, raw)) > MAX_ATTRIBUTE_BYTES:
+                return None
+            text[name[3:]] = list(map(bytes.decode, raw))
+    for name in REQUIRED:
+        if name not in text or not all(text[name]):
+            return None
+    data = [r.value for r in records]
+    if None in data:
+        return None
+    # An empty name and none differ (a request naming "" names no model): only all or none
+    services = text.get("inferenceservicename")
+    if services is not None and "" in services:
+        return None
+    kinds = {REQUEST: "request", RESPONSE: "response"}
+    times = text.get("time")
+    return Columns(
+        id=text["id"],
+        kind=[kinds.get(t, t) for t in text["type"]],
+        time=None if times is None else list(map(_time, times)),
+        servicename=[None] * len(data) if services is None else list(services),
+        data=data,
+    )

@@ -72,10 +72,11 @@ class InferenceResponse(msgspec.Struct, frozen=True):
 
 
 class InferencePayload(msgspec.Struct, frozen=True):
-    """Either half, for a stream that carries both without saying which (bare OIP)."""
+    """Either half, for a stream that carries both without saying which (bare OIP). A request
+    may carry ``outputs`` too: the outputs it asks for (``{"name": ...}``), no tensors."""
 
     inputs: list[Tensor] | None = None
-    outputs: list[Tensor] | None = None
+    outputs: msgspec.Raw = msgspec.Raw()  # read once it is known to be a response
     id: str | None = None
     model_name: str | None = None
     parameters: dict[str, Any] | None = None
@@ -84,6 +85,7 @@ class InferencePayload(msgspec.Struct, frozen=True):
 _REQUEST = msgspec.json.Decoder(InferenceRequest)
 _PAYLOAD = msgspec.json.Decoder(InferencePayload)
 _RESPONSE = msgspec.json.Decoder(InferenceResponse)
+_OUTPUTS = msgspec.json.Decoder(list[Tensor])
 
 
 @dataclass(frozen=True)
@@ -134,15 +136,16 @@ def decode_response(data: bytes) -> Table:
 
 
 def decode_payload(data: bytes) -> tuple[str, Table]:
-    """``("request" | "response", table)``: which half a payload is, by its keys (one parse)."""
+    """``("request" | "response", table)``: which half a payload is, by its keys: with
+    ``inputs`` a request, else with ``outputs`` a response."""
     p = _decode(_PAYLOAD, data)
-    if (p.inputs is None) == (p.outputs is None):
-        raise Invalid(
-            Reason.MISSING_TENSOR, "a payload with inputs or outputs, not both or neither"
-        )
     if p.inputs is not None:
         return "request", _table(p, "inputs")
-    return "response", _table(p, "outputs")
+    if not p.outputs:
+        raise Invalid(Reason.MISSING_TENSOR, "a payload with neither inputs nor outputs")
+    outputs = _decode(_OUTPUTS, p.outputs)
+    response = InferenceResponse(outputs, p.model_name, p.id, None, p.parameters)
+    return "response", _table(response, "outputs")
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:

@@ -28,6 +28,7 @@ from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.keys import id_keys
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.serving import decisions, groups
+from monitor.ingest.serving_fast import ServingFast, header
 
 
 def request_dtype(n_sets: int) -> np.dtype[Any]:
@@ -67,10 +68,19 @@ class ServingDecoder:
         self.plan, self.fmt = plan, fmt
         self.mappings: list[TensorMapping | None] = [m.serving for m in plan.models]
         self.serving = [i for i, m in enumerate(self.mappings) if m is not None]
+        # one model's traffic (the common case) is decoded whole batches at a time
+        only = self.mappings[self.serving[0]] if len(self.serving) == 1 else None
+        self.fast = ServingFast(plan, fmt, self.serving[0], only) if only is not None else None
 
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any], list[DeadLetter]]:
         """(request rows, response rows, dead letters) of one batch of records."""
         plan = self.plan
+        fast = self.fast.decode(rb) if self.fast is not None else None
+        if fast is not None:
+            (ids, ts, values), (r_ids, r_ts, scores, preds) = fast
+            m = self.serving[0]
+            asked_rows = request_rows(plan, m, ids, ts, values)
+            return asked_rows, response_rows(r_ids, r_ts, m, scores, preds), []
         lo, hi = plan.time_bounds()
         records: Sequence[Any] | None = getattr(rb, "records", None)  # a Kafka poll's, headers
         asked = [_Requests(len(plan.models[m].attributes)) for m in range(len(plan.models))]
@@ -107,7 +117,7 @@ class ServingDecoder:
             if not isinstance(value, bytes):
                 raise Invalid(Reason.NOT_JSON, "not a JSON payload")
             data, when, hint = value, None, None
-            rid = _header(headers, "x-request-id")
+            rid = header(headers, "x-request-id")
             kind, table = decode_payload(data)
         if kind == "request":
             if self.fmt == "kserve-cloudevents":
@@ -146,46 +156,57 @@ class ServingDecoder:
         raise Invalid(Reason.MISSING_MODEL, "no model name, and several models are configured")
 
     def _requests(self, asked: list[_Requests]) -> npt.NDArray[Any]:
-        parts = []
-        for m, req in enumerate(asked):
-            if not req.ids:
-                continue
-            rows = np.zeros(len(req.ids), dtype=request_dtype(self.plan.max_sets))
-            rows["key"] = id_keys(req.ids)
-            rows["ts"] = req.ts
-            rows["model"] = m
-            enc = self.plan.registries[m].encode(req.values)
-            rows["groups"] = -1
-            rows["groups"][:, : enc.shape[1]] = enc
-            parts.append(rows)
+        parts = [
+            request_rows(self.plan, m, req.ids, req.ts, req.values)
+            for m, req in enumerate(asked)
+            if req.ids
+        ]
         empty = np.zeros(0, dtype=request_dtype(self.plan.max_sets))
         return np.concatenate(parts) if parts else empty
+
+
+def request_rows(
+    plan: DecodePlan, m: int, ids: list[str], ts: Any, values: list[list[Any]]
+) -> npt.NDArray[Any]:
+    """One model's request rows: keys, times, the groups of each set (encoded here, so the
+    registry sees every value once)."""
+    rows = np.zeros(len(ids), dtype=request_dtype(plan.max_sets))
+    if not ids:
+        return rows
+    rows["key"] = id_keys(ids)
+    rows["ts"] = ts
+    rows["model"] = m
+    enc = plan.registries[m].encode(values)
+    rows["groups"] = -1
+    rows["groups"][:, : enc.shape[1]] = enc
+    return rows
+
+
+def response_rows(ids: list[str], ts: Any, m: Any, scores: Any, preds: Any) -> npt.NDArray[Any]:
+    """Response rows: keys, times, model, score (NaN without one), decision."""
+    rows = np.zeros(len(ids), dtype=RESPONSE_DTYPE)
+    if not ids:
+        return rows
+    rows["key"] = id_keys(ids)
+    rows["ts"] = ts
+    rows["model"] = m
+    rows["score"] = scores
+    rows["pred"] = preds
+    return rows
 
 
 def _responses(
     answered: list[tuple[list[str], float, int, list[float], list[int]]],
 ) -> npt.NDArray[Any]:
-    n = sum(len(a[0]) for a in answered)
-    rows = np.zeros(n, dtype=RESPONSE_DTYPE)
     ids: list[str] = []
-    at = 0
-    for row_ids, ts, m, scores, preds in answered:
-        k = len(row_ids)
-        rows["ts"][at : at + k] = ts
-        rows["model"][at : at + k] = m
-        rows["score"][at : at + k] = scores
-        rows["pred"][at : at + k] = preds
+    ts: list[float] = []
+    models: list[int] = []
+    scores: list[float] = []
+    preds: list[int] = []
+    for row_ids, t, m, s, p in answered:
         ids += row_ids
-        at += k
-    rows["key"] = id_keys(ids) if ids else rows["key"]
-    return rows
-
-
-def _header(headers: Sequence[tuple[str, bytes]] | None, name: str) -> str | None:
-    for key, value in headers or ():
-        if key.lower() == name and value:
-            try:
-                return value.decode()[:256]
-            except UnicodeDecodeError:
-                return None
-    return None
+        ts += [t] * len(row_ids)
+        models += [m] * len(row_ids)
+        scores += s
+        preds += p
+    return response_rows(ids, ts, models, scores, preds)

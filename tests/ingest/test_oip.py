@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from monitor.config.serving import Column
 from monitor.ingest.events import Invalid, Reason
-from monitor.ingest.oip import MAX_ELEMENTS, decode_request, decode_response
+from monitor.ingest.oip import MAX_ELEMENTS, decode_payload, decode_request, decode_response
 
 
 def tensor(name: str, shape: list[int], datatype: str, data: list[Any]) -> dict[str, Any]:
@@ -75,6 +75,26 @@ def test_one_row_keeps_its_id_and_a_header_id_stands_in_for_a_missing_one() -> N
     with pytest.raises(Invalid) as info:
         one.row_ids()
     assert info.value.reason == Reason.MISSING_ID
+
+
+def test_a_bare_payload_is_a_request_by_its_inputs_even_when_it_names_the_outputs_it_asks() -> None:
+    """OIP lets a request list the outputs it wants (``{"name": ...}``, no tensors): such a
+    request is a request, not a malformed response."""
+    asking = json.loads(request(tensor("sex", [1], "BYTES", ["F"])))
+    asking["outputs"] = [{"name": "probabilities"}]
+    kind, t = decode_payload(json.dumps(asking).encode())
+    assert kind == "request" and t.column(Column("sex")) == ["F"]
+    answer = {"id": "r", "model_name": "m", "outputs": [tensor("p", [1], "FP32", [0.25])]}
+    kind, t = decode_payload(json.dumps(answer).encode())
+    assert (kind, t.model, t.id, t.column(Column("p"))) == ("response", "m", "r", [0.25])
+    for body, reason in (
+        (b'{"id": "r"}', Reason.MISSING_TENSOR),
+        (b'{"id": "r", "outputs": [{"name": "p"}]}', Reason.BAD_TENSOR),  # no tensor
+        (b'{"id": "r", "outputs": 7}', Reason.BAD_TENSOR),
+    ):
+        with pytest.raises(Invalid) as info:
+            decode_payload(body)
+        assert info.value.reason == reason, info.value.detail
 
 
 def test_a_mapping_that_misses_the_payload_says_which_way() -> None:

@@ -1,0 +1,273 @@
+"""Fast path of decoding a serving stack's records: typed structs of the batch's layout, then
+checks and columns over the whole batch.
+
+As for the monitor's own events (``decode_fast.py``), almost every batch is clean, and a model's
+calls all have one *layout* (``serving_layout.py``): its typed structs let msgspec check in C
+what ``oip.py`` checks value by value, one decoder call per record. What remains (data length against the shape, rows alike across tensors, finite floats, scores in
+[0, 1], ids, models, times) is checked over columns, and the rows are built column by column.
+
+The cyclic garbage collector is paused while a batch is decoded: every tensor's data is a list,
+and a batch allocates tens of thousands of them, each of which would start and feed collections
+that find nothing (payloads hold no cycles; reference counting frees them when the batch is
+done). It is resumed as it was, whatever happens.
+
+Anything unusual (another layout, a tombstone, a missing id, one bad value) gives
+up, and the careful path (``serving_decode.py``) decodes the batch with its dead letters. On
+what the fast path accepts, both give the same rows (``tests/ingest/test_serving_fast.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from itertools import chain
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config.serving import Column, TensorMapping
+from monitor.ingest.cloudevents import Columns, columns
+from monitor.ingest.decode_plan import DecodePlan
+from monitor.ingest.oip import DATATYPES, FLOATS, INTS
+from monitor.ingest.serving_layout import Layout, Signature, learn
+
+
+class _GiveUp(Exception):
+    """Something in the batch needs the careful path."""
+
+
+def _place(
+    sig: Signature | None, where: Column, allowed: frozenset[str]
+) -> tuple[int, int, int, bool]:
+    """(tensor position, column, width, nested) of a mapped value; gives up where it does not
+    fit (the careful path says why)."""
+    for k, (name, datatype, trailing, nested) in enumerate(sig or ()):
+        if name == where.tensor:
+            width = math.prod(trailing)
+            col = 0 if where.column is None else where.column
+            if datatype not in allowed or (where.column is None and width != 1):
+                raise _GiveUp
+            if not 0 <= col < width:
+                raise _GiveUp
+            return k, col, width, nested
+    raise _GiveUp
+
+
+NUMBERS = frozenset({*INTS, *FLOATS})
+DECISIONS = frozenset({"BOOL", *INTS})
+
+
+class ServingFast:
+    """Whole-batch decoding of one model's serving traffic (the only serving model)."""
+
+    def __init__(self, plan: DecodePlan, fmt: str, model: int, mapping: TensorMapping) -> None:
+        self.plan, self.fmt, self.model, self.m = plan, fmt, model, mapping
+        self.name = plan.models[model].name
+        self.layout: Layout | None = None
+
+    def decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """((request row ids, their times, raw group values per attribute), (response row ids,
+        their times, scores, decisions)), or None when the careful path must decode."""
+        collecting = gc.isenabled()
+        gc.disable()  # see the module's docstring
+        try:
+            return self._decode(rb)
+        except Exception:  # _GiveUp, or whatever the bytes did: the careful path judges them
+            return None
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        values = rb.values
+        records = getattr(rb, "records", None)
+        if self.fmt == "kserve-cloudevents":
+            if records is None:
+                raise _GiveUp
+            events = columns(records)
+            if events is None:
+                raise _GiveUp
+            bodies, kinds = events.data, events.kind
+        else:
+            bodies, events, kinds = values, None, None
+        payloads = self._payloads(bodies)
+        if kinds is None:  # a payload with inputs is a request (its outputs name what it asks)
+            is_req = [p.inputs is not None for p in payloads]
+        else:
+            if set(kinds) - {"request", "response"}:
+                raise _GiveUp
+            is_req = [k == "request" for k in kinds]
+            if any(p.inputs is None for p, r in zip(payloads, is_req, strict=True) if r):
+                raise _GiveUp
+        if any(p.outputs is None for p, r in zip(payloads, is_req, strict=True) if not r):
+            raise _GiveUp
+        times = self._times(rb, events)
+        ids = self._ids(payloads, events, records)
+        reqs = [i for i, r in enumerate(is_req) if r]
+        resps = [i for i, r in enumerate(is_req) if not r]
+        self._models(payloads, events, resps)
+        asked = self._requests([payloads[i] for i in reqs], [ids[i] for i in reqs], times[reqs])
+        answered = self._responses(
+            [payloads[i] for i in resps], [ids[i] for i in resps], times[resps]
+        )
+        return asked, answered
+
+    def _payloads(self, bodies: list[Any]) -> list[Any]:
+        for attempt in range(2):
+            if self.layout is not None:
+                try:
+                    return list(map(self.layout.decoder.decode, bodies))
+                except (msgspec.DecodeError, TypeError, RecursionError):
+                    if attempt:
+                        raise _GiveUp from None
+            learned = learn(bodies, self.layout)
+            if learned is None or (
+                self.layout is not None
+                and (learned.request, learned.response)
+                == (self.layout.request, self.layout.response)
+            ):
+                raise _GiveUp
+            self.layout = learned
+        raise _GiveUp
+
+    def _times(self, rb: Any, events: Columns | None) -> npt.NDArray[np.float64]:
+        lo, hi = self.plan.time_bounds()
+        stamps = np.asarray(rb.timestamps_ms, dtype=np.float64)  # None is NaN: no record time
+        if events is not None and events.time is not None:  # as the careful path, event by event
+            at = self.plan.event_time
+            pairs = zip(events.time, rb.timestamps_ms, strict=True)
+            return np.array([at(t, s, lo, hi) for t, s in pairs], dtype=np.float64)
+        if len(stamps) and not (stamps > 0).all():
+            raise _GiveUp
+        t = stamps / 1000.0
+        if len(t) and (t.min() < lo or t.max() > hi):
+            raise _GiveUp
+        return t
+
+    def _ids(self, payloads: list[Any], events: Columns | None, records: Any) -> list[str]:
+        ids = [p.id for p in payloads]
+        if None in ids:
+            if events is not None:
+                ids = [e if i is None else i for i, e in zip(ids, events.id, strict=True)]
+            else:
+                if records is None:
+                    raise _GiveUp
+                ids = [
+                    header(r.headers, "x-request-id") if i is None else i
+                    for i, r in zip(ids, records, strict=True)
+                ]
+            if None in ids:
+                raise _GiveUp
+        if "" in ids:
+            raise _GiveUp
+        return ids
+
+    def _models(self, payloads: list[Any], events: Columns | None, resps: list[int]) -> None:
+        """Every record is the one serving model's (else the careful path sorts them out)."""
+        names = {payloads[i].model_name for i in resps}
+        if events is not None:  # the CloudEvent's name, else the response's (as the careful path)
+            hints = events.servicename
+            names = {h for h in hints if h is not None} | {
+                payloads[i].model_name for i in resps if hints[i] is None
+            }
+        if not names <= {None, self.name}:
+            raise _GiveUp
+
+    def _requests(
+        self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
+    ) -> tuple[list[str], npt.NDArray[np.float64], list[list[Any]]]:
+        layout = self.layout
+        assert layout is not None
+        if not payloads:
+            return [], times, [[] for _ in self.plan.models[self.model].attributes]
+        sig = layout.request
+        if sig is None:
+            raise _GiveUp
+        n_rows = _checked_rows([p.inputs for p in payloads], sig)
+        columns = []
+        for attr in self.plan.models[self.model].attributes:
+            k, col, width, nested = _place(sig, self.m.attributes[attr.name], DATATYPES)
+            data = [p.inputs[k].data for p in payloads]
+            columns.append(_column(data, col, width, nested))
+        return _row_ids(ids, n_rows), np.repeat(times, n_rows), columns
+
+    def _responses(
+        self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
+    ) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[Any]]:
+        layout = self.layout
+        assert layout is not None
+        if not payloads:
+            empty = np.zeros(0)
+            return [], empty, empty, np.zeros(0, dtype=np.uint8)
+        sig = layout.response
+        if sig is None:
+            raise _GiveUp
+        n_rows = _checked_rows([p.outputs for p in payloads], sig)
+        n = int(n_rows.sum())
+        scores = np.full(n, math.nan)
+        if self.m.score is not None:
+            k, col, width, nested = _place(sig, self.m.score, NUMBERS)
+            data = [p.outputs[k].data for p in payloads]
+            scores = np.array(_column(data, col, width, nested), dtype=np.float64)
+            if not ((scores >= 0.0) & (scores <= 1.0)).all():
+                raise _GiveUp
+        if self.m.prediction is not None:
+            k, col, width, nested = _place(sig, self.m.prediction, DECISIONS)
+            raw = _column([p.outputs[k].data for p in payloads], col, width, nested)
+            decided = np.array(raw, dtype=np.int64)
+            if not ((decided == 0) | (decided == 1)).all():
+                raise _GiveUp
+            preds = decided == 1
+        else:
+            threshold = self.plan.models[self.model].threshold
+            assert threshold is not None
+            preds = scores >= threshold
+        return _row_ids(ids, n_rows), np.repeat(times, n_rows), scores, preds.astype(np.uint8)
+
+
+def _checked_rows(halves: list[Any], sig: Signature) -> npt.NDArray[np.int64]:
+    """Rows per payload, once every tensor's data fill its shape and all tensors have as many
+    rows. (Every float is finite already: JSON has no NaN or Infinity, and msgspec refuses a
+    number out of a float's range.)"""
+    rows = np.array([h[0].shape[0] for h in halves], dtype=np.int64)
+    for k, (_, _, trailing, nested) in enumerate(sig):
+        width = 1 if nested else math.prod(trailing)  # a nested row's length msgspec checked
+        if k and not (np.array([h[k].shape[0] for h in halves]) == rows).all():
+            raise _GiveUp
+        if not (np.array([len(h[k].data) for h in halves]) == rows * width).all():
+            raise _GiveUp
+    return rows
+
+
+def _column(data: list[list[Any]], col: int, width: int, nested: bool) -> list[Any]:
+    """One value per row, in the order of the payloads and their rows."""
+    if nested:
+        return [row[col] for d in data for row in d]
+    if width == 1:
+        return list(chain.from_iterable(data))
+    return list(chain.from_iterable(d[col::width] for d in data))
+
+
+def _row_ids(ids: list[str], n_rows: npt.NDArray[np.int64]) -> list[str]:
+    """``<id>/<row>`` per row (one row keeps the id), as ``oip.Table.row_ids``."""
+    if not len(n_rows) or n_rows.max() == 1:
+        return ids
+    return [
+        f"{rid}/{r}" if n > 1 else rid
+        for rid, n in zip(ids, n_rows.tolist(), strict=True)
+        for r in range(n)
+    ]
+
+
+def header(headers: Any, name: str) -> str | None:
+    """A record header's text (the first of that name, case aside), None when absent or not
+    UTF-8."""
+    for key, value in headers or ():
+        if key.lower() == name and value:
+            try:
+                return str(value.decode()[:256])
+            except UnicodeDecodeError:
+                return None
+    return None

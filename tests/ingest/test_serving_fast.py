@@ -1,0 +1,320 @@
+"""The fast path of a serving stack's records (``serving_fast.py``): clean batches take it, and
+whatever the batch (clean, spoiled, another layout), the rows and dead letters are those of the
+careful path, which decodes record by record (``oip.py``, ``cloudevents.from_kafka``)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monitor.config.spec import parse_config
+from monitor.ingest.cloudevents import columns, from_kafka
+from monitor.ingest.events import ConsumerBatch, Invalid
+from monitor.ingest.keys import id_keys
+from monitor.ingest.serving_decode import ServingDecoder
+from monitor.state.engine import Engine
+from tests.app.test_serving_kafka import MAPPING, calls, rfc3339, row_ids
+from tests.helpers import T0
+from tests.kafka_helpers import MODEL
+
+FORMATS = ("oip-json", "kserve-cloudevents")
+
+
+def decoder(fmt: str, *, fast: bool) -> ServingDecoder:
+    text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    engine = Engine(parse_config(yaml.safe_load(text)), clock=lambda: T0 + 86_400)
+    dec = ServingDecoder(engine.decoder.plan, fmt)
+    if not fast:
+        dec.fast = None
+    return dec
+
+
+def bodies(c: dict[str, Any], *, nested: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    n = len(c["sex"])
+    features: list[Any] = [[700, a] for a in c["age"]]
+    probs: list[Any] = [[round(1 - p, 6), p] for p in c["p"]]
+    if not nested:
+        features = [v for row in features for v in row]
+        probs = [v for row in probs for v in row]
+    request = {
+        "id": c["id"],
+        "inputs": [
+            {"name": "sex", "shape": [n], "datatype": "BYTES", "data": c["sex"]},
+            {"name": "features", "shape": [n, 2], "datatype": "INT64", "data": features},
+        ],
+    }
+    response = {
+        "model_name": "credit",
+        "id": c["id"],
+        "outputs": [{"name": "probabilities", "shape": [n, 2], "datatype": "FP64", "data": probs}],
+    }
+    return request, response
+
+
+def records(
+    cs: list[dict[str, Any]], fmt: str, *, nested: bool = False, times: bool = True, seed: int = 0
+) -> list[Any]:
+    """Each call's request and response as records, shuffled (either half may come first)."""
+    out = []
+    for c in cs:
+        for kind, body in zip(("request", "response"), bodies(c, nested=nested), strict=True):
+            t = c["t"] + (0.05 if kind == "response" else 0)
+            headers: list[tuple[str, bytes | None]] = []
+            if fmt == "kserve-cloudevents":
+                headers = [
+                    ("ce_specversion", b"1.0"),
+                    ("ce_id", c["id"].encode()),
+                    ("ce_type", f"org.kubeflow.serving.inference.{kind}".encode()),
+                    ("ce_source", b"http://credit-predictor/"),
+                    ("ce_inferenceservicename", b"credit"),
+                    ("content-type", b"application/json"),
+                ] + ([("ce_time", rfc3339(t))] if times else [])
+            out.append(
+                SimpleNamespace(
+                    value=json.dumps(body).encode(), headers=headers, timestamp=round(t * 1000)
+                )
+            )
+    random.Random(seed).shuffle(out)
+    for i, r in enumerate(out):
+        r.offset = i
+    return out
+
+
+def outcome(dec: ServingDecoder, recs: list[Any]) -> tuple[Any, ...]:
+    asked, answered, dead = dec.decode(ConsumerBatch(recs, "serve", 0))
+    return (
+        asked.tolist(),
+        answered.tolist(),
+        [(d.reason, d.detail, d.record.offset) for d in dead],
+    )
+
+
+def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
+    """Equal rows (NaN scores equal too) and dead letters."""
+    assert len(a[0]) == len(b[0]) and len(a[1]) == len(b[1])
+    assert repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+@pytest.mark.parametrize("times", [True, False], ids=["ce_time", "record-time"])
+def test_clean_batches_take_the_fast_path_with_the_careful_paths_rows(
+    fmt: str, nested: bool, times: bool
+) -> None:
+    cs = calls(3, n=120)  # 1-64 rows a call
+    recs = records(cs, fmt, nested=nested, times=times)
+    fast, careful = decoder(fmt, fast=True), decoder(fmt, fast=False)
+    assert fast.fast is not None and fast.fast.decode(ConsumerBatch(recs, "serve", 0)) is not None
+    got, want = outcome(fast, recs), outcome(careful, recs)
+    same(got, want)
+    assert len(got[0]) == len(got[1]) == sum(len(c["sex"]) for c in cs) and got[2] == []
+
+
+def test_a_new_layout_is_learned_and_a_mixed_batch_goes_the_careful_way() -> None:
+    fmt = "oip-json"
+    fast, careful = decoder(fmt, fast=True), decoder(fmt, fast=False)
+    cs = calls(5, n=40)
+    flat, nested = records(cs[:20], fmt), records(cs[20:], fmt, nested=True)
+    for recs in (flat, nested, flat):  # each batch of one layout: fast, after learning it
+        assert fast.fast is not None and fast.fast.decode(ConsumerBatch(recs, "s", 0)) is not None
+        same(outcome(fast, recs), outcome(careful, recs))
+    mixed = flat[:10] + nested[:10]
+    assert fast.fast.decode(ConsumerBatch(mixed, "s", 0)) is None
+    same(outcome(fast, mixed), outcome(careful, mixed))
+
+
+def _spoil(r: Any, how: str, fmt: str) -> None:
+    try:
+        body = json.loads(r.value)
+    except (TypeError, ValueError):
+        return  # spoiled already
+    tensors = body.get("inputs") or body.get("outputs")
+    first = tensors[0]
+    if how == "tombstone":
+        r.value = None
+        return
+    if how == "garbage":
+        r.value = b"\x00" + r.value[:5]
+        return
+    if how == "big_int":
+        first["data"][0] = 2**63 if first["datatype"] != "BYTES" else 7
+    elif how == "bool_value":
+        first["data"][0] = True
+    elif how == "huge_float":
+        r.value = r.value.replace(b'"data": [', b'"data": [1e400, ', 1)
+        return
+    elif how == "score_out_of_range":
+        if "outputs" in body:
+            first["data"] = [1.5 for _ in first["data"]]
+    elif how == "shape":
+        first["shape"][0] += 1
+    elif how == "no_id":
+        body.pop("id")
+    elif how == "empty_id":
+        body["id"] = ""
+    elif how == "other_model":
+        body["model_name"] = "fraud"
+    elif how == "extra_tensor":
+        tensors.append({"name": "x", "shape": [1], "datatype": "FP32", "data": [0.5]})
+    elif how == "datatype":
+        first["datatype"] = "FP32"
+    elif how == "int_in_float_tensor" and "outputs" in body:
+        first["data"][0] = 0
+    elif how == "no_record_time":
+        r.timestamp = None
+    elif how == "future":
+        r.timestamp = round((T0 + 10 * 86_400) * 1000)
+    elif fmt == "kserve-cloudevents":
+        h = dict(r.headers)
+        if how == "no_ce_id":
+            h.pop("ce_id")
+        elif how == "dash_spelling":
+            h["ce-id"] = h.pop("ce_id")
+        elif how == "capitals":
+            h["CE_SOURCE"] = h.pop("ce_source")
+        elif how == "structured":
+            h["content-type"] = b"application/cloudevents+json"
+        elif how == "not_utf8":
+            h["ce_namespace"] = b"\xff\xfe"
+        elif how == "bad_time":
+            h["ce_time"] = b"yesterday"
+        elif how == "other_type":
+            h["ce_type"] = b"org.kubeflow.serving.inference.explain"
+        elif how == "other_service":
+            h["ce_inferenceservicename"] = b"fraud"
+        elif how == "empty_service":
+            h["ce_inferenceservicename"] = b""
+        elif how == "long_header":
+            h["ce_component"] = b"x" * 5000
+        r.headers = list(h.items())
+    r.value = json.dumps(body).encode()
+
+
+SPOILERS = [
+    "tombstone", "garbage", "big_int", "bool_value", "huge_float", "score_out_of_range", "shape",
+    "no_id", "empty_id", "other_model", "extra_tensor", "datatype", "int_in_float_tensor",
+    "no_record_time", "future", "no_ce_id", "dash_spelling", "capitals", "structured",
+    "not_utf8", "bad_time", "other_type", "other_service", "empty_service", "long_header",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("how", SPOILERS)
+def test_each_spoiled_record_sends_its_batch_the_careful_way(fmt: str, how: str) -> None:
+    """One spoiled request and one spoiled response in a clean batch: the same dead letters
+    and rows as record by record (and the spoiled batch is never taken whole)."""
+    recs = records(calls(7, n=10), fmt)
+    req = next(r for r in recs if b'"inputs"' in r.value)
+    resp = next(r for r in recs if b'"outputs"' in r.value)
+    for r in (req, resp):
+        _spoil(r, how, fmt)
+    fast = decoder(fmt, fast=True)
+    want = outcome(decoder(fmt, fast=False), recs)
+    if want[2]:  # a dead letter: the whole batch is the careful path's
+        assert fast.fast is not None and fast.fast.decode(ConsumerBatch(recs, "s", 0)) is None
+    same(outcome(fast, recs), want)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fmt=st.sampled_from(FORMATS),
+    seed=st.integers(0, 10**6),
+    spoils=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(SPOILERS)), max_size=3),
+    nested=st.booleans(),
+)
+def test_whatever_the_batch_the_fast_path_gives_the_careful_paths_rows_and_dead_letters(
+    fmt: str, seed: int, spoils: list[tuple[int, str]], nested: bool
+) -> None:
+    recs = records(calls(seed, n=12), fmt, nested=nested, seed=seed)
+    for at, how in spoils:
+        with contextlib.suppress(KeyError):  # the same spoiler twice: what it removes is gone
+            _spoil(recs[at % len(recs)], how, fmt)
+    same(outcome(decoder(fmt, fast=True), recs), outcome(decoder(fmt, fast=False), recs))
+
+
+HEADER_NAMES = [
+    "ce_id", "ce_type", "ce_source", "ce_specversion", "ce_time", "ce_inferenceservicename",
+    "ce-id", "CE_TYPE", "content-type", "x-request-id", "ce_namespace",
+]  # fmt: skip
+HEADER_VALUES = [
+    b"", b"1.0", b"abc", b"org.kubeflow.serving.inference.request", b"2026-01-01T00:00:00Z",
+    b"2026-01-01T00:00:00", b"\xff", b"application/cloudevents+json; charset=utf-8",
+    b"application/json", b"x" * 4097, None,
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(HEADER_NAMES), st.sampled_from(HEADER_VALUES)), max_size=9
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from([b"{}", None]),
+)
+def test_cloud_event_columns_read_what_from_kafka_reads_or_decline(
+    headers: list[list[tuple[str, bytes | None]]], value: bytes | None
+) -> None:
+    """Read a batch's headers by attribute (``columns``) or decline it; never read otherwise
+    than :func:`from_kafka` reads each record."""
+    recs = [SimpleNamespace(headers=h, value=value) for h in headers]
+    try:
+        cols = columns(recs)
+    except (Invalid, UnicodeDecodeError):
+        cols = None  # the fast path gives the batch to the careful path
+    if cols is None:
+        return
+    for i, r in enumerate(recs):
+        ev = from_kafka(r.headers, r.value)  # what columns accepted, from_kafka accepts too
+        assert (ev.id, ev.kind, ev.time, ev.data) == (
+            cols.id[i],
+            cols.kind[i],
+            None if cols.time is None else cols.time[i],
+            cols.data[i],
+        )
+        assert ev.attributes.get("inferenceservicename") == cols.servicename[i]
+
+
+def test_score_columns_are_numbers_in_the_unit_interval_per_row() -> None:
+    """A decoded batch's scores are those written, row by row (a plausible slip: the other
+    class's column, or rows of one call shuffled)."""
+    cs = calls(11, n=30)
+    recs = records(cs, "oip-json")
+    _, answered, dead = decoder("oip-json", fast=True).decode(ConsumerBatch(recs, "s", 0))
+    assert dead == []
+    want = {}
+    for c in cs:
+        want.update(zip(id_keys(row_ids(c)).tolist(), c["p"], strict=True))
+    got = dict(zip(answered["key"].tolist(), answered["score"].tolist(), strict=True))
+    assert got == want and np.isin(answered["pred"], [0, 1]).all()
+
+
+def test_the_collector_is_left_as_it_was_whatever_the_batch() -> None:
+    """The fast path pauses the cyclic collector for a batch: it must come back on after a
+    clean batch and after a spoiled one, and stay off when the application had it off."""
+    dec = decoder("oip-json", fast=True)
+    clean = records(calls(2, n=5), "oip-json")
+    spoiled = records(calls(3, n=5), "oip-json")
+    spoiled[0].value = b"{"
+    assert dec.fast is not None
+    try:
+        for was in (True, False):
+            (gc.enable if was else gc.disable)()
+            assert dec.fast.decode(ConsumerBatch(clean, "s", 0)) is not None
+            assert gc.isenabled() is was
+            assert dec.fast.decode(ConsumerBatch(spoiled, "s", 0)) is None
+            assert gc.isenabled() is was
+    finally:
+        gc.enable()
