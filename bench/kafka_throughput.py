@@ -41,7 +41,7 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from monitor.app.service import Monitor, tune_gc
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 from monitor.config.spec import Config, load_config
 from monitor.ingest import record_reader
 from tests.app.test_replay import make_events

@@ -15,7 +15,8 @@ import numpy as np
 from kafka import KafkaAdminClient
 
 from bench.common import bench_config, register_groups, workload
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.ingest.events import LabelBatch
 from monitor.state.checkpoint import encode
 from monitor.state.engine import Engine

@@ -41,7 +41,8 @@ from typing import Any
 
 from bench.kafka_throughput import Topics, _TimedMonitor, make_topics, monitor_config, timed_run
 from bench.state_restore import MB, STORES, restore_bench
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.stores import StateStore
 from tests.broker import ApacheKafka
 

@@ -25,7 +25,8 @@ from typing import Literal
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.checkpoint import (
     CheckpointCorrupt,
     CheckpointError,

@@ -13,8 +13,8 @@ from collections import Counter
 from typing import Any
 
 from monitor.app.ownership import Accepted
+from monitor.config.kafka import KafkaSpec
 from monitor.config.serving import topic_format
-from monitor.config.settings import KafkaSpec
 from monitor.ingest.events import RawBatch
 from monitor.ingest.invalid_guard import InvalidRatioGuard
 from monitor.ingest.serving_decode import ServingDecoder

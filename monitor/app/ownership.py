@@ -29,7 +29,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from monitor.app.checkpointing import Outcome
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 from monitor.ingest.events import ConsumerBatch
 from monitor.state.checkpoint import CheckpointError, PartitionCheckpoint
 from monitor.state.engine import Engine

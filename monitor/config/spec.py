@@ -35,6 +35,8 @@ from msgspec import field as key
 from monitor.config.decode import ConfigError as ConfigError
 from monitor.config.decode import Doc, convert
 from monitor.config.durations import Duration, seconds
+from monitor.config.kafka import KafkaDoc, resolve_kafka
+from monitor.config.kafka import KafkaSpec as KafkaSpec
 from monitor.config.label_settle import check_drift_fits
 from monitor.config.model import AttributeSpec as AttributeSpec
 from monitor.config.model import FieldMap as FieldMap
@@ -47,16 +49,13 @@ from monitor.config.rules import AlertsSpec as AlertsSpec
 from monitor.config.serving import topic_format
 from monitor.config.settings import (
     CheckpointDoc,
-    KafkaDoc,
     LimitsDoc,
     ServiceDoc,
     resolve_checkpoint,
-    resolve_kafka,
     resolve_limits,
     resolve_service,
 )
 from monitor.config.settings import CheckpointSpec as CheckpointSpec
-from monitor.config.settings import KafkaSpec as KafkaSpec
 from monitor.config.settings import LimitsSpec as LimitsSpec
 from monitor.config.settings import ServiceSpec as ServiceSpec
 

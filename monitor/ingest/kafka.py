@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 from monitor.ingest import record_reader
 from monitor.ingest.events import DeadLetter
 from monitor.ingest.kafka_join import finish_unawaited_joins

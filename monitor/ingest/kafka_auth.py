@@ -27,7 +27,7 @@ import ssl
 import struct
 import time
 
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 
 log = logging.getLogger(__name__)
 

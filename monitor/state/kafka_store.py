@@ -31,7 +31,8 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.checkpoint import (
     CheckpointCorrupt,
     CheckpointUnavailable,

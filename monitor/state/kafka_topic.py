@@ -21,7 +21,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.ingest.kafka import DEFAULT_MAX_MESSAGE_BYTES, _config_value, client_config
 from monitor.state.checkpoint import CheckpointUnavailable
 from monitor.state.kafka_segments import CHECKED, topic_configs, warn_unbounded

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.checkpoint import (
     CheckpointError,
     CheckpointStore,

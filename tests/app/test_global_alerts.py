@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.checkpoint import CheckpointUnavailable
 from monitor.state.kafka_store import KafkaStateStore
 from tests.alerts.test_sinks import Receiver

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.config.spec import load_config
 from monitor.outputs.report import build_report
 from monitor.state.engine import Engine

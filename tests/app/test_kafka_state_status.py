@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.kafka_store import KafkaStateStore
 from tests.app.test_kafka_state_service import reached, wait_state
 from tests.app.test_replay import make_events

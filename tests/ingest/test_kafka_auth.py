@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 from monitor.ingest.kafka_auth import check_authentication
 from tests.broker import free_port
 

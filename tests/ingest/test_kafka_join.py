@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.future import Future
 from kafka.structs import MemberState
 
-from monitor.config.settings import KafkaSpec
+from monitor.config.kafka import KafkaSpec
 from monitor.ingest.kafka import make_consumer
 from monitor.ingest.kafka_join import (
     FinishedJoins,

@@ -18,7 +18,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from monitor.app.checkpointing import Checkpointer
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state import kafka_topic
 from monitor.state.checkpoint import CheckpointCorrupt, CheckpointUnavailable, decode, encode
 from monitor.state.kafka_store import CHUNK, MAGIC, KafkaStateStore, chunk_key, head_key
@@ -186,7 +187,8 @@ def test_another_replica_restores_what_the_first_wrote(kafka, caplog) -> None:  
 WRITER = """
 import os, sys
 import numpy as np
-from monitor.config.settings import CheckpointSpec, KafkaSpec
+from monitor.config.kafka import KafkaSpec
+from monitor.config.settings import CheckpointSpec
 from monitor.state.checkpoint import encode
 from monitor.state.kafka_store import KafkaStateStore
 
