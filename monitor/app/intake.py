@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from monitor.app.ownership import Accepted
 from monitor.config.kafka import KafkaSpec
 from monitor.config.serving import topic_format
-from monitor.ingest.events import RawBatch
+from monitor.ingest.events import DeadLetter, RawBatch
 from monitor.ingest.invalid_guard import InvalidRatioGuard
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
@@ -37,26 +39,39 @@ class Intake:
     def apply(self, accepted: Accepted) -> int:
         """Apply the accepted records; returns how many records were read (valid or not)."""
         decoder, empty, read = self.engine.decoder, RawBatch((), ()), 0
-        for p, (maybe_p, maybe_l) in accepted.items():
-            praw, lraw = maybe_p or empty, maybe_l or empty
+        for p, got in accepted.items():
+            praw, lraw = got.predictions or empty, got.labels or empty
+            rraw = got.responses or empty
             lb, d2 = decoder.decode_labels(lraw)
             if self.serving is None:
                 pb, d1 = decoder.decode_predictions(praw)
                 self.engine.apply(p, pb, lb)
+                d3: list[DeadLetter] = []
             else:  # requests and responses: what met is applied, the rest waits
                 asked, answered, d1 = self.serving.decode(praw)
+                if len(rraw):  # responses on a topic of their own
+                    asked2, answered2, d3 = self.serving.decode(rraw)
+                    asked, answered = (
+                        np.concatenate([asked, asked2]),
+                        np.concatenate([answered, answered2]),
+                    )
+                else:
+                    d3 = []
                 apply_served(self.engine, p, asked, answered, lb)
-            dead = d1 + d2
+            dead = d1 + d3 + d2
             reasons = [d.reason.value for d in dead]
             if dead:
                 self.engine.count_invalid(p, reasons)
                 if self.dlq is not None:
                     self.dlq.send(dead)
             self.outcomes[(self.k.predictions_topic, "ok")] += len(praw) - len(d1)
+            if self.k.responses_topic:
+                self.outcomes[(self.k.responses_topic, "ok")] += len(rraw) - len(d3)
             self.outcomes[(self.k.labels_topic, "ok")] += len(lb)
             self.outcomes.update((d.record.topic, "invalid") for d in dead)
-            read += len(praw) + len(lraw)
-            self.guard.observe(p, len(praw) + len(lraw), reasons)
+            n = len(praw) + len(rraw) + len(lraw)
+            read += n
+            self.guard.observe(p, n, reasons)
         return read
 
     def flush(self) -> None:

@@ -47,7 +47,8 @@ class LabelEnds:
         every: float = ASK_EVERY_SECONDS,
     ) -> None:
         self.own, self.clock, self.every = ownership, clock, every
-        self.confirmed: dict[int, tuple[int, int]] = {}  # p -> (predictions' next, label end)
+        # p -> (the decisions' next offsets, label end)
+        self.confirmed: dict[int, tuple[tuple[int | None, ...], int]] = {}
         self.next_ask = -float("inf")
         self.asks = 0  # ListOffsets requests made (for tests and the curious)
 
@@ -65,8 +66,11 @@ class LabelEnds:
         self._ask()
         return self._holds(partition, nxt)
 
-    def _read(self, p: int) -> int | None:
-        return self.own.next_offsets.get(self._tp(self.own.k.predictions_topic, p))
+    def _read(self, p: int) -> tuple[int | None, ...]:
+        """Where the partition's decisions are read to (requests and, on a topic of their own,
+        responses): an answer covers what was read before it was asked."""
+        nxt = self.own.next_offsets
+        return tuple(nxt.get(self._tp(t, p)) for t in self.own.k.prediction_topics)
 
     def _holds(self, p: int, nxt: int) -> bool:
         got = self.confirmed.get(p)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka import TopicPartition
 from kafka.errors import KafkaError
@@ -36,8 +36,16 @@ from monitor.state.engine import Engine
 
 log = logging.getLogger("monitor.app.ownership")
 
-# per partition: (predictions, labels) records to apply, either may be absent
-Accepted = dict[int, tuple[ConsumerBatch | None, ConsumerBatch | None]]
+
+class Inputs(NamedTuple):
+    """A partition's records to apply from each input topic (any may be absent)."""
+
+    predictions: ConsumerBatch | None = None
+    labels: ConsumerBatch | None = None
+    responses: ConsumerBatch | None = None  # ``responses_topic``'s, when there is one
+
+
+Accepted = dict[int, Inputs]
 # how long one ``position`` ask may block the loop (kafka-python's own bound is
 # request_timeout_ms, 30 s, per call): an unanswered ask is repeated on the next loop turn
 POSITION_TIMEOUT_MS = 2000
@@ -116,7 +124,7 @@ class PartitionOwnership:
                     raise CheckpointError(
                         f"checkpoint partition {p} cannot be restored: {exc}"
                     ) from None
-            for topic in (self.k.predictions_topic, self.k.labels_topic):
+            for topic in self.k.input_topics:
                 tp = TopicPartition(topic, p)
                 if tp not in tps:
                     continue
@@ -211,9 +219,13 @@ class PartitionOwnership:
                 if not records:
                     continue
             raw = ConsumerBatch(records, tp.topic, tp.partition)
-            preds, labels = out.get(tp.partition, (None, None))
-            is_pred = tp.topic == self.k.predictions_topic
-            out[tp.partition] = (raw, labels) if is_pred else (preds, raw)
+            got = out.get(tp.partition, Inputs())
+            if tp.topic == self.k.predictions_topic:
+                out[tp.partition] = got._replace(predictions=raw)
+            elif tp.topic == self.k.labels_topic:
+                out[tp.partition] = got._replace(labels=raw)
+            else:
+                out[tp.partition] = got._replace(responses=raw)
             self.next_offsets[tp] = records[-1].offset + 1
         return out
 
@@ -229,10 +241,11 @@ class PartitionOwnership:
         """Has every owned partition either delivered predictions or is it known to be empty?
         Alert evaluation waits until then: otherwise the low watermark would pass boundaries
         whose data still sits unread in a partition not fetched yet."""
-        if any(tp.topic == self.k.predictions_topic for tp in self.unknown):
+        decisions = self.k.prediction_topics
+        if any(tp.topic in decisions for tp in self.unknown):
             return False
         for tp, nxt in self.next_offsets.items():
-            if tp.topic != self.k.predictions_topic:
+            if tp.topic not in decisions:
                 continue
             st = self.engine.partitions.get(tp.partition)
             if st is not None and any(r.head is not None for r in st.rings):

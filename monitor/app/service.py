@@ -226,7 +226,7 @@ class Monitor:
 
 def invalid_guard(config: Config) -> InvalidRatioGuard:
     s, k = config.service, config.kafka
-    where = f"{k.predictions_topic}/{k.labels_topic}"
+    where = "/".join(k.input_topics)
     return InvalidRatioGuard(s.max_invalid_ratio, s.invalid_ratio_min_events, where)
 
 
@@ -249,13 +249,8 @@ def subscribe(consumer: Any, k: Any, listener: RebalanceQueue) -> DeadLetterSink
         check_dead_letter_topic(consumer, k)
         dlq = DeadLetterSink(k, k.dead_letter_topic)
     n = check_copartitioned(consumer, k)
-    log.info(
-        "topics %s and %s are co-partitioned (%d partitions)",
-        k.predictions_topic,
-        k.labels_topic,
-        n,
-    )
-    consumer.subscribe([k.predictions_topic, k.labels_topic], listener=listener)
+    log.info("topics %s are co-partitioned (%d partitions)", ", ".join(k.input_topics), n)
+    consumer.subscribe(list(k.input_topics), listener=listener)
     return dlq
 
 

@@ -28,6 +28,9 @@ class KafkaSpec:
     group_id: str = "fairness-monitor"
     predictions_topic: str = "predictions"
     labels_topic: str = "labels"
+    # a serving stack's responses, when they come on a topic of their own (Seldon Core 2's
+    # ``.outputs``): read with the predictions topic's requests, co-partitioned with it
+    responses_topic: str | None = None
     dead_letter_topic: str | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
@@ -39,6 +42,17 @@ class KafkaSpec:
     max_poll_records: int = 10_000
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     session_timeout_ms: int = 30_000
+
+    @property
+    def prediction_topics(self) -> tuple[str, ...]:
+        """The topics whose records make decisions: predictions (or requests), responses."""
+        extra = (self.responses_topic,) if self.responses_topic else ()
+        return (self.predictions_topic, *extra)
+
+    @property
+    def input_topics(self) -> tuple[str, ...]:
+        """Every topic read, co-partitioned: partition p of each is owned together."""
+        return (*self.prediction_topics, self.labels_topic)
 
 
 Secret = Annotated[str, Meta(description="prefer the _env or _file variant")]
@@ -54,6 +68,16 @@ class KafkaDoc(Doc, frozen=True):
     group_id: Text = KafkaSpec.group_id
     predictions_topic: Text = KafkaSpec.predictions_topic
     labels_topic: Text = KafkaSpec.labels_topic
+    responses_topic: (
+        Annotated[
+            str,
+            Meta(
+                min_length=1,
+                description="a serving stack's responses on their own topic (Seldon's .outputs)",
+            ),
+        ]
+        | None
+    ) = None
     dead_letter_topic: Text | None = None
     security_protocol: SecurityProtocol = KafkaSpec.security_protocol
     sasl_mechanism: SaslMechanism | None = None
@@ -111,12 +135,17 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
         raise ConfigError(sub(path, "sasl_mechanism"), f"required with {doc.security_protocol}")
     if doc.predictions_topic == doc.labels_topic:
         raise ConfigError(sub(path, "labels_topic"), "must differ from predictions_topic")
+    if doc.responses_topic in (doc.predictions_topic, doc.labels_topic):
+        raise ConfigError(
+            sub(path, "responses_topic"), "must differ from predictions_topic and labels_topic"
+        )
     return KafkaSpec(
         bootstrap_servers=tuple(servers),
         client_id=doc.client_id,
         group_id=doc.group_id,
         predictions_topic=doc.predictions_topic,
         labels_topic=doc.labels_topic,
+        responses_topic=doc.responses_topic,
         dead_letter_topic=doc.dead_letter_topic,
         security_protocol=doc.security_protocol,
         sasl_mechanism=doc.sasl_mechanism,

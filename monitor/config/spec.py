@@ -166,7 +166,13 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
-    topic_format(models)  # one format for the predictions topic
+    fmt = topic_format(models)  # one format for the predictions topic
+    kafka = resolve_kafka(doc.kafka, "kafka")
+    if kafka.responses_topic and fmt == "monitor-json":
+        raise ConfigError(
+            "kafka.responses_topic",
+            "only for a serving stack's requests and responses (models.<model>.input)",
+        )
     alerts = resolve_alerts(doc.alerts, "alerts")
     check_drift_fits(alerts, models, "alerts")
     checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")
@@ -185,7 +191,7 @@ def parse_config(data: object) -> Config:
         min_timestamp=_timestamp(doc.min_timestamp, "min_timestamp"),
         max_future=seconds(doc.max_future, "max_future"),
         limits=resolve_limits(doc.limits),
-        kafka=resolve_kafka(doc.kafka, "kafka"),
+        kafka=kafka,
         checkpoint=checkpoint,
         service=resolve_service(doc.service, "service"),
         alerts=alerts,

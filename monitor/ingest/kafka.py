@@ -83,7 +83,7 @@ def make_consumer(spec: KafkaSpec) -> KafkaConsumer:
 def check_copartitioned(consumer: KafkaConsumer, spec: KafkaSpec) -> int:
     """Return the common partition count, or raise naming both topics and their counts."""
     counts = {}
-    for topic in (spec.predictions_topic, spec.labels_topic):
+    for topic in spec.input_topics:
         parts = consumer.partitions_for_topic(topic)
         if not parts:
             raise CopartitionError(
@@ -92,6 +92,14 @@ def check_copartitioned(consumer: KafkaConsumer, spec: KafkaSpec) -> int:
             )
         counts[topic] = len(parts)
     p, lab = counts[spec.predictions_topic], counts[spec.labels_topic]
+    if spec.responses_topic and counts[spec.responses_topic] != p:
+        r = counts[spec.responses_topic]
+        raise CopartitionError(
+            f"prediction topic {spec.predictions_topic!r} has {p} partitions but responses "
+            f"topic {spec.responses_topic!r} has {r}: they must be co-partitioned (same "
+            "partition count, both keyed by request id) so that a response lands in the same "
+            "partition number as its request"
+        )
     if p != lab:
         raise CopartitionError(
             f"prediction topic {spec.predictions_topic!r} has {p} partitions but label topic "

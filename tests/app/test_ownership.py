@@ -96,8 +96,8 @@ def test_records_below_the_expected_offset_and_of_unrestored_partitions_are_skip
     }
     accepted = own.accept(batch)
     assert list(accepted) == [0]
-    preds, labels = accepted[0]
-    assert preds is not None and labels is None
+    preds, labels, responses = accepted[0]
+    assert preds is not None and labels is None and responses is None
     assert [r.offset for r in preds.records] == [5, 6, 7, 8]
     assert own.offsets_of(0) == {PRED: 9, LAB: 0}
     assert own.accept({TopicPartition(PRED, 0): [Rec(8, value)]}) == {}  # a re-delivery
@@ -175,3 +175,43 @@ def test_connected_follows_the_coordinator(tmp_path: Path) -> None:
     assert own.connected()
     own.consumer._coordinator.unknown = True
     assert not own.connected()
+
+
+def test_a_responses_topic_is_owned_sought_and_read_with_its_partition() -> None:
+    """``kafka.responses_topic`` (a serving stack's responses on a topic of their own): partition
+    p of it is restored, sought and handed over with partition p of the others."""
+    resp = "outputs"
+    c = parse_config(
+        {
+            "models": {
+                "m": {
+                    "attributes": {"g": {}},
+                    "windows": ["1h"],
+                    "bucket": "1m",
+                    "threshold": 0.5,
+                    "input": {"score": {"tensor": "p"}, "attributes": {"g": {"tensor": "g"}}},
+                }
+            },
+            "kafka": {"predictions_topic": PRED, "labels_topic": LAB, "responses_topic": resp},
+        }
+    )
+    assert c.kafka.input_topics == (PRED, resp, LAB)
+    assigned = {TopicPartition(t, p) for t in (PRED, resp, LAB) for p in (0, 1)}
+    consumer = FakeConsumer(assigned, high={TopicPartition(resp, 0): 40})
+    cp = PartitionCheckpoint(0, {PRED: 12, resp: 30, LAB: 7}, *saved_state(c), 0.0)
+    own = owner(c, {0: cp}, consumer)
+    own.apply([("assigned", assigned)], lambda parts: None)
+    assert own.offsets_of(0) == {PRED: 12, resp: 30, LAB: 7}
+    assert consumer.sought[TopicPartition(resp, 1)] == 0  # no checkpoint: earliest
+    value = b"{}"
+    accepted = own.accept(
+        {
+            TopicPartition(resp, 0): [Rec(o, value) for o in range(28, 33)],  # 28, 29 were read
+            TopicPartition(PRED, 1): [Rec(0, value)],
+        }
+    )
+    got = accepted[0]
+    assert got.predictions is None and got.labels is None and got.responses is not None
+    assert [r.offset for r in got.responses.records] == [30, 31, 32]
+    assert accepted[1].predictions is not None and accepted[1].responses is None
+    assert own.offsets_of(0)[resp] == 33

@@ -170,6 +170,55 @@ def test_a_serving_stacks_traffic_counts_as_replay_of_the_same_decisions(  # typ
     assert counters["repeated_requests"] == counters["repeated_responses"] == 0
 
 
+def test_requests_and_responses_on_two_topics_count_as_replay(  # type: ignore[no-untyped-def]
+    kafka, tmp_path: Path
+) -> None:
+    """Seldon Core 2's layout with JSON payloads: requests on one topic (``.inputs``),
+    responses on another (``.outputs``, ``kafka.responses_topic``), the id only in the
+    ``x-request-id`` header, records keyed by it; the responses topic written first (it may
+    be read ahead of the requests, or behind)."""
+    tag = uuid.uuid4().hex[:8]
+    pred, resp, lab = f"seldon.ns.model.credit.inputs.{tag}", f"outputs-{tag}", f"lab-{tag}"
+    keep_topics(kafka.bootstrap, pred, resp, lab)
+    cs = calls(8)
+    preds, labels = as_events(cs, 8)
+    oracle = MonitorProcess(tmp_path, kafka.bootstrap, name="oracle", pred=pred, lab=lab)
+    report = replay_report(tmp_path, oracle.config, preds, [_plain(e) for e in labels])
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20, acks=1)
+    halves = [(c, *payloads(c)) for c in cs]
+    for topic, which in ((resp, 2), (pred, 1)):
+        for c, *bodies in halves:
+            body = json.loads(bodies[which - 1])
+            del body["id"]
+            producer.send(
+                topic, value=json.dumps(body).encode(), key=c["id"].encode(),
+                headers=[("x-request-id", c["id"].encode())],
+                timestamp_ms=round((c["t"] + 0.05 * (which - 1)) * 1000),
+            )  # fmt: skip
+    producer.flush(60)
+    producer.close()
+    produce(kafka.bootstrap, lab, labels, key="call")
+    m = MonitorProcess(
+        tmp_path, kafka.bootstrap, name="seldon", pred=pred, lab=lab,
+        checkpoint=tmp_path / "seldon.sqlite",
+    )  # fmt: skip
+    text = m.config.read_text().replace(
+        f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {resp}\n"
+    )
+    assert f"responses_topic: {resp}" in text
+    m.config.write_text(
+        text.replace(
+            "    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="oip-json")
+        )
+    )
+    got = run_to_end(m, kafka.bootstrap, [pred, resp, lab])
+    assert got["models"] == report["models"]
+    counters = got["counters"]
+    assert counters["predictions"] == len(preds)
+    assert counters["unanswered_requests"] == counters["orphan_responses"] == 0
+    assert {t for offs in got["offsets"].values() for t in offs} == {pred, resp, lab}
+
+
 def keep_topics(bootstrap: str, *names: str) -> None:
     """Three partitions each, kept however old the records' times: the test's event times
     are months back, and the broker's time retention would delete them (flakily, whenever

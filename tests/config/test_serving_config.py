@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monitor.cli import main
 from monitor.config.spec import ConfigError, parse_config
@@ -61,3 +62,22 @@ def test_every_model_reads_the_predictions_topic_in_one_format() -> None:
     data["models"]["b"]["input"] = serving  # type: ignore[index]
     cfg = parse_config(data)
     assert cfg.models["a"].serving is not None and cfg.models["b"].serving is not None
+
+
+def test_a_responses_topic_is_for_serving_traffic_and_differs_from_the_others() -> None:
+    mapping = "    input: {score: {tensor: p}, attributes: {sex: {tensor: s}, age: {tensor: a}}}\n"
+    ok = parse_config(
+        yaml_doc(MODEL + mapping + "kafka: {predictions_topic: in, responses_topic: out}\n")
+    )
+    assert ok.kafka.prediction_topics == ("in", "out")
+    for text, where, words in [
+        (MODEL + "kafka: {responses_topic: out}\n", "kafka.responses_topic", "serving stack"),
+        (MODEL + mapping + "kafka: {responses_topic: labels}\n", "kafka.responses_topic", "differ"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            parse_config(yaml_doc(text))
+        assert info.value.path == where and words in str(info.value)
+
+
+def yaml_doc(text: str) -> object:
+    return yaml.safe_load(text)
