@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo compas test lint pytest bench clean
+.PHONY: install demo compas test lint pytest bench clean proto
 
 # one stamp per install profile: the runtime alone (make compas), with the embedded broker
 # (make demo), with the test tools (make install / test / lint / bench)
@@ -67,6 +67,14 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.alert_cost
 	$(BIN)/python -m bench.pending_expiry
 	$(BIN)/python -m bench.state_store
+
+# the Open Inference Protocol's gRPC messages (Seldon Core 2's Kafka payloads) as Python: run
+# after changing monitor/ingest/open_inference_grpc.proto; the output is committed
+PROTOC_VERSION ?= 1.85.1
+proto: $(STAMP)
+	$(BIN)/pip install -q grpcio-tools==$(PROTOC_VERSION)
+	cd monitor/ingest && ../../$(BIN)/python -m grpc_tools.protoc -I. \
+	  --python_out=. --pyi_out=. open_inference_grpc.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts

@@ -34,7 +34,11 @@ class Intake:
         self.dlq: Any = None  # a DeadLetterSink once the service runs with a dead-letter topic
         self.outcomes: Counter[tuple[str, str]] = Counter()  # (topic, "ok" / "invalid")
         fmt = topic_format(engine.config.models)  # a serving stack's traffic, or our events
-        self.serving = None if fmt == "monitor-json" else ServingDecoder(engine.decoder.plan, fmt)
+        self.serving = (
+            None
+            if fmt == "monitor-json"
+            else ServingDecoder(engine.decoder.plan, fmt, kafka.responses_topic)
+        )
 
     def apply(self, accepted: Accepted) -> int:
         """Apply the accepted records; returns how many records were read (valid or not)."""

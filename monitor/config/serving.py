@@ -23,7 +23,7 @@ from typing import Any
 
 from monitor.config.decode import ConfigError, sub
 
-FORMATS = ("oip-json", "kserve-cloudevents")
+FORMATS = ("oip-json", "kserve-cloudevents", "seldon")
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,13 @@ def parse_config(data: object) -> Config:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
     fmt = topic_format(models)  # one format for the predictions topic
     kafka = resolve_kafka(doc.kafka, "kafka")
+    if fmt == "seldon" and not kafka.responses_topic:
+        raise ConfigError(
+            "kafka.responses_topic",
+            "required with format seldon: Seldon Core 2 writes requests to "
+            "seldon.<namespace>.model.<model>.inputs (predictions_topic) and responses to "
+            "...outputs (responses_topic)",
+        )
     if kafka.responses_topic and fmt == "monitor-json":
         raise ConfigError(
             "kafka.responses_topic",

@@ -53,6 +53,7 @@ class Reason(StrEnum):
     BAD_ATTRIBUTE = "bad_attribute"
     MISSING_TENSOR = "missing_tensor"  # a serving-stack payload without the mapped tensor
     BAD_TENSOR = "bad_tensor"  # its shape, datatype or values do not hold together
+    NOT_PROTOBUF = "not_protobuf"  # a protobuf payload (Seldon Core 2's) that does not parse
     UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 

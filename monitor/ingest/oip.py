@@ -128,11 +128,11 @@ class Table:
 
 
 def decode_request(data: bytes) -> Table:
-    return _table(_decode(_REQUEST, data), "inputs")
+    return to_table(_decode(_REQUEST, data), "inputs")
 
 
 def decode_response(data: bytes) -> Table:
-    return _table(_decode(_RESPONSE, data), "outputs")
+    return to_table(_decode(_RESPONSE, data), "outputs")
 
 
 def decode_payload(data: bytes) -> tuple[str, Table]:
@@ -140,12 +140,12 @@ def decode_payload(data: bytes) -> tuple[str, Table]:
     ``inputs`` a request, else with ``outputs`` a response."""
     p = _decode(_PAYLOAD, data)
     if p.inputs is not None:
-        return "request", _table(p, "inputs")
+        return "request", to_table(p, "inputs")
     if not p.outputs:
         raise Invalid(Reason.MISSING_TENSOR, "a payload with neither inputs nor outputs")
     outputs = _decode(_OUTPUTS, p.outputs)
     response = InferenceResponse(outputs, p.model_name, p.id, None, p.parameters)
-    return "response", _table(response, "outputs")
+    return "response", to_table(response, "outputs")
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
@@ -162,7 +162,7 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
         raise Invalid(Reason.TOO_DEEP, "nested deeper than the decoder follows") from None
 
 
-def _table(payload: InferenceRequest | InferenceResponse | InferencePayload, field: str) -> Table:
+def to_table(payload: InferenceRequest | InferenceResponse | InferencePayload, field: str) -> Table:
     tensors: list[Tensor] = getattr(payload, field)
     if not tensors:
         raise Invalid(Reason.MISSING_TENSOR, f"the payload has no {field}")

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config.serving import TensorMapping
+from monitor.ingest import seldon
 from monitor.ingest.cloudevents import from_kafka
 from monitor.ingest.decode_careful import dead_letters
 from monitor.ingest.decode_plan import DecodePlan
@@ -64,13 +65,15 @@ class _Requests:
 class ServingDecoder:
     """Decodes the predictions topic's records for one configuration and format."""
 
-    def __init__(self, plan: DecodePlan, fmt: str) -> None:
-        self.plan, self.fmt = plan, fmt
+    def __init__(self, plan: DecodePlan, fmt: str, responses_topic: str | None = None) -> None:
+        self.plan, self.fmt, self.responses_topic = plan, fmt, responses_topic
         self.mappings: list[TensorMapping | None] = [m.serving for m in plan.models]
         self.serving = [i for i, m in enumerate(self.mappings) if m is not None]
         # one model's traffic (the common case) is decoded whole batches at a time
         only = self.mappings[self.serving[0]] if len(self.serving) == 1 else None
-        self.fast = ServingFast(plan, fmt, self.serving[0], only) if only is not None else None
+        self.fast = None  # protobuf (seldon) is read record by record
+        if only is not None and fmt != "seldon":
+            self.fast = ServingFast(plan, fmt, self.serving[0], only)
 
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any], list[DeadLetter]]:
         """(request rows, response rows, dead letters) of one batch of records."""
@@ -86,10 +89,12 @@ class ServingDecoder:
         asked = [_Requests(len(plan.models[m].attributes)) for m in range(len(plan.models))]
         answered: list[tuple[list[str], float, int, list[float], list[int]]] = []
         errors: list[Invalid | None] = [None] * len(rb)
+        topic = getattr(rb, "topic", "")
         for i, value in enumerate(rb.values):
             try:
                 headers = getattr(records[i], "headers", None) if records is not None else None
-                self._one(value, headers, rb.timestamps_ms[i], lo, hi, asked, answered)
+                ms = rb.timestamps_ms[i]
+                self._one(value, headers, topic, ms, lo, hi, asked, answered)
             except Invalid as bad:
                 errors[i] = bad
             except Exception as exc:
@@ -100,6 +105,7 @@ class ServingDecoder:
         self,
         value: Any,
         headers: Sequence[tuple[str, bytes]] | None,
+        topic: str,
         record_ms: int | None,
         lo: float,
         hi: float,
@@ -111,6 +117,12 @@ class ServingDecoder:
             ev = from_kafka(headers, value)
             kind, data, rid, when = ev.kind, ev.data, ev.id, ev.time
             hint = ev.attributes.get("inferenceservicename")
+        elif self.fmt == "seldon":  # the model by the topic's name (else the only one), never
+            # by model_name (Seldon's servers see versioned names such as credit_1)
+            kind, table = seldon.half(value, headers, topic == self.responses_topic)
+            rid, when, data = header(headers, "x-request-id"), None, value
+            hint = seldon.topic_model(topic)
+            hint = hint if hint in self.plan.model_index else None
         else:
             if value is None:
                 raise Invalid(Reason.TOMBSTONE, "a record without a value (a tombstone)")
@@ -136,7 +148,7 @@ class ServingDecoder:
         elif kind == "response":
             if self.fmt == "kserve-cloudevents":
                 table = decode_response(data)
-            m = self._model(hint or table.model, table)
+            m = self._model(hint if self.fmt == "seldon" else hint or table.model, table)
             mapping = self.mappings[m]
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)

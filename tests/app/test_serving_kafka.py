@@ -219,6 +219,86 @@ def test_requests_and_responses_on_two_topics_count_as_replay(  # type: ignore[n
     assert {t for offs in got["offsets"].values() for t in offs} == {pred, resp, lab}
 
 
+def seldon_payloads(c: dict[str, Any], *, raw: bool) -> tuple[bytes, bytes]:
+    """A call as Seldon Core 2 writes it: ModelInferRequest / ModelInferResponse (protobuf),
+    the tensors in typed contents or in raw little-endian buffers."""
+    import struct
+
+    import numpy as np
+
+    from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest as Req
+    from monitor.ingest.open_inference_grpc_pb2 import ModelInferResponse as Resp
+
+    n = len(c["sex"])
+    feats = [v for a in c["age"] for v in (700, a)]
+    probs = [v for p in c["p"] for v in (round(1 - p, 6), p)]
+    req = Req(model_name="credit_1", inputs=[
+        Req.InferInputTensor(name="sex", datatype="BYTES", shape=[n]),
+        Req.InferInputTensor(name="features", datatype="INT64", shape=[n, 2]),
+    ])  # fmt: skip
+    resp = Resp(model_name="credit_1", model_version="1", outputs=[
+        Resp.InferOutputTensor(name="probabilities", datatype="FP64", shape=[n, 2]),
+    ])  # fmt: skip
+    if raw:
+        req.raw_input_contents.extend([
+            b"".join(struct.pack("<I", len(s)) + s.encode() for s in c["sex"]),
+            np.array(feats, "<i8").tobytes(),
+        ])  # fmt: skip
+        resp.raw_output_contents.append(np.array(probs, "<f8").tobytes())
+    else:
+        req.inputs[0].contents.bytes_contents.extend(s.encode() for s in c["sex"])
+        req.inputs[1].contents.int64_contents.extend(feats)
+        resp.outputs[0].contents.fp64_contents.extend(probs)
+    return req.SerializeToString(), resp.SerializeToString()
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["topic-says", "seldon-infer-type"])
+def test_seldons_protobuf_topics_count_as_replay(  # type: ignore[no-untyped-def]
+    kafka, tmp_path: Path, header: bool
+) -> None:
+    """Seldon Core 2 (issue 16): protobuf requests on ``seldon.<ns>.model.<m>.inputs``,
+    responses on ``...outputs``, keyed by the request id, which only ``x-request-id`` carries;
+    typed and raw contents; 1-64 rows a call; the outputs topic written first."""
+    tag = uuid.uuid4().hex[:8]
+    pred, resp = f"seldon.ns{tag}.model.credit.inputs", f"seldon.ns{tag}.model.credit.outputs"
+    lab = f"lab-{tag}"
+    keep_topics(kafka.bootstrap, pred, resp, lab)
+    cs = calls(9)
+    preds, labels = as_events(cs, 9)
+    oracle = MonitorProcess(tmp_path, kafka.bootstrap, name="oracle", pred=pred, lab=lab)
+    report = replay_report(tmp_path, oracle.config, preds, [_plain(e) for e in labels])
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20, acks=1)
+    kinds = {pred: b"proto/InferModelRequest", resp: b"proto/InferModelResponse"}
+    for topic, which in ((resp, 1), (pred, 0)):
+        for i, c in enumerate(cs):
+            headers = [("x-request-id", c["id"].encode())]
+            if header:
+                headers.append(("seldon-infer-type", kinds[topic]))
+            producer.send(
+                topic, value=seldon_payloads(c, raw=i % 2 == 1)[which], key=c["id"].encode(),
+                headers=headers, timestamp_ms=round((c["t"] + 0.05 * which) * 1000),
+            )  # fmt: skip
+    producer.flush(60)
+    producer.close()
+    produce(kafka.bootstrap, lab, labels, key="call")
+    m = MonitorProcess(
+        tmp_path, kafka.bootstrap, name="seldon", pred=pred, lab=lab,
+        checkpoint=tmp_path / "seldon.sqlite",
+    )  # fmt: skip
+    text = m.config.read_text().replace(
+        f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {resp}\n"
+    )
+    m.config.write_text(
+        text.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="seldon"))
+    )
+    got = run_to_end(m, kafka.bootstrap, [pred, resp, lab])
+    assert got["models"] == report["models"]
+    counters = got["counters"]
+    assert counters["predictions"] == len(preds)
+    assert counters["unanswered_requests"] == counters["orphan_responses"] == 0
+    assert counters["invalid"] == 0  # every record decoded
+
+
 def keep_topics(bootstrap: str, *names: str) -> None:
     """Three partitions each, kept however old the records' times: the test's event times
     are months back, and the broker's time retention would delete them (flakily, whenever

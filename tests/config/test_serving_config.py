@@ -81,3 +81,16 @@ def test_a_responses_topic_is_for_serving_traffic_and_differs_from_the_others() 
 
 def yaml_doc(text: str) -> object:
     return yaml.safe_load(text)
+
+
+def test_seldon_needs_its_responses_topic() -> None:
+    mapping = (
+        "    input: {format: seldon, score: {tensor: p}, "
+        "attributes: {sex: {tensor: s}, age: {tensor: a}}}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(yaml_doc(MODEL + mapping))
+    assert info.value.path == "kafka.responses_topic" and "outputs" in str(info.value)
+    ok = parse_config(yaml_doc(MODEL + mapping + "kafka: {responses_topic: o}\n"))
+    assert ok.models["credit"].serving is not None
+    assert ok.models["credit"].serving.format == "seldon"

@@ -23,8 +23,10 @@ from tests.kafka_helpers import MODEL
 
 def setup(fmt: str) -> tuple[Engine, ServingDecoder]:
     text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    if fmt == "seldon":
+        text += "kafka: {predictions_topic: in, responses_topic: out}\n"
     engine = Engine(parse_config(yaml.safe_load(text)))
-    return engine, ServingDecoder(engine.decoder.plan, fmt)
+    return engine, ServingDecoder(engine.decoder.plan, fmt, "out")
 
 
 def rec(value: bytes | None, headers: list[tuple[str, bytes]] | None = None, t: float = 0) -> Any:
@@ -88,6 +90,11 @@ def test_bare_oip_takes_the_id_from_the_payload_or_the_request_id_header() -> No
         ("kserve-cloudevents", b"{}", [("ce_type", b"x")], Reason.MISSING_ID),
         ("kserve-cloudevents", None, None, Reason.TOMBSTONE),
         ("oip-json", None, None, Reason.TOMBSTONE),
+        ("seldon", None, None, Reason.TOMBSTONE),
+        ("seldon", b"\xff\xff\xff\xff\x0f", None, Reason.NOT_PROTOBUF),
+        ("seldon", b"\x00", [("seldon-infer-type", b"json/inferModelRequest")], Reason.NOT_JSON),
+        ("seldon", b"", [("seldon-infer-type", b"xml")], Reason.UNDECODABLE),
+        ("seldon", b"", None, Reason.MISSING_TENSOR),  # an empty ModelInferRequest
         ("oip-json", b"\x00garbage", None, Reason.NOT_JSON),
         ("oip-json", b"[1]", None, Reason.NOT_OBJECT),
         ("oip-json", b'{"id": "a"}', None, Reason.MISSING_TENSOR),
