@@ -1,9 +1,10 @@
 """A serving stack's traffic vs the monitor's own events: decisions per second from raw records
 to counts, side by side in one run (issue 16's bar: at least 0.7× of the monitor-JSON path).
 
-The same decisions three ways: the monitor's own JSON events (one record per decision: the fast
+The same decisions four ways: the monitor's own JSON events (one record per decision: the fast
 decoding path, then ``Engine.apply``), bare Open Inference Protocol JSON (a request and a
-response record per call), and KServe's logger CloudEvents (the same with ``ce_*`` headers).
+response record per call), KServe's logger CloudEvents (the same with ``ce_*`` headers), and
+Seldon Core 2's protobuf messages (``ModelInferRequest`` / ``ModelInferResponse``).
 The serving paths decode both halves, join them (``HalfJoin``) and apply what met. Calls carry
 ``--rows`` decisions each (1: one applicant per call, the hardest case for the serving paths,
 which then read two records per decision). Each path runs on a fresh engine, fastest of three;
@@ -24,6 +25,7 @@ import yaml
 from bench.common import T0, best_of
 from monitor.config.spec import parse_config
 from monitor.ingest.events import ConsumerBatch, LabelBatch, RawBatch
+from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
 from monitor.state.served import apply_served
@@ -47,12 +49,15 @@ MAPPING = """    input:
 
 def engine(fmt: str | None) -> Engine:
     text = CONFIG if fmt is None else CONFIG + MAPPING.replace("FMT", fmt)
+    if fmt == "seldon":
+        text += "kafka: {responses_topic: outputs}\n"
     return Engine(parse_config(yaml.safe_load(text)), clock=lambda: NOW)
 
 
-def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any]]:
-    """(own events, bare OIP records, CloudEvent records) for ``n`` decisions."""
-    own, oip, ce = [], [], []
+def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any], list[Any]]:
+    """(own events, bare OIP records, CloudEvent records, Seldon's protobuf records) for
+    ``n`` decisions."""
+    own, oip, ce, sel = [], [], [], []
     for c in range(n // rows):
         t = T0 + c * 0.05
         sex = ["FM"[(c + r) % 2] for r in range(rows)]
@@ -101,7 +106,26 @@ def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any]]:
                 ("content-type", b"application/json"),
             ]
             ce.append(SimpleNamespace(value=value, headers=headers, timestamp=ms, offset=0))
-    return own, oip, ce
+        for kind, msg in zip(("Request", "Response"), _protobuf(cid, sex, age, p), strict=True):
+            headers = [("x-request-id", cid.encode()), ("seldon-infer-type",
+                       f"proto/InferModel{kind}".encode())]  # fmt: skip
+            value = msg.SerializeToString()
+            sel.append(SimpleNamespace(value=value, headers=headers, timestamp=ms, offset=0))
+    return own, oip, ce, sel
+
+
+def _protobuf(cid: str, sex: list[str], age: list[int], p: list[float]) -> tuple[Any, Any]:
+    """A call as Seldon Core 2 writes it: ModelInferRequest and ModelInferResponse."""
+    rows = len(sex)
+    req = ModelInferRequest(model_name="credit_1", id=cid)
+    t = req.inputs.add(name="sex", datatype="BYTES", shape=[rows])
+    t.contents.bytes_contents.extend(x.encode() for x in sex)
+    t = req.inputs.add(name="features", datatype="INT64", shape=[rows, 2])
+    t.contents.int64_contents.extend(v for a in age for v in (700, a))
+    resp = ModelInferResponse(model_name="credit_1", id=cid)
+    t = resp.outputs.add(name="probabilities", datatype="FP64", shape=[rows, 2])
+    t.contents.fp64_contents.extend(v for x in p for v in (1 - x, x))
+    return req, resp
 
 
 def run_own(values: list[bytes]) -> None:
@@ -122,11 +146,12 @@ def run_served(records: list[Any], fmt: str) -> None:
 
 
 def measure(n: int, rows: int) -> dict[str, float]:
-    own, oip, ce = traffic(n, rows)
+    own, oip, ce, sel = traffic(n, rows)
     cases = {
         "monitor-json": lambda: run_own(own),
         "oip-json": lambda: run_served(oip, "oip-json"),
         "kserve-cloudevents": lambda: run_served(ce, "kserve-cloudevents"),
+        "seldon (protobuf)": lambda: run_served(sel, "seldon"),
     }
     return {name: len(own) / best_of(fn) for name, fn in cases.items()}
 

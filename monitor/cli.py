@@ -23,6 +23,7 @@ from monitor.ingest.file import UnreadableInput
 from monitor.outputs.report import format_table
 
 FORMATS = ["monitor-json", "oip-json", "kserve-cloudevents"]  # of simulate and demo
+SIMULATED = [*FORMATS, "seldon"]  # two topics: simulate only
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write predictions.jsonl and labels.jsonl here instead")
     s.add_argument("--predictions-topic", default="lending-predictions")
     s.add_argument("--labels-topic", default="lending-labels")
+    s.add_argument("--responses-topic", help="seldon: the responses (default: *.outputs)")
     s.add_argument("--speed", type=float, default=1000.0, help="simulated seconds per second")
     s.add_argument("--rate", type=float, default=600.0, help="applicants per simulated hour")
     s.add_argument("--seed", type=int, default=7)
@@ -139,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--format",
         default="monitor-json",
-        choices=FORMATS,
+        choices=SIMULATED,
         help="predictions as the monitor's events or as a serving stack logs them (Kafka only)",
     )
     return p

@@ -54,6 +54,7 @@ def simulate_to_kafka(
     speed: float,
     hours: float | None,
     fmt: str = "monitor-json",
+    responses_topic: str | None = None,
 ) -> int:
     """Produce events to Kafka at ``speed`` simulated seconds per second until ``hours`` have
     passed or SIGTERM/SIGINT; the number of events. ``fmt``: the predictions as the monitor's
@@ -75,10 +76,11 @@ def simulate_to_kafka(
         if topic != predictions_topic or fmt == "monitor-json":
             producer.send(topic, key=key, value=value)
             return
-        for k, v, headers, ms in serving_records(fmt, value):
-            # bare OIP has no time but the record's: stamp it with the simulated time
-            at = ms if fmt == "oip-json" else None
-            producer.send(topic, key=k, value=v, headers=headers, timestamp_ms=at)
+        for half, k, v, headers, ms in serving_records(fmt, value):
+            # bare OIP and Seldon have no time but the record's: the simulated time
+            at = None if fmt == "kserve-cloudevents" else ms
+            to = responses_topic if half == "response" and responses_topic else topic
+            producer.send(to, key=k, value=v, headers=headers, timestamp_ms=at)
 
     try:
         n = run_simulation(
@@ -114,9 +116,15 @@ def simulate_command(args: argparse.Namespace) -> int:
             raise ConfigError("", "--format other than monitor-json needs --bootstrap (headers)")
         simulate_to_files(sim, args.out, hours=args.hours, **topics)
     elif args.bootstrap:
+        responses = args.responses_topic
+        if args.format == "seldon" and not responses:
+            if not args.predictions_topic.endswith(".inputs"):
+                raise ConfigError("", "--format seldon needs --responses-topic (or *.inputs)")
+            responses = args.predictions_topic.removesuffix(".inputs") + ".outputs"
         simulate_to_kafka(
-            sim, args.bootstrap, speed=args.speed, hours=args.hours, fmt=args.format, **topics
-        )
+            sim, args.bootstrap, speed=args.speed, hours=args.hours, fmt=args.format,
+            responses_topic=responses, **topics,
+        )  # fmt: skip
     else:
         raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")
     return 0

@@ -1,8 +1,9 @@
 """The lending simulation's decisions as a serving stack logs them (``simulate --format``):
 each decision one inference call, a request record (the applicant's attributes as tensors) and a
 response record (the probabilities and the decision), both keyed by the call's id; as bare Open
-Inference Protocol JSON, or wrapped in KServe's logger CloudEvents (binary mode, ``ce_*``
-headers). Labels stay the monitor's own events, keyed by the same id.
+Inference Protocol JSON, wrapped in KServe's logger CloudEvents (binary mode, ``ce_*``
+headers), or as Seldon Core 2 writes them (protobuf, requests and responses on two topics).
+Labels stay the monitor's own events, keyed by the same id.
 
 :data:`MAPPING` is the ``input`` section a model needs to read them (``docs/serving.md``).
 """
@@ -18,8 +19,8 @@ MAPPING: dict[str, Any] = {
     "prediction": {"tensor": "approved"},
     "attributes": {"group": {"tensor": "group"}, "sex": {"tensor": "sex"}},
 }
-# key, value, headers, record time (ms: bare OIP has no time of its own, the record's is used)
-Record = tuple[bytes, bytes, list[tuple[str, bytes]], int]
+# half, key, value, headers, record time (ms: bare OIP has no time of its own, the record's)
+Record = tuple[str, bytes, bytes, list[tuple[str, bytes]], int]
 
 
 def serving_records(fmt: str, event: bytes) -> list[Record]:
@@ -46,6 +47,8 @@ def serving_records(fmt: str, event: bytes) -> list[Record]:
             },
         ],
     }
+    if fmt == "seldon":
+        return _seldon(ev, pid, s)
     out = []
     for kind, body in (("request", request), ("response", response)):
         headers: list[tuple[str, bytes]] = []
@@ -62,8 +65,32 @@ def serving_records(fmt: str, event: bytes) -> list[Record]:
                 ("content-type", b"application/json"),
             ]
         ms = round(float(ev["timestamp"]) * 1000)
-        out.append((pid.encode(), json.dumps(body).encode(), headers, ms))
+        out.append((kind, pid.encode(), json.dumps(body).encode(), headers, ms))
     return out
+
+
+def _seldon(ev: dict[str, Any], pid: str, s: float) -> list[Record]:
+    """Seldon Core 2's records: protobuf messages, the id in ``x-request-id`` only (the
+    model's server sees a versioned model name, as Seldon's do)."""
+    from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest as Req
+    from monitor.ingest.open_inference_grpc_pb2 import ModelInferResponse as Resp
+
+    name = f"{ev['model_id']}_1"
+    req = Req(model_name=name)
+    for a, v in sorted(ev["attributes"].items()):
+        t = req.inputs.add(name=a, datatype="BYTES", shape=[1])
+        t.contents.bytes_contents.append(str(v).encode())
+    resp = Resp(model_name=name, model_version="1")
+    probs = resp.outputs.add(name="probabilities", datatype="FP64", shape=[1, 2])
+    probs.contents.fp64_contents.extend([1 - s, s])
+    approved = resp.outputs.add(name="approved", datatype="BOOL", shape=[1])
+    approved.contents.bool_contents.append(bool(ev["prediction"]))
+    ms = round(float(ev["timestamp"]) * 1000)
+    return [
+        (kind, pid.encode(), msg.SerializeToString(), [("x-request-id", pid.encode()),
+         ("seldon-infer-type", f"proto/InferModel{kind.title()}".encode())], ms)
+        for kind, msg in (("request", req), ("response", resp))
+    ]  # fmt: skip
 
 
 def _rfc3339(t: float) -> bytes:

@@ -349,7 +349,7 @@ models:
 """
 
 
-@pytest.mark.parametrize("fmt", ["kserve-cloudevents", "oip-json"])
+@pytest.mark.parametrize("fmt", ["kserve-cloudevents", "oip-json", "seldon"])
 def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # type: ignore[no-untyped-def]
     kafka, tmp_path: Path, fmt: str
 ) -> None:
@@ -360,7 +360,11 @@ def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # t
 
     tag = uuid.uuid4().hex[:8]
     pred, lab = f"sim-{tag}", f"simlab-{tag}"
-    keep_topics(kafka.bootstrap, pred, lab)
+    topics = [pred, lab]
+    if fmt == "seldon":  # requests and responses on two topics, as Seldon Core 2 names them
+        pred = f"seldon.sim{tag}.model.lending.inputs"
+        topics = [pred, pred.replace(".inputs", ".outputs"), lab]
+    keep_topics(kafka.bootstrap, *topics)
     common = ["--scenario", "abrupt", "--seed", "3", "--start", str(T0), "--hours", "3"]
     for more in (["--out", str(tmp_path / "own")], ["--bootstrap", kafka.bootstrap, "--speed", "1e9",
                  "--format", fmt, "--predictions-topic", pred, "--labels-topic", lab]):  # fmt: skip
@@ -380,8 +384,13 @@ def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # t
         checkpoint=tmp_path / "served.sqlite",
     )  # fmt: skip
     serving = "    input: " + json.dumps({"format": fmt, **SIM_MAPPING}) + "\n"
-    m.config.write_text(m.config.read_text().replace(MODEL_TEXT, SIM_MODEL + serving))
-    got = run_to_end(m, kafka.bootstrap, [pred, lab])
+    text = m.config.read_text().replace(MODEL_TEXT, SIM_MODEL + serving)
+    if fmt == "seldon":
+        text = text.replace(
+            f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {topics[1]}\n"
+        )
+    m.config.write_text(text)
+    got = run_to_end(m, kafka.bootstrap, topics)
     assert got["models"] == report["models"]
     assert got["counters"]["predictions"] == len(preds) > 1000
     assert got["counters"]["orphan_responses"] == got["counters"]["unanswered_requests"] == 0
