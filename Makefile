@@ -32,8 +32,8 @@ install: $(STAMP)
 
 # the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
 # (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay;
-# FORMAT=kserve|oip-json: the model's traffic as KServe's logger / the Open Inference Protocol
-# writes it, read as it is (docs/serving.md)
+# FORMAT=kserve|oip-json|seldon: the model's traffic as KServe's logger / the Open Inference
+# Protocol / Seldon Core 2 (protobuf, two topics) writes it, read as it is (docs/serving.md)
 SCENARIO ?= feedback-loop
 FORMAT ?= monitor-json
 demo: $(DEMO_STAMP)

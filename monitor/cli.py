@@ -22,8 +22,7 @@ from monitor.config.spec import ConfigError, json_schema, load_config
 from monitor.ingest.file import UnreadableInput
 from monitor.outputs.report import format_table
 
-FORMATS = ["monitor-json", "oip-json", "kserve-cloudevents"]  # of simulate and demo
-SIMULATED = [*FORMATS, "seldon"]  # two topics: simulate only
+FORMATS = ["monitor-json", "oip-json", "kserve-cloudevents", "seldon"]  # simulate, demo
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--format",
         default="monitor-json",
-        choices=SIMULATED,
+        choices=FORMATS,
         help="predictions as the monitor's events or as a serving stack logs them (Kafka only)",
     )
     return p

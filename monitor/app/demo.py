@@ -36,6 +36,7 @@ from monitor.app.demo_processes import (
     DEAD,
     LABELS,
     PREDICTIONS,
+    RESPONSES,
     create_topics,
     free_port,  # noqa: F401 - part of this module's interface (the demo's tests use it)
     spawn,
@@ -78,7 +79,7 @@ kafka:
   group_id: fairness-demo
   predictions_topic: {predictions}
   labels_topic: {labels}
-  dead_letter_topic: {dead}
+{responses}  dead_letter_topic: {dead}
   session_timeout_ms: 6000
 checkpoint:
   path: "{checkpoint}"
@@ -129,6 +130,7 @@ def demo_config_text(
         input=f"    input: {serving}\n" if serving else "",
         bootstrap=bootstrap,
         predictions=PREDICTIONS,
+        responses=f"  responses_topic: {RESPONSES}\n" if fmt == "seldon" else "",
         labels=LABELS,
         dead=DEAD,
         alerts=ALERTS,
@@ -278,6 +280,8 @@ def run_demo(
         ]  # fmt: skip
         if hours is not None:
             cmd += ["--hours", str(hours)]
+        if fmt == "seldon":
+            cmd += ["--responses-topic", RESPONSES]
         children.append(spawn(cmd, stdout=open(os.path.join(workdir, "simulator.log"), "wb")))  # noqa: SIM115
         checkpoint = os.path.join(workdir, "checkpoint.sqlite")
         config = demo_config(bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt)

@@ -22,6 +22,7 @@ PREDICTIONS, LABELS, ALERTS, DEAD = (
     "fairness-alerts",
     "lending-dead-letters",
 )
+RESPONSES = "lending-responses"  # Seldon's layout (--format seldon): responses on their own
 PARTITIONS = 3
 
 
@@ -108,7 +109,8 @@ def create_topics(bootstrap: str) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fairness-demo")
     try:
         existing = set(admin.list_topics())
-        wanted = [(t, PARTITIONS) for t in (PREDICTIONS, LABELS)] + [(ALERTS, 1), (DEAD, 1)]
+        wanted = [(t, PARTITIONS) for t in (PREDICTIONS, RESPONSES, LABELS)]
+        wanted += [(ALERTS, 1), (DEAD, 1)]
         new = [NewTopic(t, n, 1) for t, n in wanted if t not in existing]
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):

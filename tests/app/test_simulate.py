@@ -146,3 +146,17 @@ def test_run_simulation_paces_simulated_time_by_speed() -> None:
 def test_unknown_scenario_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown scenario 'nope'; choose one of fair"):
         scenario("nope")
+
+
+@pytest.mark.parametrize("fmt", ["monitor-json", "oip-json", "kserve-cloudevents", "seldon"])
+def test_the_demos_config_reads_each_format_from_its_topics(fmt: str) -> None:
+    """``make demo FORMAT=...``: the monitor's config is valid for every format the simulator
+    writes; Seldon's responses come on their own topic, which the demo creates."""
+    from monitor.app.demo import PREDICTIONS, demo_config
+    from monitor.app.demo_processes import RESPONSES
+
+    c = demo_config("localhost:9092", checkpoint="/tmp/x.sqlite", fmt=fmt)
+    serving = c.models["lending"].serving
+    assert (serving.format if serving else "monitor-json") == fmt
+    want = (PREDICTIONS, RESPONSES) if fmt == "seldon" else (PREDICTIONS,)
+    assert c.kafka.prediction_topics == want
