@@ -167,16 +167,21 @@ def _text(d: dict[str, str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in d.items()}  # the schema's type, whatever a caller put
 
 
+def alert_to_state(a: Alert) -> AlertState:
+    return AlertState(
+        a.name, _text(a.labels), a.state, a.since, a.at, a.value, _text(a.annotations)
+    )
+
+
+def alert_from_state(s: AlertState) -> Alert:
+    return Alert(s.name, dict(s.labels), s.state, s.since, s.at, s.value, dict(s.annotations))
+
+
 def to_state(ev: AlertEvaluator) -> EvaluatorState:
     return EvaluatorState(
         version=VERSION,
         last=sorted(ev.last.items()),
-        alerts=[
-            AlertState(
-                a.name, _text(a.labels), a.state, a.since, a.at, a.value, _text(a.annotations)
-            )
-            for a in ev.book.active.values()
-        ],
+        alerts=[alert_to_state(a) for a in ev.book.active.values()],
         quiet=sorted(ev.drift_quiet.items()),
         trackers=[tracker_to_state(k, t) for k, t in sorted(ev.trackers.items())],
         evidence=[evidence_to_state(me) for _, me in sorted(ev.evidence.models.items())],
@@ -187,7 +192,7 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
     """Replace the evaluator's state by ``s`` (everything built first: all or nothing)."""
     book = AlertBook()
     for a in s.alerts:
-        alert = Alert(a.name, dict(a.labels), a.state, a.since, a.at, a.value, dict(a.annotations))
+        alert = alert_from_state(a)
         book.active[alert.key] = alert
     drift = ev.spec.drift
     trackers = {

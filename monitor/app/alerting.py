@@ -35,6 +35,9 @@ class LocalAlerts:
             dispatcher.submit(t)
         return out
 
+    def not_ready(self) -> str | None:
+        return None
+
     def firing_at_start(self) -> list[Alert]:
         return self.evaluator.book.firing()
 

@@ -39,7 +39,7 @@ from monitor.alerts.partials import PartialPublisher
 from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
 from monitor.app.checkpointing import Checkpointer
-from monitor.app.partials_out import PartialsOut, ensure_partials_topic
+from monitor.app.partials_out import PartialsOut, ensure_partials_topic, partials_lost
 from monitor.config.spec import Config
 from monitor.ingest.kafka import client_config
 from monitor.ingest.kafka_join import finish_unawaited_joins
@@ -93,6 +93,7 @@ class GlobalAlerts:
         self.submitted: deque[tuple[int, int]] = deque()
         self.saved_at = -1e18
         self.bad = 0  # records of the partials topic that are not partials
+        self.lost: str | None = None  # partials deleted before the saved offset (why)
         self.out: PartialsOut | None = None
         self.reader: KafkaConsumer | None = None
         self.elector: KafkaConsumer | None = None
@@ -109,11 +110,17 @@ class GlobalAlerts:
         offset = self._restore()
         k = self.config.kafka
         self.out = PartialsOut(self.config)
-        self.reader = KafkaConsumer(**client_config(k), group_id=None, enable_auto_commit=False)
+        self.reader = KafkaConsumer(
+            **client_config(k),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # an offset the broker deleted: the oldest kept
+        )
         self.reader.assign([self.topic])
         if offset is None:
             self.reader.seek_to_beginning(self.topic)
         else:
+            self.lost = partials_lost(self.reader, self.topic, offset)
             self.reader.seek(self.topic, offset)
         self.elector = KafkaConsumer(
             **client_config(k),
@@ -139,7 +146,9 @@ class GlobalAlerts:
         persist.restore(self.evaluator, s.evaluator)
         self.view.restore(s.view)
         self.seq, self.delivered = s.seq, s.delivered
-        self.owed = {o.seq: _alert(o.alert) for o in s.owed if o.seq > s.delivered}
+        self.owed = {
+            o.seq: persist.alert_from_state(o.alert) for o in s.owed if o.seq > s.delivered
+        }
         log.info("judging state restored: partials from offset %d, %d transitions judged, %d "
                  "delivered", s.offset, s.seq, s.delivered)  # fmt: skip
         return s.offset
@@ -154,6 +163,9 @@ class GlobalAlerts:
             return True
         log.error("partials not acknowledged by the broker: checkpoint postponed")
         return False
+
+    def not_ready(self) -> str | None:
+        return self.lost
 
     def firing_at_start(self) -> list[Alert]:
         return []  # only the delivering replica posts: it re-posts them when it takes over
@@ -286,7 +298,7 @@ class GlobalAlerts:
             offset,
             self.seq,
             delivered,
-            [OwedState(s, _alert_state(a)) for s, a in sorted(self.owed.items())],
+            [OwedState(s, persist.alert_to_state(a)) for s, a in sorted(self.owed.items())],
             self.view.progress(self.evaluator.last),
             persist.dumps(self.evaluator),
         )
@@ -333,13 +345,3 @@ class _StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
     def on_partitions_assigned(self, assigned: Any) -> None:
         if self.owner.topic in set(assigned):
             self.owner.granted = True
-
-
-def _alert_state(a: Alert) -> persist.AlertState:
-    labels = {str(k): str(v) for k, v in a.labels.items()}
-    notes = {str(k): str(v) for k, v in a.annotations.items()}
-    return persist.AlertState(a.name, labels, a.state, a.since, a.at, a.value, notes)
-
-
-def _alert(s: persist.AlertState) -> Alert:
-    return Alert(s.name, dict(s.labels), s.state, s.since, s.at, s.value, dict(s.annotations))

@@ -83,3 +83,25 @@ def ensure_partials_topic(config: Config) -> None:
                 pass
     finally:
         admin.close()
+
+
+def partials_lost(reader: Any, tp: Any, offset: int) -> str | None:
+    """Why the judging state cannot go on exactly, when the broker deleted partials before
+    ``offset`` (where the saved state reads on from) by the topic's retention: the boundaries
+    they held never come again, and the global view waits for them. Logged as an error (the
+    reader then starts at the oldest partial kept); None when nothing was deleted or the first
+    offset is not known (it is asked once, at start)."""
+    try:
+        first = reader.beginning_offsets([tp]).get(tp)
+    except KafkaError as exc:
+        log.warning("partials topic %s: its first offset is unknown (%s)", tp.topic, exc)
+        return None
+    if first is None or first <= offset:
+        return None
+    why = (
+        f"partials {offset}..{first - 1} of {tp.topic} were deleted by its retention before the "
+        "judging state read them: the boundaries they held cannot be judged globally "
+        "(docs/deploy.md, 'Scaling out': keep the retention longer than an outage)"
+    )
+    log.error("%s", why)
+    return why

@@ -120,15 +120,7 @@ class Monitor:
         return age < self.config.service.liveness_timeout, f"main loop last ran {age:.1f}s ago"
 
     def ready(self) -> tuple[bool, str]:
-        own = self.ownership
-        if own.consumer is None:
-            return False, "starting"
-        if own.pending:
-            return False, "waiting for partition assignment / restoring state"
-        why = self.checkpoints.not_ready() or self.polls.not_ready() or own.not_ready()
-        if why is None and not own.connected():
-            why = "not connected to the Kafka group coordinator"
-        return why is None, why or f"ready: partitions {sorted(own.owned)}"
+        return readiness(self)
 
     def run(self) -> int:
         started = time.perf_counter()
@@ -222,6 +214,25 @@ class Monitor:
         alerts = self.alerting.checkpoint_text()  # global: the delivering replica saves its own
         outcome = self.checkpoints.save(items, alerts, full=partitions is None)
         own.settle(outcome, parts, commit=commit)
+
+
+def readiness(m: Monitor) -> tuple[bool, str]:
+    """Ready, or the first reason not to be: starting, restoring, checkpoints failing, Kafka
+    polls failing, a next offset unknown, partials lost, no group coordinator."""
+    own = m.ownership
+    if own.consumer is None:
+        return False, "starting"
+    if own.pending:
+        return False, "waiting for partition assignment / restoring state"
+    why = (
+        m.checkpoints.not_ready()
+        or m.polls.not_ready()
+        or own.not_ready()
+        or m.alerting.not_ready()
+    )
+    if why is None and not own.connected():
+        why = "not connected to the Kafka group coordinator"
+    return why is None, why or f"ready: partitions {sorted(own.owned)}"
 
 
 def invalid_guard(config: Config) -> InvalidRatioGuard:
