@@ -80,9 +80,15 @@ def as_events(cs: list[dict[str, Any]], seed: int) -> tuple[list[dict], list[dic
     return preds, labels
 
 
-def payloads(c: dict[str, Any]) -> tuple[bytes, bytes]:
+def bodies(c: dict[str, Any], *, nested: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A call's request and response as OIP JSON documents (rows of [n, 2] tensors nested as
+    the shape says, or flat)."""
     n = len(c["sex"])
-    features = [[x, a] for x, a in zip([700] * n, c["age"], strict=True)]
+    features: list[Any] = [[700, a] for a in c["age"]]
+    probs: list[Any] = [[round(1 - p, 6), p] for p in c["p"]]
+    if not nested:
+        features = [v for row in features for v in row]
+        probs = [v for row in probs for v in row]
     request = {
         "id": c["id"],
         "inputs": [
@@ -93,16 +99,44 @@ def payloads(c: dict[str, Any]) -> tuple[bytes, bytes]:
     response = {
         "model_name": "credit",
         "id": c["id"],
-        "outputs": [
-            {
-                "name": "probabilities",
-                "shape": [n, 2],
-                "datatype": "FP64",
-                "data": [v for p in c["p"] for v in (round(1 - p, 6), p)],
-            }
-        ],
+        "outputs": [{"name": "probabilities", "shape": [n, 2], "datatype": "FP64", "data": probs}],
     }
+    return request, response
+
+
+def payloads(c: dict[str, Any]) -> tuple[bytes, bytes]:
+    request, response = bodies(c)
     return json.dumps(request).encode(), json.dumps(response).encode()
+
+
+def send_all(bootstrap: str, records: list[tuple[str, str, bytes, list[Any], float]]) -> None:
+    """(topic, key, value, headers, time) records, in this order."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
+    for topic, key, value, headers, t in records:
+        producer.send(
+            topic, value=value, key=key.encode(), headers=headers, timestamp_ms=round(t * 1000)
+        )
+    producer.flush(60)
+    producer.close()
+
+
+def two_topic_monitor(
+    tmp_path: Path, bootstrap: str, topics: tuple[str, str, str], fmt: str
+) -> MonitorProcess:
+    """A monitor reading requests, responses (``kafka.responses_topic``) and labels."""
+    pred, resp, lab = topics
+    m = MonitorProcess(
+        tmp_path, bootstrap, name="two-topics", pred=pred, lab=lab,
+        checkpoint=tmp_path / "two-topics.sqlite",
+    )  # fmt: skip
+    text = m.config.read_text().replace(
+        f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {resp}\n"
+    )
+    assert f"responses_topic: {resp}" in text
+    m.config.write_text(
+        text.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    )
+    return m
 
 
 def rfc3339(t: float) -> bytes:
@@ -184,33 +218,16 @@ def test_requests_and_responses_on_two_topics_count_as_replay(  # type: ignore[n
     preds, labels = as_events(cs, 8)
     oracle = MonitorProcess(tmp_path, kafka.bootstrap, name="oracle", pred=pred, lab=lab)
     report = replay_report(tmp_path, oracle.config, preds, [_plain(e) for e in labels])
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20, acks=1)
-    halves = [(c, *payloads(c)) for c in cs]
-    for topic, which in ((resp, 2), (pred, 1)):
-        for c, *bodies in halves:
-            body = json.loads(bodies[which - 1])
+    sent = []
+    for topic, which in ((resp, 1), (pred, 0)):
+        for c in cs:
+            body = bodies(c)[which]
             del body["id"]
-            producer.send(
-                topic, value=json.dumps(body).encode(), key=c["id"].encode(),
-                headers=[("x-request-id", c["id"].encode())],
-                timestamp_ms=round((c["t"] + 0.05 * (which - 1)) * 1000),
-            )  # fmt: skip
-    producer.flush(60)
-    producer.close()
+            headers = [("x-request-id", c["id"].encode())]
+            sent.append((topic, c["id"], json.dumps(body).encode(), headers, c["t"] + 0.05 * which))
+    send_all(kafka.bootstrap, sent)
     produce(kafka.bootstrap, lab, labels, key="call")
-    m = MonitorProcess(
-        tmp_path, kafka.bootstrap, name="seldon", pred=pred, lab=lab,
-        checkpoint=tmp_path / "seldon.sqlite",
-    )  # fmt: skip
-    text = m.config.read_text().replace(
-        f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {resp}\n"
-    )
-    assert f"responses_topic: {resp}" in text
-    m.config.write_text(
-        text.replace(
-            "    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="oip-json")
-        )
-    )
+    m = two_topic_monitor(tmp_path, kafka.bootstrap, (pred, resp, lab), "oip-json")
     got = run_to_end(m, kafka.bootstrap, [pred, resp, lab])
     assert got["models"] == report["models"]
     counters = got["counters"]
@@ -267,30 +284,18 @@ def test_seldons_protobuf_topics_count_as_replay(  # type: ignore[no-untyped-def
     preds, labels = as_events(cs, 9)
     oracle = MonitorProcess(tmp_path, kafka.bootstrap, name="oracle", pred=pred, lab=lab)
     report = replay_report(tmp_path, oracle.config, preds, [_plain(e) for e in labels])
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20, acks=1)
     kinds = {pred: b"proto/InferModelRequest", resp: b"proto/InferModelResponse"}
+    sent = []
     for topic, which in ((resp, 1), (pred, 0)):
         for i, c in enumerate(cs):
             headers = [("x-request-id", c["id"].encode())]
             if header:
                 headers.append(("seldon-infer-type", kinds[topic]))
-            producer.send(
-                topic, value=seldon_payloads(c, raw=i % 2 == 1)[which], key=c["id"].encode(),
-                headers=headers, timestamp_ms=round((c["t"] + 0.05 * which) * 1000),
-            )  # fmt: skip
-    producer.flush(60)
-    producer.close()
+            value = seldon_payloads(c, raw=i % 2 == 1)[which]
+            sent.append((topic, c["id"], value, headers, c["t"] + 0.05 * which))
+    send_all(kafka.bootstrap, sent)
     produce(kafka.bootstrap, lab, labels, key="call")
-    m = MonitorProcess(
-        tmp_path, kafka.bootstrap, name="seldon", pred=pred, lab=lab,
-        checkpoint=tmp_path / "seldon.sqlite",
-    )  # fmt: skip
-    text = m.config.read_text().replace(
-        f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {resp}\n"
-    )
-    m.config.write_text(
-        text.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="seldon"))
-    )
+    m = two_topic_monitor(tmp_path, kafka.bootstrap, (pred, resp, lab), "seldon")
     got = run_to_end(m, kafka.bootstrap, [pred, resp, lab])
     assert got["models"] == report["models"]
     counters = got["counters"]

@@ -23,7 +23,7 @@ from monitor.ingest.events import ConsumerBatch, Invalid
 from monitor.ingest.keys import id_keys
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
-from tests.app.test_serving_kafka import MAPPING, calls, rfc3339, row_ids
+from tests.app.test_serving_kafka import MAPPING, bodies, calls, rfc3339, row_ids
 from tests.helpers import T0
 from tests.kafka_helpers import MODEL
 
@@ -37,28 +37,6 @@ def decoder(fmt: str, *, fast: bool) -> ServingDecoder:
     if not fast:
         dec.fast = None
     return dec
-
-
-def bodies(c: dict[str, Any], *, nested: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    n = len(c["sex"])
-    features: list[Any] = [[700, a] for a in c["age"]]
-    probs: list[Any] = [[round(1 - p, 6), p] for p in c["p"]]
-    if not nested:
-        features = [v for row in features for v in row]
-        probs = [v for row in probs for v in row]
-    request = {
-        "id": c["id"],
-        "inputs": [
-            {"name": "sex", "shape": [n], "datatype": "BYTES", "data": c["sex"]},
-            {"name": "features", "shape": [n, 2], "datatype": "INT64", "data": features},
-        ],
-    }
-    response = {
-        "model_name": "credit",
-        "id": c["id"],
-        "outputs": [{"name": "probabilities", "shape": [n, 2], "datatype": "FP64", "data": probs}],
-    }
-    return request, response
 
 
 def records(
