@@ -132,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--predictions-topic", default="lending-predictions")
     s.add_argument("--labels-topic", default="lending-labels")
     s.add_argument("--responses-topic", help="seldon: the responses (default: *.outputs)")
+    s.add_argument("--attributes-topic", help="serving: the attributes here, not in requests")
     s.add_argument("--speed", type=float, default=1000.0, help="simulated seconds per second")
     s.add_argument("--rate", type=float, default=600.0, help="applicants per simulated hour")
     s.add_argument("--seed", type=int, default=7)

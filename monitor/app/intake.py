@@ -17,7 +17,8 @@ import numpy as np
 from monitor.app.ownership import Accepted
 from monitor.config.kafka import KafkaSpec
 from monitor.config.serving import topic_format
-from monitor.ingest.events import DeadLetter, RawBatch
+from monitor.ingest.attribute_events import AttributeDecoder
+from monitor.ingest.events import DeadLetter, RawBatch, RawRecord, Reason
 from monitor.ingest.invalid_guard import InvalidRatioGuard
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
@@ -39,14 +40,16 @@ class Intake:
             if fmt == "monitor-json"
             else ServingDecoder(engine.decoder.plan, fmt, kafka.responses_topic)
         )
+        self.attributes = AttributeDecoder(engine.decoder.plan) if kafka.attributes_topic else None
 
     def apply(self, accepted: Accepted) -> int:
         """Apply the accepted records; returns how many records were read (valid or not)."""
         decoder, empty, read = self.engine.decoder, RawBatch((), ()), 0
         for p, got in accepted.items():
             praw, lraw = got.predictions or empty, got.labels or empty
-            rraw = got.responses or empty
+            rraw, araw = got.responses or empty, got.attributes or empty
             lb, d2 = decoder.decode_labels(lraw)
+            d4: list[DeadLetter] = []
             if self.serving is None:
                 pb, d1 = decoder.decode_predictions(praw)
                 self.engine.apply(p, pb, lb)
@@ -61,8 +64,13 @@ class Intake:
                     )
                 else:
                     d3 = []
-                apply_served(self.engine, p, asked, answered, lb)
-            dead = d1 + d3 + d2
+                attrs = None
+                if self.attributes is not None and len(araw):
+                    attrs, d4 = self.attributes.decode(araw)
+                orphans = apply_served(self.engine, p, asked, answered, lb, attrs)
+                if len(orphans) and self.dlq is not None:
+                    self.dlq.send(self._orphans(p, orphans))
+            dead = d1 + d3 + d2 + d4
             reasons = [d.reason.value for d in dead]
             if dead:
                 self.engine.count_invalid(p, reasons)
@@ -71,12 +79,31 @@ class Intake:
             self.outcomes[(self.k.predictions_topic, "ok")] += len(praw) - len(d1)
             if self.k.responses_topic:
                 self.outcomes[(self.k.responses_topic, "ok")] += len(rraw) - len(d3)
+            if self.k.attributes_topic:
+                self.outcomes[(self.k.attributes_topic, "ok")] += len(araw) - len(d4)
             self.outcomes[(self.k.labels_topic, "ok")] += len(lb)
             self.outcomes.update((d.record.topic, "invalid") for d in dead)
-            n = len(praw) + len(rraw) + len(lraw)
+            n = len(praw) + len(rraw) + len(lraw) + len(araw)
             read += n
             self.guard.observe(p, n, reasons)
         return read
+
+    def _orphans(self, p: int, rows: Any) -> list[DeadLetter]:
+        """One dead letter per response record that never met its request (not counted as
+        invalid: ``orphan_responses`` counts them, by decision)."""
+        topics = (self.k.predictions_topic, self.k.responses_topic or self.k.predictions_topic)
+        where, n = np.unique(rows[["on_responses", "offset"]], return_counts=True)
+        ts = {(int(r), int(o)): t for r, o, t in rows[["on_responses", "offset", "ts"]].tolist()}
+        wait = max(m.lateness + m.bucket for m in self.engine.models)
+        return [
+            DeadLetter(
+                Reason.ORPHAN_RESPONSE,
+                f"a response of {k} decision(s) whose request did not come within {wait} s "
+                "(event time); the record stays at its source offset",
+                RawRecord(b"", round(ts[(int(r), int(o))] * 1000), topics[int(r)], p, int(o)),
+            )
+            for (r, o), k in zip(where.tolist(), n.tolist(), strict=True)
+        ]
 
     def flush(self) -> None:
         """Dead letters sent so far are durable (before the offsets past them are saved)."""

@@ -43,6 +43,7 @@ class Inputs(NamedTuple):
     predictions: ConsumerBatch | None = None
     labels: ConsumerBatch | None = None
     responses: ConsumerBatch | None = None  # ``responses_topic``'s, when there is one
+    attributes: ConsumerBatch | None = None  # ``attributes_topic``'s, when there is one
 
 
 Accepted = dict[int, Inputs]
@@ -224,6 +225,8 @@ class PartitionOwnership:
                 out[tp.partition] = got._replace(predictions=raw)
             elif tp.topic == self.k.labels_topic:
                 out[tp.partition] = got._replace(labels=raw)
+            elif tp.topic == self.k.attributes_topic:
+                out[tp.partition] = got._replace(attributes=raw)
             else:
                 out[tp.partition] = got._replace(responses=raw)
             self.next_offsets[tp] = records[-1].offset + 1

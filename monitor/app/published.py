@@ -40,6 +40,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
     return OpsSnapshot(
         m.k.predictions_topic,
         m.k.labels_topic,
+        m.k.attributes_topic,
         outcomes=dict(m.intake.outcomes),
         counters=m.engine.counters(),
         delays=(tuple(int(c) for c in counts), float(total)),

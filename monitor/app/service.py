@@ -98,7 +98,9 @@ class Monitor:
         # published by the loop for the HTTP threads: immutable, replaced about once a second
         self.snapshot: Snapshot | None = None
         self.status = StatusState(None, {}, [], [])
-        self.ops = OpsSnapshot(self.k.predictions_topic, self.k.labels_topic)
+        self.ops = OpsSnapshot(
+            self.k.predictions_topic, self.k.labels_topic, self.k.attributes_topic
+        )
         self.registry = CollectorRegistry()
         self.registry.register(OpsCollector(lambda: self.ops, lambda: self.dispatcher))
         self.exposition = FairnessExposition(lambda: self.snapshot, confidence=config.confidence)

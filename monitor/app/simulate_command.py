@@ -4,6 +4,7 @@ to Kafka in (scaled) real time until stopped."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import signal
@@ -55,6 +56,7 @@ def simulate_to_kafka(
     hours: float | None,
     fmt: str = "monitor-json",
     responses_topic: str | None = None,
+    attributes_topic: str | None = None,
 ) -> int:
     """Produce events to Kafka at ``speed`` simulated seconds per second until ``hours`` have
     passed or SIGTERM/SIGINT; the number of events. ``fmt``: the predictions as the monitor's
@@ -76,7 +78,16 @@ def simulate_to_kafka(
         if topic != predictions_topic or fmt == "monitor-json":
             producer.send(topic, key=key, value=value)
             return
-        for half, k, v, headers, ms in serving_records(fmt, value):
+        apart = attributes_topic is not None
+        if apart:  # the attributes on their own topic, the requests without them
+            ev = json.loads(value)
+            doc = {"id": str(ev["prediction_id"]), "attributes": ev["attributes"]}
+            producer.send(
+                attributes_topic,
+                key=key,
+                value=json.dumps({**doc, "timestamp": ev["timestamp"]}).encode(),
+            )
+        for half, k, v, headers, ms in serving_records(fmt, value, attributes=not apart):
             # bare OIP and Seldon have no time but the record's: the simulated time
             at = None if fmt == "kserve-cloudevents" else ms
             to = responses_topic if half == "response" and responses_topic else topic
@@ -112,7 +123,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     if args.out:
         if args.hours is None:
             raise ConfigError("", "--out needs --hours")
-        if args.format != "monitor-json":
+        if args.format != "monitor-json" or getattr(args, "attributes_topic", None):
             raise ConfigError("", "--format other than monitor-json needs --bootstrap (headers)")
         simulate_to_files(sim, args.out, hours=args.hours, **topics)
     elif args.bootstrap:
@@ -123,7 +134,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             responses = args.predictions_topic.removesuffix(".inputs") + ".outputs"
         simulate_to_kafka(
             sim, args.bootstrap, speed=args.speed, hours=args.hours, fmt=args.format,
-            responses_topic=responses, **topics,
+            responses_topic=responses, attributes_topic=getattr(args, "attributes_topic", None), **topics,
         )  # fmt: skip
     else:
         raise ConfigError("", "give --bootstrap HOST:PORT or --out DIR")

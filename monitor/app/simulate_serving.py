@@ -23,16 +23,19 @@ MAPPING: dict[str, Any] = {
 Record = tuple[str, bytes, bytes, list[tuple[str, bytes]], int]
 
 
-def serving_records(fmt: str, event: bytes) -> list[Record]:
-    """One monitor prediction event → its request and response records, in ``fmt``."""
+def serving_records(fmt: str, event: bytes, *, attributes: bool = True) -> list[Record]:
+    """One monitor prediction event → its request and response records, in ``fmt``; the
+    applicant's attributes as request tensors, or (``attributes=False``: they come on an
+    attributes topic) only the model's own input tensor."""
     ev = json.loads(event)
     pid, s = str(ev["prediction_id"]), float(ev["score"])
+    tensors = sorted(ev["attributes"].items()) if attributes else []
     request = {
         "id": pid,
         "inputs": [
-            {"name": a, "shape": [1], "datatype": "BYTES", "data": [str(v)]}
-            for a, v in sorted(ev["attributes"].items())
-        ],
+            {"name": a, "shape": [1], "datatype": "BYTES", "data": [str(v)]} for a, v in tensors
+        ]
+        + [{"name": "features", "shape": [1], "datatype": "FP64", "data": [s]}],
     }
     response = {
         "model_name": ev["model_id"],
@@ -48,7 +51,7 @@ def serving_records(fmt: str, event: bytes) -> list[Record]:
         ],
     }
     if fmt == "seldon":
-        return _seldon(ev, pid, s)
+        return _seldon(ev, pid, s, tensors)
     out = []
     for kind, body in (("request", request), ("response", response)):
         headers: list[tuple[str, bytes]] = []
@@ -69,7 +72,7 @@ def serving_records(fmt: str, event: bytes) -> list[Record]:
     return out
 
 
-def _seldon(ev: dict[str, Any], pid: str, s: float) -> list[Record]:
+def _seldon(ev: dict[str, Any], pid: str, s: float, tensors: list[tuple[str, Any]]) -> list[Record]:
     """Seldon Core 2's records: protobuf messages, the id in ``x-request-id`` only (the
     model's server sees a versioned model name, as Seldon's do)."""
     from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest as Req
@@ -77,9 +80,10 @@ def _seldon(ev: dict[str, Any], pid: str, s: float) -> list[Record]:
 
     name = f"{ev['model_id']}_1"
     req = Req(model_name=name)
-    for a, v in sorted(ev["attributes"].items()):
+    for a, v in tensors:
         t = req.inputs.add(name=a, datatype="BYTES", shape=[1])
         t.contents.bytes_contents.append(str(v).encode())
+    req.inputs.add(name="features", datatype="FP64", shape=[1]).contents.fp64_contents.append(s)
     resp = Resp(model_name=name, model_version="1")
     probs = resp.outputs.add(name="probabilities", datatype="FP64", shape=[1, 2])
     probs.contents.fp64_contents.extend([1 - s, s])

@@ -31,6 +31,9 @@ class KafkaSpec:
     # a serving stack's responses, when they come on a topic of their own (Seldon Core 2's
     # ``.outputs``): read with the predictions topic's requests, co-partitioned with it
     responses_topic: str | None = None
+    # protected attributes keyed by decision id, when they are not model inputs
+    # (``models.<m>.input.attributes: stream``), co-partitioned with the predictions topic
+    attributes_topic: str | None = None
     dead_letter_topic: str | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
@@ -52,7 +55,8 @@ class KafkaSpec:
     @property
     def input_topics(self) -> tuple[str, ...]:
         """Every topic read, co-partitioned: partition p of each is owned together."""
-        return (*self.prediction_topics, self.labels_topic)
+        extra = (self.attributes_topic,) if self.attributes_topic else ()
+        return (*self.prediction_topics, self.labels_topic, *extra)
 
 
 Secret = Annotated[str, Meta(description="prefer the _env or _file variant")]
@@ -74,6 +78,17 @@ class KafkaDoc(Doc, frozen=True):
             Meta(
                 min_length=1,
                 description="a serving stack's responses on their own topic (Seldon's .outputs)",
+            ),
+        ]
+        | None
+    ) = None
+    attributes_topic: (
+        Annotated[
+            str,
+            Meta(
+                min_length=1,
+                description="protected attributes keyed by decision id, when they are not "
+                "model inputs (input.attributes: stream)",
             ),
         ]
         | None
@@ -135,10 +150,14 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
         raise ConfigError(sub(path, "sasl_mechanism"), f"required with {doc.security_protocol}")
     if doc.predictions_topic == doc.labels_topic:
         raise ConfigError(sub(path, "labels_topic"), "must differ from predictions_topic")
-    if doc.responses_topic in (doc.predictions_topic, doc.labels_topic):
-        raise ConfigError(
-            sub(path, "responses_topic"), "must differ from predictions_topic and labels_topic"
-        )
+    taken = [doc.predictions_topic, doc.labels_topic]
+    for key in ("responses_topic", "attributes_topic"):
+        topic = getattr(doc, key)
+        if topic is None:
+            continue
+        if topic in taken:
+            raise ConfigError(sub(path, key), "must differ from the other input topics")
+        taken.append(topic)
     return KafkaSpec(
         bootstrap_servers=tuple(servers),
         client_id=doc.client_id,
@@ -146,6 +165,7 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
         predictions_topic=doc.predictions_topic,
         labels_topic=doc.labels_topic,
         responses_topic=doc.responses_topic,
+        attributes_topic=doc.attributes_topic,
         dead_letter_topic=doc.dead_letter_topic,
         security_protocol=doc.security_protocol,
         sasl_mechanism=doc.sasl_mechanism,

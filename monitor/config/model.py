@@ -274,13 +274,18 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
         if k not in set_names:
             raise ConfigError(sub(sub(path, "reference_groups"), k), "unknown attribute")
     join, jpath = doc.join or JoinDoc(), sub(path, "join")
+    lateness = seconds(doc.lateness, sub(path, "lateness"))
+    lateness -= lateness % bucket
     serving = None
     if doc.input is not None:
         names_in_order = tuple(a.name for a in attributes)
         serving = resolve_mapping(
-            doc.input, sub(path, "input"), attributes=names_in_order, threshold=doc.threshold
+            doc.input,
+            sub(path, "input"),
+            attributes=names_in_order,
+            threshold=doc.threshold,
+            lateness=lateness,
         )
-    lateness = seconds(doc.lateness, sub(path, "lateness"))
     return ModelSpec(
         name=name,
         attributes=attributes,
@@ -291,7 +296,7 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
         label_values=_values(doc.label_values, sub(path, "label_values")),
         windows=windows,
         bucket=bucket,
-        lateness=lateness - lateness % bucket,
+        lateness=lateness,
         min_samples=doc.min_samples,
         max_intersection_groups=doc.max_intersection_groups,
         score_bins=doc.score_bins,

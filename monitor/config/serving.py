@@ -12,6 +12,12 @@ hold its protected attributes (in the request)::
         sex: {tensor: sex}                      # a BYTES tensor: its strings are the groups
         age: {tensor: features, column: 3}      # a number column: binned by the attribute's bins
 
+or, when the protected attributes are not model inputs (they come keyed by the decision's id on
+``kafka.attributes_topic``, see ``ingest/attribute_events.py``)::
+
+      attributes: stream
+      attributes_ttl: 30m                       # how long a decision waits for them (≤ lateness)
+
 Errors name the key path (``models.credit.input.score.column: -1 is not a column``).
 """
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.config.decode import ConfigError, sub
+from monitor.config.durations import seconds
 
 FORMATS = ("oip-json", "kserve-cloudevents", "seldon")
 
@@ -40,19 +47,29 @@ class TensorMapping:
     score: Column | None = None
     prediction: Column | None = None
     attributes: dict[str, Column] = field(default_factory=dict)
+    # the attributes come from the attributes topic, not from the request's tensors: a decision
+    # waits for them at most ``attributes_ttl`` seconds (event time), then counts as without
+    stream: bool = False
+    attributes_ttl: int = 0
+
+
+KEYS = ("format", "score", "prediction", "attributes", "attributes_ttl")
 
 
 def resolve_mapping(
-    raw: object, path: str, *, attributes: tuple[str, ...], threshold: float | None
+    raw: object,
+    path: str,
+    *,
+    attributes: tuple[str, ...],
+    threshold: float | None,
+    lateness: int,
 ) -> TensorMapping:
     """The ``input`` section of a model, checked against the model's attributes."""
     if not isinstance(raw, dict):
         raise ConfigError(path, "must be a mapping with score or prediction, and attributes")
-    unknown = sorted(set(raw) - {"format", "score", "prediction", "attributes"})
+    unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        raise ConfigError(
-            sub(path, unknown[0]), "unknown key (format, score, prediction, attributes)"
-        )
+        raise ConfigError(sub(path, unknown[0]), f"unknown key ({', '.join(KEYS)})")
     fmt = raw.get("format", "oip-json")
     if fmt not in FORMATS:
         raise ConfigError(sub(path, "format"), f"{fmt!r} is not one of {', '.join(FORMATS)}")
@@ -64,8 +81,17 @@ def resolve_mapping(
         raise ConfigError(sub(path, "score"), "a score without the model's threshold cannot decide")
     attrs_raw = raw.get("attributes")
     where = sub(path, "attributes")
+    ttl = _ttl(raw.get("attributes_ttl"), sub(path, "attributes_ttl"), lateness)
+    if attrs_raw == "stream":
+        return TensorMapping(fmt, score, prediction, {}, True, lateness if ttl is None else ttl)
+    if ttl is not None:
+        raise ConfigError(sub(path, "attributes_ttl"), "only with attributes: stream")
     if not isinstance(attrs_raw, dict) or not attrs_raw:
-        raise ConfigError(where, "must map each of the model's attributes to a tensor")
+        raise ConfigError(
+            where,
+            "must map each of the model's attributes to a tensor, or be 'stream' (they come "
+            "on kafka.attributes_topic)",
+        )
     out: dict[str, Column] = {}
     for name, spec in attrs_raw.items():
         if name not in attributes:
@@ -77,6 +103,21 @@ def resolve_mapping(
     if missing:
         raise ConfigError(where, f"no tensor for the model's attribute(s) {missing}")
     return TensorMapping(fmt, score, prediction, out)
+
+
+def _ttl(raw: object, path: str, lateness: int) -> int | None:
+    """How long a decision waits for its attributes: at most the model's lateness (released
+    later, its bucket would be closed and the decision counted late instead)."""
+    if raw is None:
+        return None
+    ttl = seconds(raw, path)
+    if ttl > lateness:
+        raise ConfigError(
+            path,
+            f"{ttl} s exceeds the model's lateness ({lateness} s): a decision released later "
+            "would find its bucket closed",
+        )
+    return ttl
 
 
 def _column(raw: object, path: str) -> Column | None:

@@ -148,6 +148,22 @@ def _plain(data: object) -> object:
     return data
 
 
+def _check_attributes_topic(kafka: KafkaSpec, models: dict[str, ModelSpec]) -> None:
+    """The attributes topic is read exactly when some model takes its attributes from it."""
+    stream = [n for n, m in models.items() if m.serving is not None and m.serving.stream]
+    if stream and not kafka.attributes_topic:
+        raise ConfigError(
+            "kafka.attributes_topic",
+            f"required: models.{stream[0]}.input.attributes is 'stream' (attribute events keyed "
+            "by decision id come on this topic)",
+        )
+    if kafka.attributes_topic and not stream:
+        raise ConfigError(
+            "kafka.attributes_topic",
+            "no model reads it: set models.<model>.input.attributes: stream",
+        )
+
+
 def parse_config(data: object) -> Config:
     """Validate a parsed YAML document and build the frozen :class:`Config`."""
     doc = convert(_plain(data if data is not None else {}), ConfigDoc)
@@ -180,6 +196,7 @@ def parse_config(data: object) -> Config:
             "kafka.responses_topic",
             "only for a serving stack's requests and responses (models.<model>.input)",
         )
+    _check_attributes_topic(kafka, models)
     alerts = resolve_alerts(doc.alerts, "alerts")
     check_drift_fits(alerts, models, "alerts")
     checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")

@@ -54,6 +54,9 @@ class Reason(StrEnum):
     MISSING_TENSOR = "missing_tensor"  # a serving-stack payload without the mapped tensor
     BAD_TENSOR = "bad_tensor"  # its shape, datatype or values do not hold together
     NOT_PROTOBUF = "not_protobuf"  # a protobuf payload (Seldon Core 2's) that does not parse
+    # a serving stack's response whose request never came (within the lateness): its dead
+    # letter points at the record (fm.source.*), which stays in its topic; the value is empty
+    ORPHAN_RESPONSE = "orphan_response"
     UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 

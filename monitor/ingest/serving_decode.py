@@ -51,8 +51,13 @@ RESPONSE_DTYPE = np.dtype(
         ("model", np.uint16),
         ("score", np.float64),
         ("pred", np.uint8),
+        # where its record is (an orphan response is dead-lettered by it): the offset, and
+        # whether on the responses topic (1) or the predictions topic (0)
+        ("offset", np.int64),
+        ("on_responses", np.uint8),
     ]
 )
+Answered = tuple[list[str], float, int, list[float], list[int], int]  # ..., record index
 
 
 class _Requests:
@@ -80,26 +85,40 @@ class ServingDecoder:
         plan = self.plan
         fast = self.fast.decode(rb) if self.fast is not None else None
         if fast is not None:
-            (ids, ts, values), (r_ids, r_ts, scores, preds) = fast
+            (ids, ts, values), (r_ids, r_ts, scores, preds, where) = fast
             m = self.serving[0]
             asked_rows = request_rows(plan, m, ids, ts, values)
-            return asked_rows, response_rows(r_ids, r_ts, m, scores, preds), []
+            answers = response_rows(r_ids, r_ts, m, scores, preds)
+            return asked_rows, self._placed(answers, rb, where), []
         lo, hi = plan.time_bounds()
         records: Sequence[Any] | None = getattr(rb, "records", None)  # a Kafka poll's, headers
         asked = [_Requests(len(plan.models[m].attributes)) for m in range(len(plan.models))]
-        answered: list[tuple[list[str], float, int, list[float], list[int]]] = []
+        answered: list[Answered] = []
         errors: list[Invalid | None] = [None] * len(rb)
         topic = getattr(rb, "topic", "")
         for i, value in enumerate(rb.values):
             try:
                 headers = getattr(records[i], "headers", None) if records is not None else None
                 ms = rb.timestamps_ms[i]
-                self._one(value, headers, topic, ms, lo, hi, asked, answered)
+                self._one(value, headers, topic, ms, lo, hi, asked, answered, i)
             except Invalid as bad:
                 errors[i] = bad
             except Exception as exc:
                 errors[i] = unforeseen(exc)
-        return self._requests(asked), _responses(answered), dead_letters(rb, errors)
+        answers, where = _responses(answered)
+        return self._requests(asked), self._placed(answers, rb, where), dead_letters(rb, errors)
+
+    def _placed(self, rows: npt.NDArray[Any], rb: Any, where: Any) -> npt.NDArray[Any]:
+        """Response rows with their record's offset (from the batch index ``where``)."""
+        records = getattr(rb, "records", None)
+        if len(rows) and records is not None:
+            offsets = np.fromiter((r.offset for r in records), dtype=np.int64, count=len(records))
+            rows["offset"] = offsets[np.asarray(where, dtype=np.int64)]
+        else:
+            rows["offset"] = -1
+        topic = getattr(rb, "topic", "")
+        rows["on_responses"] = bool(self.responses_topic) and topic == self.responses_topic
+        return rows
 
     def _one(
         self,
@@ -110,7 +129,8 @@ class ServingDecoder:
         lo: float,
         hi: float,
         asked: list[_Requests],
-        answered: list[tuple[list[str], float, int, list[float], list[int]]],
+        answered: list[Answered],
+        i: int,
     ) -> None:
         rid: str | None
         if self.fmt == "kserve-cloudevents":
@@ -138,13 +158,13 @@ class ServingDecoder:
             mapping = self.mappings[m]
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)
-            cols = groups(table, mapping)
+            cols = groups(table, mapping)  # none when they come on the attributes topic
             ids = table.row_ids(rid)
             req = asked[m]
             req.ids += ids
             req.ts += [ts] * len(ids)
             for j, attr in enumerate(self.plan.models[m].attributes):
-                req.values[j] += cols[attr.name]
+                req.values[j] += cols.get(attr.name, ())
         elif kind == "response":
             if self.fmt == "kserve-cloudevents":
                 table = decode_response(data)
@@ -153,7 +173,7 @@ class ServingDecoder:
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)
             scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
-            answered.append((table.row_ids(rid), ts, m, scores, preds))
+            answered.append((table.row_ids(rid), ts, m, scores, preds, i))
         else:
             raise Invalid(Reason.UNDECODABLE, f"event type {kind[:80]!r} is no request or response")
 
@@ -188,9 +208,11 @@ def request_rows(
     rows["key"] = id_keys(ids)
     rows["ts"] = ts
     rows["model"] = m
-    enc = plan.registries[m].encode(values)
     rows["groups"] = -1
-    rows["groups"][:, : enc.shape[1]] = enc
+    serving = plan.models[m].serving
+    if serving is None or not serving.stream:  # else the attributes topic gives the groups
+        enc = plan.registries[m].encode(values)
+        rows["groups"][:, : enc.shape[1]] = enc
     return rows
 
 
@@ -207,18 +229,19 @@ def response_rows(ids: list[str], ts: Any, m: Any, scores: Any, preds: Any) -> n
     return rows
 
 
-def _responses(
-    answered: list[tuple[list[str], float, int, list[float], list[int]]],
-) -> npt.NDArray[Any]:
+def _responses(answered: list[Answered]) -> tuple[npt.NDArray[Any], list[int]]:
+    """Response rows, and the batch index of each row's record."""
     ids: list[str] = []
     ts: list[float] = []
     models: list[int] = []
     scores: list[float] = []
     preds: list[int] = []
-    for row_ids, t, m, s, p in answered:
+    where: list[int] = []
+    for row_ids, t, m, s, p, i in answered:
         ids += row_ids
         ts += [t] * len(row_ids)
         models += [m] * len(row_ids)
         scores += s
         preds += p
-    return response_rows(ids, ts, models, scores, preds)
+        where += [i] * len(row_ids)
+    return response_rows(ids, ts, models, scores, preds), where

@@ -69,7 +69,8 @@ class ServingFast:
 
     def decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """((request row ids, their times, raw group values per attribute), (response row ids,
-        their times, scores, decisions)), or None when the careful path must decode."""
+        their times, scores, decisions, the batch index of each row's record)), or None when
+        the careful path must decode."""
         collecting = gc.isenabled()
         gc.disable()  # see the module's docstring
         try:
@@ -112,7 +113,8 @@ class ServingFast:
         answered = self._responses(
             [payloads[i] for i in resps], [ids[i] for i in resps], times[resps]
         )
-        return asked, answered
+        r_ids, r_ts, scores, preds, rows_of = answered
+        return asked, (r_ids, r_ts, scores, preds, np.asarray(resps, dtype=np.int64)[rows_of])
 
     def _payloads(self, bodies: list[Any]) -> list[Any]:
         for attempt in range(2):
@@ -186,8 +188,8 @@ class ServingFast:
         if sig is None:
             raise _GiveUp
         n_rows = _checked_rows([p.inputs for p in payloads], sig)
-        columns = []
-        for attr in self.plan.models[self.model].attributes:
+        columns: list[list[Any]] = []
+        for attr in self.plan.models[self.model].attributes if not self.m.stream else ():
             k, col, width, nested = _place(sig, self.m.attributes[attr.name], DATATYPES)
             data = [p.inputs[k].data for p in payloads]
             columns.append(_column(data, col, width, nested))
@@ -195,12 +197,18 @@ class ServingFast:
 
     def _responses(
         self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
-    ) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[Any]]:
+    ) -> tuple[
+        list[str],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[Any],
+        npt.NDArray[np.int64],
+    ]:
         layout = self.layout
         assert layout is not None
         if not payloads:
             empty = np.zeros(0)
-            return [], empty, empty, np.zeros(0, dtype=np.uint8)
+            return [], empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
         sig = layout.response
         if sig is None:
             raise _GiveUp
@@ -224,7 +232,14 @@ class ServingFast:
             threshold = self.plan.models[self.model].threshold
             assert threshold is not None
             preds = scores >= threshold
-        return _row_ids(ids, n_rows), np.repeat(times, n_rows), scores, preds.astype(np.uint8)
+        which = np.repeat(np.arange(len(payloads)), n_rows)  # each row's payload
+        return (
+            _row_ids(ids, n_rows),
+            np.repeat(times, n_rows),
+            scores,
+            preds.astype(np.uint8),
+            which,
+        )
 
 
 def _checked_rows(halves: list[Any], sig: Signature) -> npt.NDArray[np.int64]:

@@ -9,6 +9,7 @@ dispatcher for them. (The fairness families are rendered by ``exporter.py``.)
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ _ENGINE_OUTCOMES = (
     ("predictions", "repeated_response", "repeated_responses"),
     ("predictions", "unanswered_request", "unanswered_requests"),
     ("predictions", "orphan_response", "orphan_responses"),
+    # the attributes topic's records (state/attribute_join.py), when it is read
+    ("attributes", "repeated", "repeated_attributes"),
+    ("attributes", "orphan", "orphan_attributes"),
 )
 
 
@@ -53,6 +57,7 @@ class OpsSnapshot:
 
     predictions_topic: str
     labels_topic: str
+    attributes_topic: str | None = None  # kafka.attributes_topic, when it is read
     outcomes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (topic, outcome)
     counters: Mapping[str, int] = field(default_factory=dict)  # Engine.counters()
     delays: tuple[tuple[int, ...], float] = ((0,) * (len(DELAY_BOUNDS) + 1), 0.0)
@@ -101,9 +106,14 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
     for (topic, outcome), n in sorted(s.outcomes.items()):
         ev.add_metric([topic, outcome], n)
     topics = {"predictions": s.predictions_topic, "labels": s.labels_topic}
+    if s.attributes_topic:
+        topics["attributes"] = s.attributes_topic
     for which, outcome, name in _ENGINE_OUTCOMES:
-        ev.add_metric([topics[which], outcome], s.counters.get(name, 0))
+        if which in topics:
+            ev.add_metric([topics[which], outcome], s.counters.get(name, 0))
     yield ev
+    if s.attributes_topic:
+        yield from _coverage(s.counters)
     pending = GaugeMetricFamily(
         "fairness_pending_labels",
         "Predictions awaiting their label (held by the join until it arrives or the TTL).",
@@ -139,6 +149,29 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
     for phase, secs in s.seconds.items():
         proc.add_metric([phase], secs)
     yield proc
+
+
+def _coverage(counters: Mapping[str, int]) -> Iterator[Any]:
+    """How many decisions had their protected attributes from the attributes topic: those
+    without (none arrived within ``attributes_ttl``) are counted in ``__missing__`` groups."""
+    with_, without = (
+        counters.get("attributed_decisions", 0),
+        counters.get("unattributed_decisions", 0),
+    )
+    decisions = CounterMetricFamily(
+        "fairness_attribute_decisions",
+        "Decisions of models whose attributes come on the attributes topic, by whether theirs "
+        "arrived within attributes_ttl (without: counted in the __missing__ groups).",
+        labels=["outcome"],
+    )
+    decisions.add_metric(["with_attributes"], with_)
+    decisions.add_metric(["without_attributes"], without)
+    yield decisions
+    yield GaugeMetricFamily(
+        "fairness_attribute_coverage_ratio",
+        "Share of those decisions that had their attributes (NaN before the first).",
+        value=with_ / (with_ + without) if with_ + without else math.nan,
+    )
 
 
 def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:

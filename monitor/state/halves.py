@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
-from monitor.state.join import SortedTable, first_occurrences, key_order
+from monitor.state.join import SortedTable, fresh_rows, take_rows
 
 U64 = npt.NDArray[np.uint64]
 
@@ -60,6 +60,7 @@ class HalfJoin:
         self.requests = SortedTable(request_dtype(n_sets), max_size=max_size, age_field="ts")
         self.responses = SortedTable(RESPONSE_DTYPE, max_size=max_size, age_field="ts")
         self.counts: Counter[str] = Counter()
+        self.orphans: list[npt.NDArray[Any]] = []  # responses that never met their request
         self.newest = -np.inf  # the latest time of a half seen (expiry is measured from it)
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
@@ -78,20 +79,32 @@ class HalfJoin:
         """The fresh ``rows`` whose partner waits in ``other``, and those partners (row for
         row); the rest of ``rows`` wait in ``mine``. ``kind``: ``requests`` or ``responses``."""
         self._seen(rows)
-        rows, repeats = self._fresh(rows, mine)
+        rows, repeats = fresh_rows(rows, mine)
         idx = other.find(rows["key"])
         hit = idx >= 0
-        partners = self._take(other, idx[hit])  # aligned with rows[hit]: no sort needed
+        partners = take_rows(other, idx[hit])  # aligned with rows[hit]: no sort needed
         self.counts[f"repeated_{kind}"] += repeats
-        self.counts[WAITED[kind]] += len(mine.insert(rows[~hit]))
+        self._gone(kind, mine.insert(rows[~hit]))
         return rows[hit], partners
 
     def expire(self, before_ts: float) -> None:
         """Drop the halves older than ``before_ts`` (event time), counted by kind."""
         for kind, table in (("requests", self.requests), ("responses", self.responses)):
             if len(table):
-                gone = table.remove_mask(table.data["ts"] < before_ts)
-                self.counts[WAITED[kind]] += len(gone)
+                self._gone(kind, table.remove_mask(table.data["ts"] < before_ts))
+
+    def _gone(self, kind: str, rows: npt.NDArray[Any]) -> None:
+        """Halves that will never meet (expired or evicted): counted, and the responses kept
+        for :meth:`take_orphans` (they are dead-lettered)."""
+        self.counts[WAITED[kind]] += len(rows)
+        if kind == "responses" and len(rows):
+            self.orphans.append(rows)
+
+    def take_orphans(self) -> npt.NDArray[Any]:
+        """The responses that never met their request since the last call."""
+        out = np.concatenate(self.orphans) if self.orphans else np.zeros(0, RESPONSE_DTYPE)
+        self.orphans = []
+        return out
 
     def export(self) -> dict[str, npt.NDArray[Any]]:
         return {"requests": self.requests.data, "responses": self.responses.data}
@@ -103,22 +116,6 @@ class HalfJoin:
     def _seen(self, rows: npt.NDArray[Any]) -> None:
         if len(rows):
             self.newest = max(self.newest, float(rows["ts"].max()))
-
-    @staticmethod
-    def _fresh(rows: npt.NDArray[Any], table: SortedTable) -> tuple[npt.NDArray[Any], int]:
-        """The rows not repeating a key of the batch or of a waiting half of their kind."""
-        order = key_order(rows["key"])
-        keep = first_occurrences(rows["key"], order) & (table.find(rows["key"], order) < 0)
-        return rows[keep], int(len(rows) - keep.sum())
-
-    @staticmethod
-    def _take(table: SortedTable, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-        rows = table.rows(idx)
-        if len(idx):
-            mask = np.zeros(len(table), dtype=bool)
-            mask[idx] = True
-            table.remove_mask(mask)
-        return rows
 
 
 def _joined(asked: npt.NDArray[Any], answers: npt.NDArray[Any]) -> Joined:

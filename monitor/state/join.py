@@ -207,6 +207,24 @@ class SortedTable:
         return self.remove_mask(mask)
 
 
+def fresh_rows(rows: npt.NDArray[Any], table: SortedTable) -> tuple[npt.NDArray[Any], int]:
+    """The rows not repeating a key of the batch or of a row waiting in ``table``, and how
+    many were dropped (the first of each key is kept)."""
+    order = key_order(rows["key"])
+    keep = first_occurrences(rows["key"], order) & (table.find(rows["key"], order) < 0)
+    return rows[keep], int(len(rows) - keep.sum())
+
+
+def take_rows(table: SortedTable, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """Remove the rows at ``idx`` from ``table`` and return them, in ``idx`` order."""
+    rows = table.rows(idx)
+    if len(idx):
+        mask = np.zeros(len(table), dtype=bool)
+        mask[idx] = True
+        table.remove_mask(mask)
+    return rows
+
+
 def _raw(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """The records as opaque fixed-size blobs: copying those is ~10x faster in numpy than
     copying structured records field by field."""

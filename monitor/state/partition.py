@@ -21,7 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
+from monitor.ingest.attribute_events import attribute_dtype
 from monitor.ingest.groups import GroupRegistry
+from monitor.ingest.serving_decode import RESPONSE_DTYPE
+from monitor.state.attribute_join import COUNTS as ATTRIBUTE_COUNTS
+from monitor.state.attribute_join import AttributeJoin
 from monitor.state.halves import COUNTS as HALF_COUNTS
 from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
@@ -44,6 +48,7 @@ COUNTERS = (
     "evicted_pending",
     "expired_pending",
     *HALF_COUNTS,  # a serving stack's requests and responses (halves.py)
+    *ATTRIBUTE_COUNTS,  # decisions and their attributes from a stream (attribute_join.py)
 )
 # What the join holds now (gauges, not event counts), by what each row waits for
 HELD = {
@@ -89,6 +94,7 @@ class PartitionState:
         self.pending = PendingStore(n_sets, max_size=sum(m.join.max_pending for m in models))
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.halves = HalfJoin(n_sets, max_size=sum(m.join.max_pending for m in models))
+        self.attributes = _attribute_join(models, n_sets)
         self.watermark = -np.inf
         self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
         # per model: label increments by label time, for counts as of a boundary (as_of)
@@ -138,6 +144,11 @@ class PartitionState:
             "half_requests": self.halves.requests.data,
             "half_responses": self.halves.responses.data,
         }
+        if self.attributes is not None:
+            clock = self.attributes.newest_attributes
+            meta["attributes_clock"] = clock if np.isfinite(clock) else None
+            arrays["attr_decisions"] = self.attributes.decisions.data
+            arrays["attr_records"] = self.attributes.attributes.data
         for m, r in enumerate(self.rings):
             arrays[f"counts{m}"] = r.counts
             arrays[f"expired{m}"] = r.expired
@@ -211,7 +222,18 @@ class PartitionState:
                 asked["groups"][rows] = g
             st.halves.requests.load(asked)
         if arrays.get("half_responses") is not None:
-            st.halves.responses.load(arrays["half_responses"])
+            st.halves.responses.load(_as_dtype(arrays["half_responses"], RESPONSE_DTYPE))
+        if st.attributes is not None and arrays.get("attr_decisions") is not None:
+            st.attributes.decisions.load(arrays["attr_decisions"])
+            records = arrays["attr_records"].copy()
+            for m, remap in enumerate(remaps):
+                g = records["groups"][:, m]
+                ok = g >= 0
+                g[ok] = remap[g[ok]] if len(remap) else g[ok]
+                records["groups"][:, m] = g
+            st.attributes.attributes.load(records)
+            clock = meta.get("attributes_clock")
+            st.attributes.newest_attributes = -np.inf if clock is None else float(clock)
         st.early.load(arrays["early"])
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
         lw = meta.get("label_watermark")
@@ -223,3 +245,29 @@ class PartitionState:
         st.invalid = dict(meta["invalid"])
         st.published = list(meta.get("published") or st.published)
         return st
+
+
+def _attribute_join(models: Sequence[ModelSpec], n_sets: int) -> AttributeJoin | None:
+    """The join of decisions with the attributes stream, when some model reads it."""
+    ttls = [m.serving.attributes_ttl if m.serving is not None else 0 for m in models]
+    if not any(m.serving is not None and m.serving.stream for m in models):
+        return None
+    return AttributeJoin(
+        attribute_dtype(len(models), n_sets),
+        ttls,
+        [(m.ring_buckets - 2) * m.bucket for m in models],  # its bucket is still held
+        max_size=sum(m.join.max_pending for m in models),
+    )
+
+
+def _as_dtype(rows: npt.NDArray[Any], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """``rows`` in ``dtype``: the fields an older checkpoint lacks are zero (an offset -1:
+    unknown)."""
+    if rows.dtype == dtype:
+        return rows
+    out = np.zeros(len(rows), dtype=dtype)
+    if "offset" in (dtype.names or ()):
+        out["offset"] = -1
+    for name in rows.dtype.names or ():
+        out[name] = rows[name]
+    return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -317,8 +318,14 @@ def keep_topics(bootstrap: str, *names: str) -> None:
         admin.close()
 
 
-def run_to_end(m: MonitorProcess, bootstrap: str, topics: list[str]) -> dict[str, Any]:
-    """Start ``m``, wait until its checkpoint is at the topics' ends, stop it; its status."""
+def run_to_end(
+    m: MonitorProcess,
+    bootstrap: str,
+    topics: list[str],
+    before_stop: Callable[[MonitorProcess], None] | None = None,
+) -> dict[str, Any]:
+    """Start ``m``, wait until its checkpoint is at the topics' ends (then ``before_stop``, to
+    read its endpoints), stop it; its status."""
     m.start()
     target = end_offsets(bootstrap, topics)
     try:
@@ -329,6 +336,8 @@ def run_to_end(m: MonitorProcess, bootstrap: str, topics: list[str]) -> dict[str
             return got if all(seen.get(k, 0) >= v for k, v in target.items()) else None
 
         wait_for(caught_up, 120, lambda: f"the checkpoint to reach {target}")
+        if before_stop is not None:
+            before_stop(m)
         m.signal()
         assert m.wait(30) == 0
     finally:
@@ -354,10 +363,12 @@ models:
 """
 
 
-@pytest.mark.parametrize("fmt", ["kserve-cloudevents", "oip-json", "seldon"])
+@pytest.mark.parametrize("fmt", ["kserve-cloudevents", "oip-json", "seldon", "seldon+attributes"])
 def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # type: ignore[no-untyped-def]
     kafka, tmp_path: Path, fmt: str
 ) -> None:
+    """``+attributes``: the attributes on a topic of their own (``--attributes-topic``), the
+    requests without them."""
     import subprocess
     import sys
 
@@ -365,14 +376,19 @@ def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # t
 
     tag = uuid.uuid4().hex[:8]
     pred, lab = f"sim-{tag}", f"simlab-{tag}"
+    fmt, apart = fmt.removesuffix("+attributes"), fmt.endswith("+attributes")
     topics = [pred, lab]
     if fmt == "seldon":  # requests and responses on two topics, as Seldon Core 2 names them
         pred = f"seldon.sim{tag}.model.lending.inputs"
         topics = [pred, pred.replace(".inputs", ".outputs"), lab]
+    more_args = []
+    if apart:
+        topics.append(f"simattrs-{tag}")
+        more_args = ["--attributes-topic", topics[-1]]
     keep_topics(kafka.bootstrap, *topics)
     common = ["--scenario", "abrupt", "--seed", "3", "--start", str(T0), "--hours", "3"]
     for more in (["--out", str(tmp_path / "own")], ["--bootstrap", kafka.bootstrap, "--speed", "1e9",
-                 "--format", fmt, "--predictions-topic", pred, "--labels-topic", lab]):  # fmt: skip
+                 "--format", fmt, "--predictions-topic", pred, "--labels-topic", lab, *more_args]):  # fmt: skip
         r = subprocess.run(
             [sys.executable, "-m", "monitor", "simulate", *common, *more],
             capture_output=True, text=True, timeout=300,
@@ -388,14 +404,23 @@ def test_the_simulators_serving_traffic_counts_as_replay_of_its_own_events(  # t
         tmp_path, kafka.bootstrap, name="served", pred=pred, lab=lab,
         checkpoint=tmp_path / "served.sqlite",
     )  # fmt: skip
-    serving = "    input: " + json.dumps({"format": fmt, **SIM_MAPPING}) + "\n"
+    mapping = {"format": fmt, **SIM_MAPPING}
+    if apart:
+        mapping["attributes"] = "stream"
+    serving = "    input: " + json.dumps(mapping) + "\n"
     text = m.config.read_text().replace(MODEL_TEXT, SIM_MODEL + serving)
     if fmt == "seldon":
         text = text.replace(
             f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  responses_topic: {topics[1]}\n"
+        )
+    if apart:
+        text = text.replace(
+            f"  labels_topic: {lab}\n", f"  labels_topic: {lab}\n  attributes_topic: {topics[-1]}\n"
         )
     m.config.write_text(text)
     got = run_to_end(m, kafka.bootstrap, topics)
     assert got["models"] == report["models"]
     assert got["counters"]["predictions"] == len(preds) > 1000
     assert got["counters"]["orphan_responses"] == got["counters"]["unanswered_requests"] == 0
+    if apart:
+        assert got["counters"]["attributed_decisions"] == len(preds)

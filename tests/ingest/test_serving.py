@@ -23,7 +23,7 @@ MAPPING = {
 
 
 def resolve(raw: Any, threshold: float | None = 0.5) -> TensorMapping:
-    return resolve_mapping(raw, PATH, attributes=("sex", "age"), threshold=threshold)
+    return resolve_mapping(raw, PATH, attributes=("sex", "age"), threshold=threshold, lateness=3600)
 
 
 def test_a_mapping_is_read_into_columns() -> None:
@@ -159,7 +159,11 @@ def test_the_groups_of_a_request_become_the_models_group_indices() -> None:
     )
     spec = cfg.models["credit"]
     m = resolve_mapping(
-        MAPPING, PATH, attributes=tuple(a.name for a in spec.attributes), threshold=spec.threshold
+        MAPPING,
+        PATH,
+        attributes=tuple(a.name for a in spec.attributes),
+        threshold=spec.threshold,
+        lateness=spec.lateness,
     )
     req = {
         "id": "r1",

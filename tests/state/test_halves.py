@@ -90,6 +90,22 @@ def test_halves_that_never_meet_are_counted_when_they_expire_or_are_evicted() ->
     assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (2, 4)
 
 
+def test_orphan_responses_are_handed_over_with_their_record_offsets_once() -> None:
+    """They are dead-lettered by their records' offsets: evicted or expired, each once."""
+    j = HalfJoin(SETS, max_size=2)
+    rows = responses([10, 11, 12])
+    rows["offset"] = [500, 501, 502]
+    rows["on_responses"] = 1
+    j.add_requests(requests([11]))
+    j.add_responses(rows)  # 11 meets; 10 and 12 wait
+    assert len(j.take_orphans()) == 0
+    j.add_responses(responses([13]))  # over the bound: 10, the oldest, is evicted
+    assert j.take_orphans()[["offset", "on_responses"]].tolist() == [(500, 1)]
+    j.expire(before_ts=1e9)
+    assert sorted(j.take_orphans()["offset"].tolist()) == [0, 502]
+    assert len(j.take_orphans()) == 0
+
+
 def test_waiting_halves_survive_an_export_and_load() -> None:
     j = HalfJoin(SETS, max_size=100)
     j.add_requests(requests([3, 4]))
