@@ -70,7 +70,9 @@ def test_a_response_without_its_request_is_dead_lettered_by_its_offset(  # type:
     )  # fmt: skip
     text = m.config.read_text()
     m.config.write_text(
-        text.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="oip-json"))
+        text.replace(
+            "    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt="oip-json")
+        )
     )
     got = run_to_end(m, kafka.bootstrap, [pred, resp, lab])
     assert got["models"] == report["models"]
@@ -94,8 +96,9 @@ def test_a_response_without_its_request_is_dead_lettered_by_its_offset(  # type:
     for r in letters:
         h = {k: v.decode() for k, v in r.headers}
         assert h["fm.reason"] == "orphan_response" and h["fm.source.topic"] == resp
-        assert f"of {orphaned[(int(h['fm.source.partition']), int(h['fm.source.offset']))]} " in (
-            h["fm.detail"]
+        assert (
+            f"of {orphaned[(int(h['fm.source.partition']), int(h['fm.source.offset']))]} "
+            in (h["fm.detail"])
         )
         found[(int(h["fm.source.partition"]), int(h["fm.source.offset"]))] = h["fm.detail"]
     assert sorted(found) == sorted(orphaned) and len(letters) == len(orphaned)  # each once
