@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,14 @@ from tests.app.test_serving_kafka import (
     run_to_end,
     send_all,
 )
-from tests.kafka_helpers import MonitorProcess, produce, replay_report
+from tests.kafka_helpers import (
+    MonitorProcess,
+    checkpoint_offsets,
+    end_offsets,
+    produce,
+    replay_report,
+    wait_progress,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +66,12 @@ def ticks(after: float) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+@pytest.mark.parametrize("kill", [False, True], ids=["straight", "kill-9-midway"])
 def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact(  # type: ignore[no-untyped-def]
-    kafka, tmp_path: Path
+    kafka, tmp_path: Path, kill: bool
 ) -> None:
+    """``kill-9-midway``: the monitor is killed once a third of the records are checkpointed
+    (decisions and attribute records waiting in the join), then started again."""
     tag = uuid.uuid4().hex[:8]
     pred, lab, attrs = f"req-{tag}", f"lab-{tag}", f"attrs-{tag}"
     keep_topics(kafka.bootstrap, pred, lab, attrs)
@@ -98,9 +109,20 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
     m = MonitorProcess(
         tmp_path, kafka.bootstrap, name="attrs", pred=pred, lab=lab,
         checkpoint=tmp_path / "attrs.sqlite", kafka_settings={"attributes_topic": attrs},
+        checkpoint_every=300 if kill else 50_000,
     )  # fmt: skip
-    text = m.config.read_text()
-    m.config.write_text(text.replace("    min_samples: 5\n", "    min_samples: 5\n" + STREAM))
+    text = m.config.read_text().replace("    min_samples: 5\n", "    min_samples: 5\n" + STREAM)
+    if kill:  # small polls and frequent checkpoints: the kill lands mid-stream
+        text = text.replace("max_poll_records: 2000", "max_poll_records: 100")
+        assert "max_poll_records: 100" in text
+    m.config.write_text(text)
+    if kill:
+        m.start()
+        total = sum(end_offsets(kafka.bootstrap, [pred, lab, attrs]).values())
+        wait_progress(m.checkpoint, total / 3, [m])
+        m.signal(signal.SIGKILL)
+        m.wait(30)
+        assert sum(checkpoint_offsets(m.checkpoint).values()) < total  # killed midway
     scraped: dict[str, float] = {}
 
     def scrape(proc: MonitorProcess) -> None:
@@ -124,5 +146,6 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
     assert counters["orphan_attributes"] == counters["repeated_attributes"] == 0
     assert scraped["fairness_attribute_coverage_ratio{}"] == pytest.approx((n - missing) / n)
     assert scraped['fairness_attribute_decisions_total{"outcome": "without_attributes"}'] == missing
-    ok = "fairness_events_total" + json.dumps({"outcome": "ok", "topic": attrs})
-    assert scraped[ok] == n - missing
+    if not kill:  # records read by this process (the coverage counts are the checkpoint's)
+        ok = "fairness_events_total" + json.dumps({"outcome": "ok", "topic": attrs})
+        assert scraped[ok] == n - missing

@@ -14,6 +14,7 @@ from monitor.config.spec import parse_config
 from monitor.ingest.attribute_events import attribute_dtype
 from monitor.ingest.keys import id_keys
 from monitor.state.attribute_join import AttributeJoin
+from monitor.state.checkpoint import decode, encode
 from monitor.state.engine import Engine
 from monitor.state.halves import Joined
 
@@ -139,7 +140,7 @@ def test_waiting_decisions_and_records_survive_a_checkpoint_onto_other_group_num
     rows["groups"][:, 0, 0] = [reg.index(0, "F"), reg.index(0, "M")]
     st.attributes.add_attributes(rows)
     st.attributes.add_decisions(decisions(["d1"], [1e9]))
-    meta, arrays = a.export_partition(0)
+    meta, arrays = decode(encode(*a.export_partition(0)))  # as the checkpoint stores them
     b = Engine(cfg, clock=lambda: 2e9)
     b.registries[0].index(0, "M")  # this engine numbers M first
     b.import_partition(0, meta, arrays)
