@@ -106,6 +106,18 @@ HEALTH_GROUP = """\
         summary: "{{ $labels.instance }} has {{ $value }} records waiting and has consumed none for over 10 minutes"
         description: "The process is up (it is scraped) but its main loop does not consume: no fairness metric or alert moves."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorstalled"
+    - alert: FairnessAttributeCoverageLow
+      expr: |
+        sum by (instance) (increase(fairness_attribute_decisions_total{outcome="with_attributes"}[30m]))
+        / sum by (instance) (increase(fairness_attribute_decisions_total[30m]))
+        < 0.95
+      for: 30m
+      labels:
+        severity: ticket
+      annotations:
+        summary: "Only {{ $value | humanizePercentage }} of the decisions got their protected attributes from the attributes topic ({{ $labels.instance }})"
+        description: "The rest are counted in the __missing__ groups: every group's rates and the disparities describe fewer decisions than were made. The attributes producer is late, down, or keys its records differently from the requests."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessattributecoveragelow"
     - alert: FairnessAlertEvaluationBehind
       expr: max by (instance, model) (fairness_alert_evaluation_behind_seconds) > 3600
       for: 15m
