@@ -112,8 +112,14 @@ class ServingDecoder:
         """Response rows with their record's offset (from the batch index ``where``)."""
         records = getattr(rb, "records", None)
         if len(rows) and records is not None:
-            offsets = np.fromiter((r.offset for r in records), dtype=np.int64, count=len(records))
-            rows["offset"] = offsets[np.asarray(where, dtype=np.int64)]
+            where = np.asarray(where, dtype=np.int64)
+            first, last = records[0].offset, records[-1].offset
+            if last - first == len(records) - 1:  # consecutive, as a poll's usually are
+                rows["offset"] = first + where
+            else:
+                n = len(records)
+                offsets = np.fromiter((r.offset for r in records), dtype=np.int64, count=n)
+                rows["offset"] = offsets[where]
         else:
             rows["offset"] = -1
         topic = getattr(rb, "topic", "")

@@ -17,7 +17,7 @@ from monitor.ingest.keys import id_keys
 from monitor.ingest.serving_decode import RESPONSE_DTYPE, ServingDecoder, request_dtype
 from monitor.state.engine import Engine
 from monitor.state.served import apply_served
-from tests.app.test_serving_kafka import MAPPING, calls, payloads, rfc3339
+from tests.app.test_serving_kafka import MAPPING, calls, payloads, rfc3339, seldon_payloads
 from tests.kafka_helpers import MODEL
 
 
@@ -202,3 +202,30 @@ def by_label(engine: Engine) -> dict[str, dict[str, list[int]]]:
             if snap.totals[i].any()
         }
     return out
+
+
+@pytest.mark.parametrize("consecutive", [True, False])
+@pytest.mark.parametrize("fmt", ["oip-json", "seldon"])
+def test_each_response_row_knows_its_records_offset_and_topic(fmt: str, consecutive: bool) -> None:
+    """An orphan response is dead-lettered by where its record is: each row carries its
+    record's offset (on either decoding path) and whether it came on the responses topic."""
+    _, dec = setup(fmt)
+    cs = [c for c in calls(6) if len(c["sex"]) in (1, 5)][:4]
+    records = []
+    for i, c in enumerate(cs):
+        _, resp = payloads(c)
+        if fmt == "seldon":
+            resp = seldon_payloads(c, raw=False)[1]
+        headers = [("x-request-id", c["id"].encode())]
+        if fmt == "seldon":  # a response by its header, whatever the topic
+            headers.append(("seldon-infer-type", b"proto/InferModelResponse"))
+        r = rec(resp, headers, c["t"])
+        r.offset = 40 + i if consecutive else 40 + 3 * i
+        records.append(r)
+    _, answered, dead = dec.decode(ConsumerBatch(records, "out", 0))
+    assert dead == []
+    expected = [r.offset for r, c in zip(records, cs, strict=True) for _ in c["sex"]]
+    assert answered["offset"].tolist() == expected
+    assert set(answered["on_responses"].tolist()) == {1}
+    _, answered, _ = dec.decode(ConsumerBatch(records, "serve", 0))  # another topic
+    assert set(answered["on_responses"].tolist()) == {0}
