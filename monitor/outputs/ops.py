@@ -168,6 +168,12 @@ def _coverage(counters: Mapping[str, int]) -> Iterator[Any]:
     decisions.add_metric(["without_attributes"], without)
     yield decisions
     yield GaugeMetricFamily(
+        "fairness_attribute_decisions_waiting",
+        "Decisions waiting for their attributes (not counted yet): growing while none are "
+        "released, the attributes topic has stopped.",
+        value=counters.get("awaiting_attributes", 0),
+    )
+    yield GaugeMetricFamily(
         "fairness_attribute_coverage_ratio",
         "Share of those decisions that had their attributes (NaN before the first).",
         value=with_ / (with_ + without) if with_ + without else math.nan,

@@ -300,6 +300,9 @@ class Engine:
         counters["awaiting_label"] = awaiting
         held = sum(len(st.pending) for st in self.partitions.values())
         counters["labelled_kept_until_ttl"] = held - awaiting
+        counters["awaiting_attributes"] = sum(
+            len(st.attributes.decisions) for st in self.partitions.values() if st.attributes
+        )
         counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
         return counters
 

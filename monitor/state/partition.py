@@ -55,6 +55,7 @@ HELD = {
     "awaiting_label": "predictions awaiting their label",
     "labelled_kept_until_ttl": "labelled predictions kept until their TTL, to recognise a "
     "repeated prediction or label",
+    "awaiting_attributes": "decisions awaiting their attributes (attributes topic)",
 }
 
 

@@ -145,6 +145,7 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
     assert counters["unattributed_decisions"] == missing
     assert counters["orphan_attributes"] == counters["repeated_attributes"] == 0
     assert scraped["fairness_attribute_coverage_ratio{}"] == pytest.approx((n - missing) / n)
+    assert scraped["fairness_attribute_decisions_waiting{}"] == 0  # every one released
     assert scraped['fairness_attribute_decisions_total{"outcome": "without_attributes"}'] == missing
     if not kill:  # records read by this process (the coverage counts are the checkpoint's)
         ok = "fairness_events_total" + json.dumps({"outcome": "ok", "topic": attrs})
