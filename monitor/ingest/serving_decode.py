@@ -28,6 +28,7 @@ from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.keys import id_keys
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
+from monitor.ingest.seldon_fast import SeldonFast
 from monitor.ingest.serving import decisions, groups
 from monitor.ingest.serving_fast import ServingFast, header
 
@@ -76,8 +77,10 @@ class ServingDecoder:
         self.serving = [i for i, m in enumerate(self.mappings) if m is not None]
         # one model's traffic (the common case) is decoded whole batches at a time
         only = self.mappings[self.serving[0]] if len(self.serving) == 1 else None
-        self.fast = None  # protobuf (seldon) is read record by record
-        if only is not None and fmt != "seldon":
+        self.fast: ServingFast | SeldonFast | None = None
+        if only is not None and fmt == "seldon":
+            self.fast = SeldonFast(plan, self.serving[0], only, responses_topic)
+        elif only is not None:
             self.fast = ServingFast(plan, fmt, self.serving[0], only)
 
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any], list[DeadLetter]]:

@@ -34,11 +34,11 @@ from monitor.ingest.oip import DATATYPES, FLOATS, INTS
 from monitor.ingest.serving_layout import Layout, Signature, learn
 
 
-class _GiveUp(Exception):
+class GiveUp(Exception):
     """Something in the batch needs the careful path."""
 
 
-def _place(
+def place(
     sig: Signature | None, where: Column, allowed: frozenset[str]
 ) -> tuple[int, int, int, bool]:
     """(tensor position, column, width, nested) of a mapped value; gives up where it does not
@@ -48,11 +48,11 @@ def _place(
             width = math.prod(trailing)
             col = 0 if where.column is None else where.column
             if datatype not in allowed or (where.column is None and width != 1):
-                raise _GiveUp
+                raise GiveUp
             if not 0 <= col < width:
-                raise _GiveUp
+                raise GiveUp
             return k, col, width, nested
-    raise _GiveUp
+    raise GiveUp
 
 
 NUMBERS = frozenset({*INTS, *FLOATS})
@@ -75,7 +75,7 @@ class ServingFast:
         gc.disable()  # see the module's docstring
         try:
             return self._decode(rb)
-        except Exception:  # _GiveUp, or whatever the bytes did: the careful path judges them
+        except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
         finally:
             if collecting:
@@ -86,10 +86,10 @@ class ServingFast:
         records = getattr(rb, "records", None)
         if self.fmt == "kserve-cloudevents":
             if records is None:
-                raise _GiveUp
+                raise GiveUp
             events = columns(records)
             if events is None:
-                raise _GiveUp
+                raise GiveUp
             bodies, kinds = events.data, events.kind
         else:
             bodies, events, kinds = values, None, None
@@ -98,12 +98,12 @@ class ServingFast:
             is_req = [p.inputs is not None for p in payloads]
         else:
             if set(kinds) - {"request", "response"}:
-                raise _GiveUp
+                raise GiveUp
             is_req = [k == "request" for k in kinds]
             if any(p.inputs is None for p, r in zip(payloads, is_req, strict=True) if r):
-                raise _GiveUp
+                raise GiveUp
         if any(p.outputs is None for p, r in zip(payloads, is_req, strict=True) if not r):
-            raise _GiveUp
+            raise GiveUp
         times = self._times(rb, events)
         ids = self._ids(payloads, events, records)
         reqs = [i for i, r in enumerate(is_req) if r]
@@ -123,30 +123,24 @@ class ServingFast:
                     return list(map(self.layout.decoder.decode, bodies))
                 except (msgspec.DecodeError, TypeError, RecursionError):
                     if attempt:
-                        raise _GiveUp from None
+                        raise GiveUp from None
             learned = learn(bodies, self.layout)
             if learned is None or (
                 self.layout is not None
                 and (learned.request, learned.response)
                 == (self.layout.request, self.layout.response)
             ):
-                raise _GiveUp
+                raise GiveUp
             self.layout = learned
-        raise _GiveUp
+        raise GiveUp
 
     def _times(self, rb: Any, events: Columns | None) -> npt.NDArray[np.float64]:
-        lo, hi = self.plan.time_bounds()
-        stamps = np.asarray(rb.timestamps_ms, dtype=np.float64)  # None is NaN: no record time
         if events is not None and events.time is not None:  # as the careful path, event by event
+            lo, hi = self.plan.time_bounds()
             at = self.plan.event_time
             pairs = zip(events.time, rb.timestamps_ms, strict=True)
             return np.array([at(t, s, lo, hi) for t, s in pairs], dtype=np.float64)
-        if len(stamps) and not (stamps > 0).all():
-            raise _GiveUp
-        t = stamps / 1000.0
-        if len(t) and (t.min() < lo or t.max() > hi):
-            raise _GiveUp
-        return t
+        return record_times(self.plan, rb)
 
     def _ids(self, payloads: list[Any], events: Columns | None, records: Any) -> list[str]:
         ids = [p.id for p in payloads]
@@ -155,15 +149,15 @@ class ServingFast:
                 ids = [e if i is None else i for i, e in zip(ids, events.id, strict=True)]
             else:
                 if records is None:
-                    raise _GiveUp
+                    raise GiveUp
                 ids = [
                     header(r.headers, "x-request-id") if i is None else i
                     for i, r in zip(ids, records, strict=True)
                 ]
             if None in ids:
-                raise _GiveUp
+                raise GiveUp
         if "" in ids:
-            raise _GiveUp
+            raise GiveUp
         return ids
 
     def _models(self, payloads: list[Any], events: Columns | None, resps: list[int]) -> None:
@@ -175,7 +169,7 @@ class ServingFast:
                 payloads[i].model_name for i in resps if hints[i] is None
             }
         if not names <= {None, self.name}:
-            raise _GiveUp
+            raise GiveUp
 
     def _requests(
         self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
@@ -186,14 +180,14 @@ class ServingFast:
             return [], times, [[] for _ in self.plan.models[self.model].attributes]
         sig = layout.request
         if sig is None:
-            raise _GiveUp
+            raise GiveUp
         n_rows = _checked_rows([p.inputs for p in payloads], sig)
         columns: list[list[Any]] = []
         for attr in self.plan.models[self.model].attributes if not self.m.stream else ():
-            k, col, width, nested = _place(sig, self.m.attributes[attr.name], DATATYPES)
+            k, col, width, nested = place(sig, self.m.attributes[attr.name], DATATYPES)
             data = [p.inputs[k].data for p in payloads]
             columns.append(_column(data, col, width, nested))
-        return _row_ids(ids, n_rows), np.repeat(times, n_rows), columns
+        return row_ids(ids, n_rows), np.repeat(times, n_rows), columns
 
     def _responses(
         self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
@@ -211,22 +205,22 @@ class ServingFast:
             return [], empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
         sig = layout.response
         if sig is None:
-            raise _GiveUp
+            raise GiveUp
         n_rows = _checked_rows([p.outputs for p in payloads], sig)
         n = int(n_rows.sum())
         scores = np.full(n, math.nan)
         if self.m.score is not None:
-            k, col, width, nested = _place(sig, self.m.score, NUMBERS)
+            k, col, width, nested = place(sig, self.m.score, NUMBERS)
             data = [p.outputs[k].data for p in payloads]
             scores = np.array(_column(data, col, width, nested), dtype=np.float64)
             if not ((scores >= 0.0) & (scores <= 1.0)).all():
-                raise _GiveUp
+                raise GiveUp
         if self.m.prediction is not None:
-            k, col, width, nested = _place(sig, self.m.prediction, DECISIONS)
+            k, col, width, nested = place(sig, self.m.prediction, DECISIONS)
             raw = _column([p.outputs[k].data for p in payloads], col, width, nested)
             decided = np.array(raw, dtype=np.int64)
             if not ((decided == 0) | (decided == 1)).all():
-                raise _GiveUp
+                raise GiveUp
             preds = decided == 1
         else:
             threshold = self.plan.models[self.model].threshold
@@ -234,12 +228,24 @@ class ServingFast:
             preds = scores >= threshold
         which = np.repeat(np.arange(len(payloads)), n_rows)  # each row's payload
         return (
-            _row_ids(ids, n_rows),
+            row_ids(ids, n_rows),
             np.repeat(times, n_rows),
             scores,
             preds.astype(np.uint8),
             which,
         )
+
+
+def record_times(plan: DecodePlan, rb: Any) -> npt.NDArray[np.float64]:
+    """The records' own times (seconds), all present and in bounds, else give up."""
+    lo, hi = plan.time_bounds()
+    stamps = np.asarray(rb.timestamps_ms, dtype=np.float64)  # None is NaN: no record time
+    if len(stamps) and not (stamps > 0).all():
+        raise GiveUp
+    t = stamps / 1000.0
+    if len(t) and (t.min() < lo or t.max() > hi):
+        raise GiveUp
+    return t
 
 
 def _checked_rows(halves: list[Any], sig: Signature) -> npt.NDArray[np.int64]:
@@ -250,9 +256,9 @@ def _checked_rows(halves: list[Any], sig: Signature) -> npt.NDArray[np.int64]:
     for k, (_, _, trailing, nested) in enumerate(sig):
         width = 1 if nested else math.prod(trailing)  # a nested row's length msgspec checked
         if k and not (np.array([h[k].shape[0] for h in halves]) == rows).all():
-            raise _GiveUp
+            raise GiveUp
         if not (np.array([len(h[k].data) for h in halves]) == rows * width).all():
-            raise _GiveUp
+            raise GiveUp
     return rows
 
 
@@ -265,7 +271,7 @@ def _column(data: list[list[Any]], col: int, width: int, nested: bool) -> list[A
     return list(chain.from_iterable(d[col::width] for d in data))
 
 
-def _row_ids(ids: list[str], n_rows: npt.NDArray[np.int64]) -> list[str]:
+def row_ids(ids: list[str], n_rows: npt.NDArray[np.int64]) -> list[str]:
     """``<id>/<row>`` per row (one row keeps the id), as ``oip.Table.row_ids``."""
     if not len(n_rows) or n_rows.max() == 1:
         return ids

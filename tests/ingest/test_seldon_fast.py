@@ -1,0 +1,232 @@
+"""The fast path of Seldon Core 2's protobuf records (``seldon_fast.py``): clean batches take
+it, and whatever the batch (clean, or with records spoiled in any of the ways below), the rows
+and dead letters are those of the careful path, which decodes record by record
+(``oip_grpc.py``, ``oip.py``)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from monitor.config.spec import parse_config
+from monitor.ingest.events import ConsumerBatch
+from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
+from monitor.ingest.serving_decode import ServingDecoder
+from monitor.state.engine import Engine
+from tests.app.test_serving_kafka import MAPPING, calls, seldon_payloads
+from tests.helpers import T0
+from tests.kafka_helpers import MODEL
+
+TYPES = {"request": b"proto/InferModelRequest", "response": b"proto/InferModelResponse"}
+
+
+def decoder(*, fast: bool, mapping: str = MAPPING) -> ServingDecoder:
+    text = MODEL.replace(
+        "    min_samples: 5\n", "    min_samples: 5\n" + mapping.format(fmt="seldon")
+    )
+    text += "kafka: {predictions_topic: in, responses_topic: out}\n"
+    engine = Engine(parse_config(yaml.safe_load(text)), clock=lambda: T0 + 86_400)
+    dec = ServingDecoder(engine.decoder.plan, "seldon", "out")
+    if not fast:
+        dec.fast = None
+    return dec
+
+
+def records(cs: list[dict[str, Any]], *, typed_header: bool = True, seed: int = 0) -> list[Any]:
+    """Each call's request and response as Seldon writes them, shuffled together (the
+    ``seldon-infer-type`` header says which is which)."""
+    out = []
+    for c in cs:
+        for kind, value in zip(TYPES, seldon_payloads(c, raw=False), strict=True):
+            headers: list[tuple[str, bytes | None]] = [("x-request-id", c["id"].encode())]
+            if typed_header:
+                headers.append(("seldon-infer-type", TYPES[kind]))
+            t = c["t"] + (0.05 if kind == "response" else 0)
+            out.append(
+                SimpleNamespace(value=value, headers=headers, timestamp=round(t * 1000), kind=kind)
+            )
+    random.Random(seed).shuffle(out)
+    for i, r in enumerate(out):
+        r.offset = 100 + i
+    return out
+
+
+def outcome(dec: ServingDecoder, recs: list[Any], topic: str = "in") -> tuple[Any, ...]:
+    asked, answered, dead = dec.decode(ConsumerBatch(recs, topic, 0))
+    return (
+        asked.tolist(),
+        answered.tolist(),
+        [(d.reason, d.detail, d.record.offset) for d in dead],
+    )
+
+
+def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
+    """Equal rows (NaN scores equal too) and dead letters."""
+    assert len(a[0]) == len(b[0]) and len(a[1]) == len(b[1])
+    assert repr(a) == repr(b)
+
+
+def fast_took(dec: ServingDecoder, recs: list[Any], topic: str = "in") -> bool:
+    assert dec.fast is not None
+    return dec.fast.decode(ConsumerBatch(recs, topic, 0)) is not None
+
+
+def test_a_clean_mixed_batch_takes_the_fast_path_with_the_careful_paths_rows() -> None:
+    cs = calls(3, n=120)  # 1-64 rows a call
+    recs = records(cs)
+    fast, careful = decoder(fast=True), decoder(fast=False)
+    assert fast_took(fast, recs)
+    got, want = outcome(fast, recs), outcome(careful, recs)
+    same(got, want)
+    assert len(got[0]) == len(got[1]) == sum(len(c["sex"]) for c in cs) and got[2] == []
+
+
+def test_without_the_header_the_topic_says_which_half() -> None:
+    cs = calls(4, n=40)
+    recs = records(cs, typed_header=False)
+    fast, careful = decoder(fast=True), decoder(fast=False)
+    for topic, kind in (("in", "request"), ("out", "response")):
+        half = [r for r in recs if r.kind == kind]
+        assert fast_took(fast, half, topic)
+        got = outcome(fast, half, topic)
+        same(got, outcome(careful, half, topic))
+        assert len(got[0 if kind == "request" else 1]) == sum(len(c["sex"]) for c in cs)
+
+
+def _message(r: Any) -> Any:
+    kind = dict(r.headers).get("seldon-infer-type")
+    cls = ModelInferResponse if kind == TYPES["response"] else ModelInferRequest
+    return cls.FromString(r.value)
+
+
+def _tensors(msg: Any) -> Any:
+    return msg.outputs if isinstance(msg, ModelInferResponse) else msg.inputs
+
+
+def _spoil(r: Any, how: str) -> None:
+    """Spoil record ``r`` in one way (some leave it valid: the paths must still agree)."""
+    if how == "tombstone":
+        r.value = None
+        return
+    if how in ("garbage", "truncated"):
+        r.value = b"\xff\xff\xff" if how == "garbage" else r.value[:-3]
+        return
+    if how in ("no_id", "empty_id"):
+        r.headers = [h for h in r.headers if h[0] != "x-request-id"]
+        if how == "empty_id":
+            r.headers.append(("x-request-id", b""))
+        return
+    if how in ("json_type", "other_type", "empty_type", "non_utf8_type"):
+        value = {"json_type": b"json/inferModelRequest", "other_type": b"proto/Other",
+                 "empty_type": b"", "non_utf8_type": b"\xff"}[how]  # fmt: skip
+        r.headers = [h for h in r.headers if h[0] != "seldon-infer-type"]
+        r.headers.append(("seldon-infer-type", value))
+        return
+    if how in ("no_time", "future_time"):
+        r.timestamp = -1 if how == "no_time" else round((T0 + 10 * 86_400) * 1000)
+        return
+    msg = _message(r)
+    first = _tensors(msg)[0]
+    if how == "message_id":
+        msg.id = "from-the-message"
+    elif how == "raw_contents":
+        raw = (
+            msg.raw_output_contents
+            if isinstance(msg, ModelInferResponse)
+            else msg.raw_input_contents
+        )
+        raw.append(b"\x00" * 8)
+    elif how == "other_field":
+        first.contents.int64_contents.append(1)
+    elif how == "short_data":
+        field = first.contents.ListFields()[0][0].name
+        del getattr(first.contents, field)[-1]
+    elif how == "shape":
+        first.shape[0] += 1
+    elif how == "no_rows":
+        for t in _tensors(msg):
+            t.shape[0] = 0
+            t.ClearField("contents")
+    elif how == "dup_name":
+        _tensors(msg).add().CopyFrom(first)
+    elif how == "no_tensors":
+        del _tensors(msg)[:]
+    elif how in ("nan", "inf", "out_of_range"):
+        if first.datatype == "FP64":
+            first.contents.fp64_contents[0] = {"nan": float("nan"), "inf": float("inf"),
+                                                "out_of_range": 1.5}[how]  # fmt: skip
+    elif how == "fp16":
+        first.datatype = "FP16"
+    elif how == "int8_range":
+        for t in _tensors(msg):
+            if t.datatype == "INT64":
+                t.datatype = "INT8"
+                values = list(t.contents.int64_contents)
+                t.contents.ClearField("int64_contents")
+                t.contents.int_contents.extend(values)  # 700 does not fit INT8
+    elif how == "bad_utf8":
+        if first.datatype == "BYTES":
+            first.contents.bytes_contents[0] = b"\xff"
+    elif how == "many_dims":
+        first.shape.extend([1] * 9)
+    elif how == "bool_score" and first.datatype == "FP64":
+        values = [v >= 0.5 for v in first.contents.fp64_contents]
+        first.datatype = "BOOL"
+        first.contents.ClearField("fp64_contents")
+        first.contents.bool_contents.extend(values)
+    r.value = msg.SerializeToString()
+
+
+SPOILERS = [
+    "tombstone", "garbage", "truncated", "no_id", "empty_id", "json_type", "other_type",
+    "empty_type", "non_utf8_type", "no_time", "future_time", "message_id", "raw_contents",
+    "other_field", "short_data", "shape", "no_rows", "dup_name", "no_tensors", "nan", "inf",
+    "out_of_range", "fp16", "int8_range", "bad_utf8", "many_dims", "bool_score",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", SPOILERS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_spoiled_batch_gives_the_careful_paths_rows_and_dead_letters(how: str, seed: int) -> None:
+    recs = records(calls(10 + seed, n=30), seed=seed)
+    rng = random.Random(seed)
+    for r in rng.sample(recs, 3):
+        _spoil(r, how)
+    fast, careful = decoder(fast=True), decoder(fast=False)
+    same(outcome(fast, recs), outcome(careful, recs))
+
+
+@pytest.mark.parametrize("how", SPOILERS)
+def test_every_record_spoiled_the_same_way_still_agrees(how: str) -> None:
+    """A batch where *every* record is spoiled alike (the fast path's layout check cannot
+    lean on the clean majority)."""
+    recs = records(calls(12, n=12))
+    for r in recs:
+        _spoil(r, how)
+    fast, careful = decoder(fast=True), decoder(fast=False)
+    same(outcome(fast, recs), outcome(careful, recs))
+
+
+def test_the_stream_mapping_takes_no_request_columns() -> None:
+    stream = """    input:
+      format: {fmt}
+      score: {{tensor: probabilities, column: 1}}
+      attributes: stream
+"""
+    text = MODEL.replace(
+        "    min_samples: 5\n", "    min_samples: 5\n" + stream.format(fmt="seldon")
+    )
+    text += "kafka: {predictions_topic: in, responses_topic: out, attributes_topic: attrs}\n"
+    engine = Engine(parse_config(yaml.safe_load(text)), clock=lambda: T0 + 86_400)
+    fast = ServingDecoder(engine.decoder.plan, "seldon", "out")
+    careful = ServingDecoder(engine.decoder.plan, "seldon", "out")
+    careful.fast = None
+    recs = records(calls(13, n=20))
+    assert fast_took(fast, recs)
+    got = outcome(fast, recs)
+    same(got, outcome(careful, recs))
+    assert {g for row in got[0] for g in row[3]} == {-1}  # no groups until the attributes come
