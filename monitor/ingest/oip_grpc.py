@@ -134,7 +134,7 @@ def _typed(t: Any) -> list[Any]:
 
 def _raw(name: str, datatype: str, shape: list[int], buf: bytes) -> list[Any]:
     if datatype == "BYTES":
-        return _raw_bytes(name, buf)
+        return raw_bytes(name, buf)
     dtype = RAW.get(datatype)
     if dtype is None:
         raise Invalid(Reason.BAD_TENSOR, f"tensor {name!r}: unknown datatype {datatype[:20]!r}")
@@ -151,7 +151,7 @@ def _raw(name: str, datatype: str, shape: list[int], buf: bytes) -> list[Any]:
     return [float(v) for v in arr.astype(np.float64).tolist()]
 
 
-def _raw_bytes(name: str, buf: bytes) -> list[str]:
+def raw_bytes(name: str, buf: bytes) -> list[str]:
     """Elements of 4-byte little-endian length and their bytes, back to back."""
     out: list[str] = []
     at = 0

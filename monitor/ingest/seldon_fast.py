@@ -9,7 +9,7 @@ joined and checked with numpy (lengths against shapes, integer ranges, finite fl
 and the mapped columns are cut from them.
 
 Anything unusual gives up and the careful path (``serving_decode.py``) decodes the batch with
-its dead letters: a message that does not parse, raw contents (typed contents only here), FP16,
+its dead letters: a message that does not parse, FP16,
 a layout that differs between messages, a missing ``x-request-id``, a header other than a
 protobuf ``seldon-infer-type``, a record without a time. On what the fast path accepts, both give
 the same rows (``tests/ingest/test_seldon_fast.py``).
@@ -28,7 +28,7 @@ from monitor.config.serving import TensorMapping
 from monitor.ingest import seldon
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.oip import INTS, MAX_DIMS, MAX_ELEMENTS
-from monitor.ingest.oip_grpc import FIELD
+from monitor.ingest.oip_grpc import FIELD, RAW, raw_bytes
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
 from monitor.ingest.serving_fast import (
     DECISIONS,
@@ -82,12 +82,16 @@ class SeldonFast:
         values = rb.values
         asked_msgs = [ModelInferRequest.FromString(values[i]) for i in reqs]
         answered_msgs = [ModelInferResponse.FromString(values[i]) for i in resps]
-        if any(m.raw_input_contents for m in asked_msgs) or any(
-            m.raw_output_contents for m in answered_msgs
-        ):
-            raise GiveUp  # raw contents: the careful path reads them
-        asked = _Tensors([m.inputs for m in asked_msgs], _ids(asked_msgs, reqs, ids))
-        answered = _Tensors([m.outputs for m in answered_msgs], _ids(answered_msgs, resps, ids))
+        asked = _Tensors(
+            [m.inputs for m in asked_msgs],
+            [m.raw_input_contents for m in asked_msgs],
+            _ids(asked_msgs, reqs, ids),
+        )
+        answered = _Tensors(
+            [m.outputs for m in answered_msgs],
+            [m.raw_output_contents for m in answered_msgs],
+            _ids(answered_msgs, resps, ids),
+        )
         n_attrs = len(self.plan.models[self.model].attributes)
         columns: list[list[Any]] = [[] for _ in range(n_attrs)] if not asked.n else []
         if asked.n and not self.m.stream:
@@ -116,7 +120,7 @@ class SeldonFast:
 class _Tensors:
     """The tensors of one half of the batch, checked as the careful path checks them."""
 
-    def __init__(self, tensors: list[Any], ids: list[str | None]) -> None:
+    def __init__(self, tensors: list[Any], raws: list[Any], ids: list[str | None]) -> None:
         self.n = len(tensors)
         self.ids = ids
         self.rows = np.zeros(self.n, dtype=np.int64)
@@ -134,10 +138,17 @@ class _Tensors:
         self.rows = np.array([ts[0].shape[0] for ts in tensors], dtype=np.int64)
         if not (self.rows > 0).all() or None in self.ids or "" in self.ids:
             raise GiveUp
+        raw = [len(r) for r in raws]  # raw contents: one buffer per tensor, in every message
+        if any(raw) and raw != [len(layout)] * self.n:
+            raise GiveUp
         for k, (_, datatype, trailing, _) in enumerate(self.sig):
             if k and not (np.array([ts[k].shape[0] for ts in tensors]) == self.rows).all():
                 raise GiveUp
-            self.flat.append(_contents([ts[k] for ts in tensors], datatype, trailing, self.rows))
+            at = [ts[k] for ts in tensors]
+            if any(raw):
+                self.flat.append(_raw(at, [r[k] for r in raws], datatype, trailing, self.rows))
+            else:
+                self.flat.append(_contents(at, datatype, trailing, self.rows))
 
     def row_ids(self) -> list[str]:
         return row_ids([i or "" for i in self.ids], self.rows)
@@ -159,6 +170,46 @@ def _kind(headers: Any) -> str | None:
 def _ids(msgs: list[Any], records: list[int], headers: list[str | None]) -> list[str | None]:
     """A message's own id, else its record's ``x-request-id`` (as ``Table.row_ids``)."""
     return [m.id or headers[i] for m, i in zip(msgs, records, strict=True)]
+
+
+def _raw(
+    tensors: list[Any],
+    bufs: list[bytes],
+    datatype: str,
+    trailing: tuple[int, ...],
+    rows: npt.NDArray[np.int64],
+) -> npt.NDArray[Any]:
+    """As :func:`_contents`, from raw little-endian buffers (no typed contents beside them;
+    FP16 to the careful path); BYTES elements read as the careful path reads them."""
+    if datatype == "FP16" or len(trailing) >= MAX_DIMS:
+        raise GiveUp
+    width = math.prod(trailing)
+    if any(d < 0 for d in trailing) or int(rows.max()) * width > MAX_ELEMENTS:
+        raise GiveUp
+    if any(t.HasField("contents") and t.contents.ListFields() for t in tensors):
+        raise GiveUp
+    if datatype == "BYTES":  # 4-byte lengths and their bytes: Invalid gives up
+        parts = [raw_bytes("", b) for b in bufs]
+        if not (np.array([len(p) for p in parts]) == rows * width).all():
+            raise GiveUp
+        return np.array(list(chain.from_iterable(parts)), dtype=object)
+    dtype = RAW.get(datatype)
+    if dtype is None:
+        raise GiveUp
+    size = np.dtype(dtype).itemsize
+    if not (np.array([len(b) for b in bufs]) == rows * width * size).all():
+        raise GiveUp
+    flat = np.frombuffer(b"".join(bufs), dtype=dtype)
+    if datatype == "BOOL":
+        if (flat > 1).any():
+            raise GiveUp
+        return flat.astype(bool)
+    if datatype in FLOAT_TYPES:
+        flat = flat.astype(np.float64)
+        if not np.isfinite(flat).all():
+            raise GiveUp
+        return flat
+    return flat.astype(np.uint64 if datatype == "UINT64" else np.int64)
 
 
 def _contents(

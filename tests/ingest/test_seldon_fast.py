@@ -6,6 +6,7 @@ and dead letters are those of the careful path, which decodes record by record
 from __future__ import annotations
 
 import random
+import struct
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,12 +37,14 @@ def decoder(*, fast: bool, mapping: str = MAPPING) -> ServingDecoder:
     return dec
 
 
-def records(cs: list[dict[str, Any]], *, typed_header: bool = True, seed: int = 0) -> list[Any]:
+def records(
+    cs: list[dict[str, Any]], *, typed_header: bool = True, seed: int = 0, raw: bool = False
+) -> list[Any]:
     """Each call's request and response as Seldon writes them, shuffled together (the
-    ``seldon-infer-type`` header says which is which)."""
+    ``seldon-infer-type`` header says which is which); typed or raw contents."""
     out = []
     for c in cs:
-        for kind, value in zip(TYPES, seldon_payloads(c, raw=False), strict=True):
+        for kind, value in zip(TYPES, seldon_payloads(c, raw=raw), strict=True):
             headers: list[tuple[str, bytes | None]] = [("x-request-id", c["id"].encode())]
             if typed_header:
                 headers.append(("seldon-infer-type", TYPES[kind]))
@@ -75,9 +78,10 @@ def fast_took(dec: ServingDecoder, recs: list[Any], topic: str = "in") -> bool:
     return dec.fast.decode(ConsumerBatch(recs, topic, 0)) is not None
 
 
-def test_a_clean_mixed_batch_takes_the_fast_path_with_the_careful_paths_rows() -> None:
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+def test_a_clean_mixed_batch_takes_the_fast_path_with_the_careful_paths_rows(raw: bool) -> None:
     cs = calls(3, n=120)  # 1-64 rows a call
-    recs = records(cs)
+    recs = records(cs, raw=raw)
     fast, careful = decoder(fast=True), decoder(fast=False)
     assert fast_took(fast, recs)
     got, want = outcome(fast, recs), outcome(careful, recs)
@@ -131,7 +135,10 @@ def _spoil(r: Any, how: str) -> None:
         return
     msg = _message(r)
     first = _tensors(msg)[0]
-    if how == "message_id":
+    raw = msg.raw_output_contents if isinstance(msg, ModelInferResponse) else msg.raw_input_contents
+    if raw and how in ("short_data", "nan", "inf", "out_of_range", "bad_utf8"):
+        _spoil_raw(raw, first.datatype, how)
+    elif how == "message_id":
         msg.id = "from-the-message"
     elif how == "raw_contents":
         raw = (
@@ -181,6 +188,17 @@ def _spoil(r: Any, how: str) -> None:
     r.value = msg.SerializeToString()
 
 
+def _spoil_raw(raw: Any, datatype: str, how: str) -> None:
+    """The spoilers of typed contents, on the first tensor's raw buffer."""
+    if how == "short_data":
+        raw[0] = raw[0][:-1]
+    elif how == "bad_utf8" and datatype == "BYTES":
+        raw[0] = b"\x01\x00\x00\x00\xff" + raw[0][: -(4 + len(raw[0]) // 8)]
+    elif how in ("nan", "inf", "out_of_range") and datatype == "FP64":
+        value = {"nan": float("nan"), "inf": float("inf"), "out_of_range": 1.5}[how]
+        raw[0] = struct.pack("<d", value) + raw[0][8:]  # column 0: not the score
+
+
 SPOILERS = [
     "tombstone", "garbage", "truncated", "no_id", "empty_id", "json_type", "other_type",
     "empty_type", "non_utf8_type", "no_time", "future_time", "message_id", "raw_contents",
@@ -191,8 +209,11 @@ SPOILERS = [
 
 @pytest.mark.parametrize("how", SPOILERS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_a_spoiled_batch_gives_the_careful_paths_rows_and_dead_letters(how: str, seed: int) -> None:
-    recs = records(calls(10 + seed, n=30), seed=seed)
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+def test_a_spoiled_batch_gives_the_careful_paths_rows_and_dead_letters(
+    how: str, seed: int, raw: bool
+) -> None:
+    recs = records(calls(10 + seed, n=30), seed=seed, raw=raw)
     rng = random.Random(seed)
     for r in rng.sample(recs, 3):
         _spoil(r, how)
@@ -201,10 +222,11 @@ def test_a_spoiled_batch_gives_the_careful_paths_rows_and_dead_letters(how: str,
 
 
 @pytest.mark.parametrize("how", SPOILERS)
-def test_every_record_spoiled_the_same_way_still_agrees(how: str) -> None:
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+def test_every_record_spoiled_the_same_way_still_agrees(how: str, raw: bool) -> None:
     """A batch where *every* record is spoiled alike (the fast path's layout check cannot
     lean on the clean majority)."""
-    recs = records(calls(12, n=12))
+    recs = records(calls(12, n=12), raw=raw)
     for r in recs:
         _spoil(r, how)
     fast, careful = decoder(fast=True), decoder(fast=False)
