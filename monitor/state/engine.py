@@ -300,9 +300,9 @@ class Engine:
         counters["awaiting_label"] = awaiting
         held = sum(len(st.pending) for st in self.partitions.values())
         counters["labelled_kept_until_ttl"] = held - awaiting
-        counters["awaiting_attributes"] = sum(
-            len(st.attributes.decisions) for st in self.partitions.values() if st.attributes
-        )
+        joins = [st.attributes for st in self.partitions.values() if st.attributes is not None]
+        if joins:  # only where the attributes come on a topic of their own
+            counters["awaiting_attributes"] = sum(len(j.decisions) for j in joins)
         counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
         return counters
 

@@ -96,8 +96,8 @@ def test_records_below_the_expected_offset_and_of_unrestored_partitions_are_skip
     }
     accepted = own.accept(batch)
     assert list(accepted) == [0]
-    preds, labels, responses = accepted[0]
-    assert preds is not None and labels is None and responses is None
+    preds, labels, responses, attributes = accepted[0]
+    assert preds is not None and labels is None and responses is None and attributes is None
     assert [r.offset for r in preds.records] == [5, 6, 7, 8]
     assert own.offsets_of(0) == {PRED: 9, LAB: 0}
     assert own.accept({TopicPartition(PRED, 0): [Rec(8, value)]}) == {}  # a re-delivery
@@ -215,3 +215,36 @@ def test_a_responses_topic_is_owned_sought_and_read_with_its_partition() -> None
     assert [r.offset for r in got.responses.records] == [30, 31, 32]
     assert accepted[1].predictions is not None and accepted[1].responses is None
     assert own.offsets_of(0)[resp] == 33
+
+
+def test_an_attributes_topic_is_owned_sought_and_read_with_its_partition() -> None:
+    """``kafka.attributes_topic`` (protected attributes by decision id): partition p of it is
+    restored, sought and handed over with partition p of the others, its records apart."""
+    attrs = "attributes"
+    c = parse_config(
+        {
+            "models": {
+                "m": {
+                    "attributes": {"g": {}},
+                    "windows": ["1h"],
+                    "bucket": "1m",
+                    "threshold": 0.5,
+                    "input": {"score": {"tensor": "p"}, "attributes": "stream"},
+                }
+            },
+            "kafka": {"predictions_topic": PRED, "labels_topic": LAB, "attributes_topic": attrs},
+        }
+    )
+    assert c.kafka.input_topics == (PRED, LAB, attrs)
+    assigned = {TopicPartition(t, p) for t in (PRED, LAB, attrs) for p in (0, 1)}
+    consumer = FakeConsumer(assigned)
+    cp = PartitionCheckpoint(0, {PRED: 12, LAB: 7, attrs: 50}, *saved_state(c), 0.0)
+    own = owner(c, {0: cp}, consumer)
+    own.apply([("assigned", assigned)], lambda parts: None)
+    assert own.offsets_of(0) == {PRED: 12, LAB: 7, attrs: 50}
+    assert consumer.sought[TopicPartition(attrs, 1)] == 0  # no checkpoint: earliest
+    accepted = own.accept({TopicPartition(attrs, 0): [Rec(o, b"{}") for o in range(49, 52)]})
+    got = accepted[0]
+    assert got.predictions is None and got.responses is None and got.attributes is not None
+    assert [r.offset for r in got.attributes.records] == [50, 51]
+    assert own.offsets_of(0)[attrs] == 52
