@@ -44,6 +44,12 @@ KINDS = {b"proto/InferModelRequest": "request", b"proto/InferModelResponse": "re
 # the contents fields whose element type is wider than the datatype: values to range-check
 NARROW = {dt: INTS[dt] for dt in ("INT8", "INT16", "UINT8", "UINT16")}
 FLOAT_TYPES = frozenset({"FP32", "FP64"})
+ELEMENT: dict[str, Any] = {
+    "FP32": np.float64,
+    "FP64": np.float64,
+    "BOOL": bool,
+    "UINT64": np.uint64,
+}
 
 
 class SeldonFast:
@@ -233,11 +239,13 @@ def _contents(
         raise GiveUp
     if datatype == "BYTES":
         return np.array([v.decode() for v in chain.from_iterable(parts)], dtype=object)
-    flat = np.array(list(chain.from_iterable(parts)))
+    kind = ELEMENT.get(datatype, np.int64)
+    total = int((rows * width).sum())
+    flat = np.fromiter(chain.from_iterable(parts), dtype=kind, count=total)
     if datatype in NARROW:
         lo, hi = NARROW[datatype]
         if len(flat) and not ((flat >= lo) & (flat <= hi)).all():
             raise GiveUp
-    if datatype in FLOAT_TYPES and not np.isfinite(flat.astype(np.float64)).all():
+    if datatype in FLOAT_TYPES and not np.isfinite(flat).all():
         raise GiveUp
     return flat
