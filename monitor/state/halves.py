@@ -10,9 +10,12 @@ moment the decision was asked for); the rest waits. Repeats of a waiting half ar
 dropped (the first is kept, as the prediction join keeps the first prediction).
 
 Bounded twice: past ``max_size`` the oldest halves are evicted, and :meth:`HalfJoin.expire`
-drops halves older than the caller's horizon. Both are counted by kind, never silently lost: a
-request without its response (KServe logs a response only when the model answered), and a
-response without its request.
+drops a half once the *other* kind's clock (the newest time seen of that kind) is ``wait`` past
+it: requests and responses may come on two topics read at their own pace (a backlog whose
+responses are smaller records is read hours ahead in event time), so a half expires only when
+its partner would have come; its own kind's clock bounds the wait at ``hold`` (the other topic
+stalled). Both are counted by kind, never silently lost: a request without its response
+(KServe logs a response only when the model answered), and a response without its request.
 """
 
 from __future__ import annotations
@@ -61,7 +64,10 @@ class HalfJoin:
         self.responses = SortedTable(RESPONSE_DTYPE, max_size=max_size, age_field="ts")
         self.counts: Counter[str] = Counter()
         self.orphans: list[npt.NDArray[Any]] = []  # responses that never met their request
-        self.newest = -np.inf  # the latest time of a half seen (expiry is measured from it)
+        self.clocks = {
+            "requests": -np.inf,
+            "responses": -np.inf,
+        }  # newest time of each kind  # the latest time of a half seen (expiry is measured from it)
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
         """Requests (``request_dtype`` rows): those whose response waits are joined."""
@@ -78,7 +84,8 @@ class HalfJoin:
     ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """The fresh ``rows`` whose partner waits in ``other``, and those partners (row for
         row); the rest of ``rows`` wait in ``mine``. ``kind``: ``requests`` or ``responses``."""
-        self._seen(rows)
+        if len(rows):
+            self.clocks[kind] = max(self.clocks[kind], float(rows["ts"].max()))
         rows, repeats = fresh_rows(rows, mine)
         idx = other.find(rows["key"])
         hit = idx >= 0
@@ -87,11 +94,20 @@ class HalfJoin:
         self._gone(kind, mine.insert(rows[~hit]))
         return rows[hit], partners
 
-    def expire(self, before_ts: float) -> None:
-        """Drop the halves older than ``before_ts`` (event time), counted by kind."""
-        for kind, table in (("requests", self.requests), ("responses", self.responses)):
+    @property
+    def newest(self) -> float:
+        """The latest time of a half seen, of either kind."""
+        return max(self.clocks.values())
+
+    def expire(self, wait: float, hold: float) -> None:
+        """Drop the halves the other kind's clock is ``wait`` past, or their own kind's clock
+        ``hold`` past (event time), counted by kind."""
+        for kind, other in (("requests", "responses"), ("responses", "requests")):
+            table = self.requests if kind == "requests" else self.responses
             if len(table):
-                self._gone(kind, table.remove_mask(table.data["ts"] < before_ts))
+                ts = table.data["ts"]
+                old = (ts < self.clocks[other] - wait) | (ts < self.clocks[kind] - hold)
+                self._gone(kind, table.remove_mask(old))
 
     def _gone(self, kind: str, rows: npt.NDArray[Any]) -> None:
         """Halves that will never meet (expired or evicted): counted, and the responses kept
@@ -112,10 +128,6 @@ class HalfJoin:
     def load(self, arrays: dict[str, npt.NDArray[Any]]) -> None:
         self.requests.load(arrays["requests"])
         self.responses.load(arrays["responses"])
-
-    def _seen(self, rows: npt.NDArray[Any]) -> None:
-        if len(rows):
-            self.newest = max(self.newest, float(rows["ts"].max()))
 
 
 def _joined(asked: npt.NDArray[Any], answers: npt.NDArray[Any]) -> Joined:

@@ -3,9 +3,10 @@
 those (``attribute_join.py``), count what the joins did, and apply the decisions that met as
 predictions.
 
-Halves wait at most the models' lateness past the newest time seen (of a decision or a half) (a response later than
-that would find its decision's bucket closed anyway); then an unanswered request or an orphan
-response is counted, never silently dropped.
+A half waits until the other kind's clock is the models' lateness (plus a bucket) past it, and
+never longer than its decision's bucket stays in the window ring on its own kind's clock; then
+an unanswered request or an orphan response is counted (and an orphan response's record
+dead-lettered by the caller), never silently dropped.
 """
 
 from __future__ import annotations
@@ -48,9 +49,8 @@ def apply_served(
             met.append(_without_attributes(engine, a.expire(newest, wait)))
         _counted(st, a.counts)
     engine.apply(p, _predictions(met, engine.n_sets), labels)
-    newest = max(st.watermark, h.newest)  # halves move time on even when none meet
-    if np.isfinite(newest):
-        h.expire(newest - wait)
+    hold = min((m.ring_buckets - 2) * m.bucket for m in engine.models)  # still in the ring
+    h.expire(wait, max(wait, hold))
     _counted(st, h.counts)
     return h.take_orphans()
 

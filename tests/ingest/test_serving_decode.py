@@ -155,6 +155,11 @@ def test_through_the_engine_halves_that_never_meet_are_counted() -> None:
     req, resp = payloads(late)
     more = dec.decode(batch(rec(req, ce("request", "late", late["t"]), late["t"])))
     apply_served(engine, 0, more[0], more[1], LabelBatch())
+    # a half expires on the other kind's clock: the late request moves only the requests'
+    assert counters["orphan_responses"] == sum(len(c["sex"]) for c in cs[1::10])
+    assert counters["unanswered_requests"] == 0
+    more = dec.decode(batch(rec(resp, ce("response", "late", late["t"]), late["t"])))
+    apply_served(engine, 0, more[0], more[1], LabelBatch())
     unanswered = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 == 2)
     orphans = sum(len(c["sex"]) for i, c in enumerate(cs) if i % 10 == 1)
     assert counters["unanswered_requests"] == unanswered

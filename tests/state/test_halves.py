@@ -82,12 +82,32 @@ def test_halves_that_never_meet_are_counted_when_they_expire_or_are_evicted() ->
     j = HalfJoin(SETS, max_size=3)
     j.add_requests(requests([1, 2]))
     j.add_responses(responses([10, 11]))
-    j.expire(before_ts=102.0)  # request 1 (ts 101) is too old; responses are at 210+
+    j.expire(wait=109.5, hold=1e9)  # request 1 (ts 101) is 110 behind the responses (211)
     assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (1, 0)
     j.add_responses(responses([12, 13]))  # over the bound: the oldest response evicted
     assert j.counts["orphan_responses"] == 1 and len(j.responses) == 3
-    j.expire(before_ts=1e9)
+    j.expire(wait=0.0, hold=1e9)  # the requests' clock (102) is behind every response
+    assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (2, 1)
+    j.add_requests(requests([500]))  # the requests' clock moves on: the responses expire
+    j.expire(wait=0.0, hold=1e9)
     assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (2, 4)
+
+
+def test_a_half_waits_while_its_partners_topic_is_behind_however_far_its_own_runs() -> None:
+    """Two topics read at their own pace: responses read hours ahead of their requests are
+    not orphans; their own clock bounds the wait only at ``hold`` (the other topic stalled)."""
+    j = HalfJoin(SETS, max_size=100)
+    j.add_requests(requests([1]))  # the requests' clock: 101
+    j.add_responses(responses([2, 3], ts=100.0))  # 102, 103: their requests still to come
+    j.add_responses(responses([5000], ts=100.0))  # the responses' clock runs 5000 s ahead
+    j.expire(wait=60.0, hold=6000.0)
+    assert j.counts["orphan_responses"] == 0  # the requests' clock (101) is behind them all
+    assert j.counts["unanswered_requests"] == 1  # request 1: the responses are past it
+    met = j.add_requests(requests([2, 3], ts=100.0))
+    assert sorted(met.key.tolist()) == [2, 3]
+    j.add_responses(responses([12000], ts=100.0))  # own clock 12100: 5100 is past the hold
+    j.expire(wait=60.0, hold=6000.0)
+    assert j.counts["orphan_responses"] == 1  # response 5000, on its own kind's clock
 
 
 def test_orphan_responses_are_handed_over_with_their_record_offsets_once() -> None:
@@ -101,7 +121,8 @@ def test_orphan_responses_are_handed_over_with_their_record_offsets_once() -> No
     assert len(j.take_orphans()) == 0
     j.add_responses(responses([13]))  # over the bound: 10, the oldest, is evicted
     assert j.take_orphans()[["offset", "on_responses"]].tolist() == [(500, 1)]
-    j.expire(before_ts=1e9)
+    j.add_requests(requests([900]))  # the requests' clock past the responses
+    j.expire(wait=0.0, hold=1e9)
     assert sorted(j.take_orphans()["offset"].tolist()) == [0, 502]
     assert len(j.take_orphans()) == 0
 
