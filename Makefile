@@ -33,12 +33,14 @@ install: $(STAMP)
 # the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
 # (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay;
 # FORMAT=kserve|oip-json|seldon: the model's traffic as KServe's logger / the Open Inference
-# Protocol / Seldon Core 2 (protobuf, two topics) writes it, read as it is (docs/serving.md)
+# Protocol / Seldon Core 2 (protobuf, two topics) writes it, read as it is (docs/serving.md);
+# with ATTRIBUTES=apart the protected attributes come on a topic of their own, by decision id
 SCENARIO ?= feedback-loop
 FORMAT ?= monitor-json
 demo: $(DEMO_STAMP)
 	$(BIN)/fairness-monitor demo --scenario $(SCENARIO) \
-	  --format $(if $(filter kserve,$(FORMAT)),kserve-cloudevents,$(FORMAT))
+	  --format $(if $(filter kserve,$(FORMAT)),kserve-cloudevents,$(FORMAT)) \
+	  $(if $(filter apart,$(ATTRIBUTES)),--attributes-apart)
 
 # the COMPAS data (shipped in examples/compas/) replayed through the engine: a report on the
 # terminal; needs the runtime only, like the demo

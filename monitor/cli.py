@@ -120,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--report", help="write an HTML audit report here when the demo stops")
     d.add_argument("--print-config", action="store_true", help="print the monitor's config")
     d.add_argument("--format", default="monitor-json", choices=FORMATS, help="see simulate")
+    d.add_argument("--attributes-apart", action="store_true", help="on a topic of their own")
 
     pr = sub.add_parser("prometheus-rules", help="write the Prometheus rules for a configuration")
     pr.add_argument("--config", "-c", required=True, help="YAML configuration file")
@@ -287,9 +288,10 @@ def _report(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from monitor.app.demo import demo_config_text, run_demo
 
+    serving = {"fmt": args.format, "apart": args.attributes_apart}
     if args.print_config:
         boot = args.bootstrap or "localhost:9092"
-        print(demo_config_text(boot, host=args.host, port=args.port, fmt=args.format))
+        print(demo_config_text(boot, host=args.host, port=args.port, **serving))
         return 0
     return run_demo(
         scenario=args.scenario,
@@ -301,7 +303,7 @@ def _demo(args: argparse.Namespace) -> int:
         hours=args.hours,
         duration=args.duration,
         report=args.report,
-        fmt=args.format,
+        **serving,
     )
 
 

@@ -33,6 +33,7 @@ import yaml
 from monitor.alerts.lifecycle import Transition
 from monitor.app.demo_processes import (
     ALERTS,
+    ATTRIBUTES,
     DEAD,
     LABELS,
     PREDICTIONS,
@@ -110,8 +111,11 @@ def demo_config(
     host: str = "127.0.0.1",
     port: int = 8000,
     fmt: str = "monitor-json",
+    apart: bool = False,
 ) -> Config:
-    text = demo_config_text(bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt)
+    text = demo_config_text(
+        bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt, apart=apart
+    )
     return parse_config(yaml.safe_load(text))
 
 
@@ -122,15 +126,22 @@ def demo_config_text(
     host: str = "127.0.0.1",
     port: int = 8000,
     fmt: str = "monitor-json",
+    apart: bool = False,
 ) -> str:
     """``fmt``: the predictions as the monitor's events, or as a serving stack logs them (the
-    model then maps its tensors: ``input``, see docs/serving.md)."""
-    serving = "" if fmt == "monitor-json" else json.dumps({"format": fmt, **MAPPING})
+    model then maps its tensors: ``input``, see docs/serving.md); ``apart``: the protected
+    attributes on a topic of their own, not in the requests."""
+    if apart and fmt == "monitor-json":
+        raise SystemExit("--attributes-apart needs a serving format (--format)")
+    mapping = {"format": fmt, **MAPPING, **({"attributes": "stream"} if apart else {})}
+    serving = "" if fmt == "monitor-json" else json.dumps(mapping)
+    topics = f"  responses_topic: {RESPONSES}\n" if fmt == "seldon" else ""
+    topics += f"  attributes_topic: {ATTRIBUTES}\n" if apart else ""
     return CONFIG.format(
         input=f"    input: {serving}\n" if serving else "",
         bootstrap=bootstrap,
         predictions=PREDICTIONS,
-        responses=f"  responses_topic: {RESPONSES}\n" if fmt == "seldon" else "",
+        responses=topics,
         labels=LABELS,
         dead=DEAD,
         alerts=ALERTS,
@@ -252,6 +263,7 @@ def run_demo(
     report: str | None = None,
     quiet: bool = False,
     fmt: str = "monitor-json",
+    apart: bool = False,
 ) -> int:
     from monitor.app.service import Monitor
 
@@ -282,9 +294,13 @@ def run_demo(
             cmd += ["--hours", str(hours)]
         if fmt == "seldon":
             cmd += ["--responses-topic", RESPONSES]
+        if apart:
+            cmd += ["--attributes-topic", ATTRIBUTES]
         children.append(spawn(cmd, stdout=open(os.path.join(workdir, "simulator.log"), "wb")))  # noqa: SIM115
         checkpoint = os.path.join(workdir, "checkpoint.sqlite")
-        config = demo_config(bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt)
+        config = demo_config(
+            bootstrap, checkpoint=checkpoint, host=host, port=port, fmt=fmt, apart=apart
+        )
         monitor = Monitor(config)
         stop_now = monitor.request_stop  # from the timer thread
         signal.signal(signal.SIGINT, monitor.on_signal)  # lock-free: see Monitor.on_signal

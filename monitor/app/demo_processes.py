@@ -23,6 +23,7 @@ PREDICTIONS, LABELS, ALERTS, DEAD = (
     "lending-dead-letters",
 )
 RESPONSES = "lending-responses"  # Seldon's layout (--format seldon): responses on their own
+ATTRIBUTES = "lending-attributes"  # --attributes-apart: the protected attributes by decision id
 PARTITIONS = 3
 
 
@@ -109,7 +110,7 @@ def create_topics(bootstrap: str) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fairness-demo")
     try:
         existing = set(admin.list_topics())
-        wanted = [(t, PARTITIONS) for t in (PREDICTIONS, RESPONSES, LABELS)]
+        wanted = [(t, PARTITIONS) for t in (PREDICTIONS, RESPONSES, LABELS, ATTRIBUTES)]
         wanted += [(ALERTS, 1), (DEAD, 1)]
         new = [NewTopic(t, n, 1) for t, n in wanted if t not in existing]
         if new:
