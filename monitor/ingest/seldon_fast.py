@@ -34,6 +34,7 @@ from monitor.ingest.serving_fast import (
     DECISIONS,
     NUMBERS,
     GiveUp,
+    decisions,
     header,
     place,
     record_times,
@@ -104,23 +105,17 @@ class SeldonFast:
             for attr in self.plan.models[self.model].attributes:
                 columns.append(asked.column(self.m.attributes[attr.name], None).tolist())
         r_ids, r_ts = answered.row_ids(), np.repeat(times[resps], answered.rows)
-        scores = np.full(len(r_ids), math.nan)
-        if answered.n and self.m.score is not None:
-            scores = answered.column(self.m.score, NUMBERS).astype(np.float64)
-            if not ((scores >= 0.0) & (scores <= 1.0)).all():
-                raise GiveUp
-        if answered.n and self.m.prediction is not None:
-            decided = answered.column(self.m.prediction, DECISIONS).astype(np.int64)
-            if not ((decided == 0) | (decided == 1)).all():
-                raise GiveUp
-            preds = decided == 1
-        else:
-            threshold = self.plan.models[self.model].threshold
-            assert threshold is not None
-            preds = scores >= threshold
+        scores, preds = decisions(
+            len(r_ids),
+            answered.column(self.m.score, NUMBERS) if answered.n and self.m.score else None,
+            answered.column(self.m.prediction, DECISIONS)
+            if answered.n and self.m.prediction
+            else None,
+            self.plan.models[self.model].threshold,
+        )
         which = np.repeat(np.asarray(resps, dtype=np.int64), answered.rows)
         requests = (asked.row_ids(), np.repeat(times[reqs], asked.rows), columns)
-        return requests, (r_ids, r_ts, scores, preds.astype(np.uint8), which)
+        return requests, (r_ids, r_ts, scores, preds, which)
 
 
 class _Tensors:

@@ -207,33 +207,41 @@ class ServingFast:
         if sig is None:
             raise GiveUp
         n_rows = _checked_rows([p.outputs for p in payloads], sig)
-        n = int(n_rows.sum())
-        scores = np.full(n, math.nan)
-        if self.m.score is not None:
-            k, col, width, nested = place(sig, self.m.score, NUMBERS)
-            data = [p.outputs[k].data for p in payloads]
-            scores = np.array(_column(data, col, width, nested), dtype=np.float64)
-            if not ((scores >= 0.0) & (scores <= 1.0)).all():
-                raise GiveUp
-        if self.m.prediction is not None:
-            k, col, width, nested = place(sig, self.m.prediction, DECISIONS)
-            raw = _column([p.outputs[k].data for p in payloads], col, width, nested)
-            decided = np.array(raw, dtype=np.int64)
-            if not ((decided == 0) | (decided == 1)).all():
-                raise GiveUp
-            preds = decided == 1
-        else:
-            threshold = self.plan.models[self.model].threshold
-            assert threshold is not None
-            preds = scores >= threshold
-        which = np.repeat(np.arange(len(payloads)), n_rows)  # each row's payload
-        return (
-            row_ids(ids, n_rows),
-            np.repeat(times, n_rows),
-            scores,
-            preds.astype(np.uint8),
-            which,
+        columns = {}
+        for name, where, allowed in (
+            ("score", self.m.score, NUMBERS),
+            ("pred", self.m.prediction, DECISIONS),
+        ):
+            if where is not None:
+                k, col, width, nested = place(sig, where, allowed)
+                columns[name] = _column([p.outputs[k].data for p in payloads], col, width, nested)
+        scores, preds = decisions(
+            int(n_rows.sum()),
+            columns.get("score"),
+            columns.get("pred"),
+            self.plan.models[self.model].threshold,
         )
+        which = np.repeat(np.arange(len(payloads)), n_rows)  # each row's payload
+        return row_ids(ids, n_rows), np.repeat(times, n_rows), scores, preds, which
+
+
+def decisions(
+    n: int, scores: Any, decided: Any, threshold: float | None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
+    """Scores (NaN without any) and 0/1 decisions of ``n`` rows: the decision given, else the
+    score against the threshold; gives up on a score outside [0, 1] or a decision not 0/1."""
+    if n == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.uint8)
+    s = np.full(n, math.nan) if scores is None else np.asarray(scores, dtype=np.float64)
+    if scores is not None and not ((s >= 0.0) & (s <= 1.0)).all():
+        raise GiveUp
+    if decided is not None:
+        d = np.asarray(decided, dtype=np.int64)
+        if not ((d == 0) | (d == 1)).all():
+            raise GiveUp
+        return s, (d == 1).astype(np.uint8)
+    assert threshold is not None
+    return s, (s >= threshold).astype(np.uint8)
 
 
 def record_times(plan: DecodePlan, rb: Any) -> npt.NDArray[np.float64]:

@@ -20,6 +20,7 @@ from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
 from tests.app.test_serving_kafka import MAPPING, calls, seldon_payloads
 from tests.helpers import T0
+from tests.ingest.test_serving_fast import outcome, same
 from tests.kafka_helpers import MODEL
 
 TYPES = {"request": b"proto/InferModelRequest", "response": b"proto/InferModelResponse"}
@@ -56,21 +57,6 @@ def records(
     for i, r in enumerate(out):
         r.offset = 100 + i
     return out
-
-
-def outcome(dec: ServingDecoder, recs: list[Any], topic: str = "in") -> tuple[Any, ...]:
-    asked, answered, dead = dec.decode(ConsumerBatch(recs, topic, 0))
-    return (
-        asked.tolist(),
-        answered.tolist(),
-        [(d.reason, d.detail, d.record.offset) for d in dead],
-    )
-
-
-def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
-    """Equal rows (NaN scores equal too) and dead letters."""
-    assert len(a[0]) == len(b[0]) and len(a[1]) == len(b[1])
-    assert repr(a) == repr(b)
 
 
 def fast_took(dec: ServingDecoder, recs: list[Any], topic: str = "in") -> bool:

@@ -68,8 +68,9 @@ def records(
     return out
 
 
-def outcome(dec: ServingDecoder, recs: list[Any]) -> tuple[Any, ...]:
-    asked, answered, dead = dec.decode(ConsumerBatch(recs, "serve", 0))
+def outcome(dec: ServingDecoder, recs: list[Any], topic: str = "serve") -> tuple[Any, ...]:
+    """What a decoder makes of a batch: request rows, response rows, dead letters."""
+    asked, answered, dead = dec.decode(ConsumerBatch(recs, topic, 0))
     return (
         asked.tolist(),
         answered.tolist(),
