@@ -19,7 +19,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
 from monitor.config.kafka import KafkaSpec
 from monitor.config.settings import CheckpointSpec
@@ -177,7 +177,7 @@ class TopicReader:
                 raise CheckpointUnavailable(f"state topic {topic} does not exist", topic)
             tps = [TopicPartition(topic, p) for p in sorted(parts)]
             c.assign(tps)
-            ends = c.end_offsets(tps)
+            ends = self._ends(tps, deadline)
             while any(ends[tp] < (written or {}).get(tp.partition, 0) for tp in tps):
                 if time.monotonic() > deadline:
                     raise CheckpointUnavailable(
@@ -186,7 +186,7 @@ class TopicReader:
                         topic,
                     )
                 time.sleep(0.02)
-                ends = c.end_offsets(tps)
+                ends = self._ends(tps, deadline)
             c.seek_to_beginning(*tps)
             left = {tp for tp in tps if c.position(tp) < ends[tp]}
             while left:
@@ -206,6 +206,16 @@ class TopicReader:
             raise CheckpointUnavailable(
                 f"state topic {topic}: cannot read it ({exc})", topic
             ) from None
+
+    def _ends(self, tps: list[TopicPartition], deadline: float) -> dict[TopicPartition, int]:
+        """End offsets, asked again while the read has time: just after a broker restart the
+        first request may wait out a connection that is gone (seen in CI)."""
+        while True:
+            try:
+                return self.consumer.end_offsets(tps)  # type: ignore[no-any-return]
+            except KafkaTimeoutError:
+                if time.monotonic() > deadline:
+                    raise
 
     def close(self) -> None:
         self.consumer.close()

@@ -411,16 +411,24 @@ def test_a_broker_outage_fails_a_save_in_bounded_time_then_it_works(kafka) -> No
 
         errors: list[str] = []
 
-        def saved() -> bool:  # the clients reconnect on their own
+        got = None
+
+        def saved_and_read() -> bool:  # the clients reconnect on their own
+            nonlocal got
             try:
                 store.save([(0, {"pred": 3}, encode({}, arrays(3)))])
+                got = store.load(0)
             except CheckpointUnavailable as exc:
                 errors.append(str(exc))
                 return False
             return True
 
-        wait_for(saved, 60, lambda: f"a save once the broker is back ({errors[-1:]})", every=1)
-        got = store.load(0)
+        wait_for(
+            saved_and_read,
+            120,
+            lambda: f"a save and a load once the broker is back ({errors[-1:]})",
+            every=1,
+        )
         assert got is not None and got.offsets == {"pred": 3}
         assert_same(got.arrays, arrays(3))
     finally:
