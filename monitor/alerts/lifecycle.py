@@ -8,6 +8,7 @@ meaningful.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -37,11 +38,37 @@ class Transition:
     previous: State | None
 
 
-@dataclass
+Key = tuple[tuple[str, str], ...]
+# annotations, or what writes them: an alert that stays pending or firing takes new numbers at
+# every boundary, and its text is needed only when someone reads it (status, checkpoint) or it
+# changes state, so it is written then (issue 14: the cost of a boundary)
+Notes = dict[str, str] | Callable[[], dict[str, str]]
+
+
 class AlertBook:
     """Current alerts by key; :meth:`observe` applies one evaluation and returns a transition."""
 
-    active: dict[tuple[tuple[str, str], ...], Alert] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self._active: dict[Key, Alert] = {}
+        self._unwritten: dict[Key, Callable[[], dict[str, str]]] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._active
+
+    @property
+    def active(self) -> dict[Key, Alert]:
+        """Current alerts by key, every annotation written out."""
+        for key in list(self._unwritten):
+            self.get(key)
+        return self._active
+
+    def get(self, key: Key) -> Alert | None:
+        """One current alert, its annotations written out."""
+        cur = self._active.get(key)
+        write = self._unwritten.pop(key, None)
+        if cur is not None and write is not None:
+            cur = self._active[key] = replace(cur, annotations=write())
+        return cur
 
     def observe(
         self,
@@ -53,40 +80,55 @@ class AlertBook:
         at: float,
         for_: float,
         value: float,
-        annotations: dict[str, str],
+        annotations: Notes,
     ) -> Transition | None:
         key = tuple(sorted(labels.items()))
-        cur = self.active.get(key)
+        cur = self._active.get(key)
         if cur is None:
             if not breached:
                 return None
             state: State = "firing" if for_ <= 0 else "pending"
-            new = Alert(name, labels, state, at, at, value, annotations)
-            self.active[key] = new
+            new = Alert(name, labels, state, at, at, value, _written(annotations))
+            self._active[key] = new
             return Transition(new, None)
         if cur.state == "pending":
             if not breached:
-                del self.active[key]  # never fired: nothing to resolve, nothing to tell
+                del self._active[key]  # never fired: nothing to resolve, nothing to tell
+                self._unwritten.pop(key, None)
                 return None
             if at - cur.since >= for_:
-                new = replace(cur, state="firing", at=at, value=value, annotations=annotations)
-                self.active[key] = new
+                self._unwritten.pop(key, None)
+                new = replace(
+                    cur, state="firing", at=at, value=value, annotations=_written(annotations)
+                )
+                self._active[key] = new
                 return Transition(new, "pending")
-            self.active[key] = replace(cur, value=value, annotations=annotations)
+            self._keep(key, cur, value, annotations)
             return None
         # firing
         if recovered:
-            del self.active[key]
-            resolved = replace(
-                cur,
-                state="resolved",
-                at=at,
-                value=value,
-                annotations=annotations or cur.annotations,
-            )
+            notes, last = _written(annotations), self.get(key)  # the last text, written
+            del self._active[key]
+            kept = last.annotations if last is not None else cur.annotations
+            resolved = replace(cur, state="resolved", at=at, value=value, annotations=notes or kept)
             return Transition(resolved, "firing")
-        self.active[key] = replace(cur, value=value, annotations=annotations)
+        self._keep(key, cur, value, annotations)
         return None
+
+    def _keep(self, key: Key, cur: Alert, value: float, annotations: Notes) -> None:
+        """The alert stays as it is with new numbers; its text is written when read."""
+        if callable(annotations):
+            self._unwritten[key] = annotations
+            annotations = cur.annotations
+        else:
+            self._unwritten.pop(key, None)
+        self._active[key] = Alert(
+            cur.name, cur.labels, cur.state, cur.since, cur.at, value, annotations
+        )
 
     def firing(self) -> list[Alert]:
         return [a for a in self.active.values() if a.state == "firing"]
+
+
+def _written(notes: Notes) -> dict[str, str]:
+    return notes() if callable(notes) else notes

@@ -4,9 +4,10 @@ carries (rates, sample sizes, the interval) so the on-call engineer can judge it
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
-from monitor.alerts.lifecycle import AlertBook, Transition
+from monitor.alerts.lifecycle import AlertBook, Notes, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import METRICS
@@ -71,36 +72,33 @@ def check_rule(
         "attribute": attribute,
         "severity": rule.severity,
     }
-    active = book.active.get(tuple(sorted(labels.items())))
-    if active is None and not breached:
+    key = tuple(sorted(labels.items()))
+    active = key in book
+    if not active and not breached:
         return None  # the common case: nothing to tell, nothing to describe
     blind = None
     if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
         blind = r.blind(favourable).disparities(r.disparities).get(rule.metric)
         enough = breached = enough and blind is None
-        if active is None and not breached:
+        if not active and not breached:
             return None
     # resolving needs evidence of recovery (the symmetric test on the interval); too few
     # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
     recovered = enough and rule.recovered(value, lower, upper)
+    ann: Notes
     if enough and lo is not None and hi is not None and r.labels[lo]:
-        ann = _annotations(rule, r, basis, (value, lower, upper), lo, hi, confidence)
-        if recovered:
-            ann["summary"] = (
-                f"recovered: {rule.metric} {_fmt(value)} "
-                f"[{_fmt(lower)}, {_fmt(upper)}] is back past {rule.bound} "
-                f"for {r.labels[lo]} vs {r.labels[hi]}"
-            )
-    elif active is not None:
+        numbers, pair = (value, lower, upper), (lo, hi)
+        ann = partial(_annotations, rule, r, basis, numbers, pair, confidence, recovered)
+    elif (cur := book.get(key)) is not None:
         # keep the last judged numbers; say that the current window cannot judge
-        ann = dict(active.annotations)
+        ann = dict(cur.annotations)
         ann["data"] = (
             f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
             if blind is not None
             else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
             f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
         )
-        value = active.value
+        value = cur.value
     else:
         ann = {}
     return book.observe(
@@ -120,14 +118,17 @@ def _annotations(
     r: AttributeResult,
     basis: str,
     numbers: tuple[float, float, float],
-    lo: int,
-    hi: int,
+    pair: tuple[int, int],
     confidence: float,
+    recovered: bool,
 ) -> dict[str, str]:
+    """What a page says: both groups' rates and sizes, the disparity with its interval (written
+    only when the alert changes state or is read: ``lifecycle.Notes``)."""
     # a score-distribution distance has no rate of its own: its groups' selection rates are
     # quoted (often equal: what the distance sees that the rate does not) and their scored counts
     rate = METRICS[basis].rate or "selection_rate"
     value, lower, upper = numbers
+    lo, hi = pair
     g_rate, r_rate = _fmt(r.value(rate, lo)), _fmt(r.value(rate, hi))
     g_n, r_n = int(r.groups.n[lo]), int(r.groups.n[hi])
     g_lab, r_lab = int(r.groups.labelled[lo]), int(r.groups.labelled[hi])
@@ -160,4 +161,9 @@ def _annotations(
             f"{hi_name}: {_fmt(r.value('prevalence', hi))}"
         )
         ann["note"] = GAP_NOTE
+    if recovered:
+        ann["summary"] = (
+            f"recovered: {rule.metric} {_fmt(value)} [{_fmt(lower)}, {_fmt(upper)}] is back "
+            f"past {rule.bound} for {lo_name} vs {hi_name}"
+        )
     return ann
