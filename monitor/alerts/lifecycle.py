@@ -116,12 +116,16 @@ class AlertBook:
         return None
 
     def _keep(self, key: Key, cur: Alert, value: float, annotations: Notes) -> None:
-        """The alert stays as it is with new numbers; its text is written when read."""
+        """The alert stays as it is with new numbers; its text is written when read. An empty
+        text (a drift detector with no new signal) keeps the last one: a firing alert's page
+        never loses its summary."""
         if callable(annotations):
             self._unwritten[key] = annotations
             annotations = cur.annotations
-        else:
+        elif annotations:
             self._unwritten.pop(key, None)
+        else:
+            annotations = cur.annotations  # and what writes it, if it is not written yet
         self._active[key] = Alert(
             cur.name, cur.labels, cur.state, cur.since, cur.at, value, annotations
         )
