@@ -22,11 +22,15 @@ forming), then is counted as an orphan. Repeats of a waiting key are counted and
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from monitor.config.spec import ModelSpec
+from monitor.ingest.events import PredictionBatch
+from monitor.ingest.groups import GroupRegistry
 from monitor.state.halves import Joined
 from monitor.state.join import SortedTable, fresh_rows, take_rows
 
@@ -129,3 +133,35 @@ class AttributeJoin:
             decided["score"].copy(),
             np.ascontiguousarray(groups, dtype=np.int32),
         )
+
+
+def without_attributes(
+    models: Sequence[ModelSpec],
+    registries: Sequence[GroupRegistry],
+    rows: npt.NDArray[Any],
+    n_sets: int,
+) -> Joined:
+    """Decisions released without attributes (``DECISION_DTYPE`` rows), in each model's
+    ``__missing__`` groups."""
+    groups = np.full((len(rows), n_sets), -1, dtype=np.int32)
+    for m in np.unique(rows["model"]).tolist():
+        at = rows["model"] == m
+        n = int(at.sum())
+        enc = registries[m].encode([[None] * n for _ in models[m].attributes])
+        groups[np.flatnonzero(at)[:, None], np.arange(enc.shape[1])] = enc
+    return Joined(rows["key"], rows["ts"], rows["model"], rows["pred"], rows["score"], groups)
+
+
+def as_predictions(met: Sequence[Joined], n_sets: int) -> PredictionBatch:
+    """Joined decisions in request-time order (as a producer would have sent them)."""
+    ts = np.concatenate([j.ts for j in met])
+    order = np.argsort(ts, kind="stable")
+    groups = np.concatenate([j.groups for j in met]) if len(ts) else np.zeros((0, n_sets), np.int32)
+    return PredictionBatch(
+        key=np.concatenate([j.key for j in met])[order],
+        model=np.concatenate([j.model for j in met])[order],
+        ts=ts[order],
+        pred=np.concatenate([j.pred for j in met])[order],
+        score=np.concatenate([j.score for j in met])[order],
+        groups=groups[order].astype(np.int32),
+    )

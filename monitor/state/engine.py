@@ -337,6 +337,9 @@ class Engine:
         self, p: int, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
     ) -> None:
         """Restore partition ``p``, remapping group indices onto this engine's registries."""
-        self.partitions[p] = PartitionState.restore(
+        st = self.partitions[p] = PartitionState.restore(
             self.models, self.n_sets, self.registries, meta, arrays
         )
+        held, st.unread_attributes = st.unread_attributes, None
+        if held is not None:  # decisions released without attributes (partition.py)
+            self.apply(p, held, LabelBatch())

@@ -14,6 +14,7 @@ them differently).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +23,11 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.ingest.attribute_events import attribute_dtype
+from monitor.ingest.events import PredictionBatch
 from monitor.ingest.groups import GroupRegistry
 from monitor.ingest.serving_decode import RESPONSE_DTYPE
 from monitor.state.attribute_join import COUNTS as ATTRIBUTE_COUNTS
-from monitor.state.attribute_join import AttributeJoin
+from monitor.state.attribute_join import AttributeJoin, as_predictions, without_attributes
 from monitor.state.halves import COUNTS as HALF_COUNTS
 from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
@@ -34,6 +36,8 @@ from monitor.state.pending import PendingStore
 from monitor.state.windows import WindowRing, n_cells
 
 # label delay histogram bounds (seconds): a minute ... a month
+log = logging.getLogger("monitor.state.partition")
+
 DELAY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
 
 COUNTERS = (
@@ -96,6 +100,9 @@ class PartitionState:
         self.early = EarlyLabels(max_size=max(m.join.max_early_labels for m in models))
         self.halves = HalfJoin(n_sets, max_size=sum(m.join.max_pending for m in models))
         self.attributes = _attribute_join(models, n_sets)
+        # restored decisions that waited for attributes their model no longer reads (the
+        # engine applies them without, once restored)
+        self.unread_attributes: PredictionBatch | None = None
         self.watermark = -np.inf
         self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
         # per model: label increments by label time, for counts as of a boundary (as_of)
@@ -118,6 +125,26 @@ class PartitionState:
 
     def count(self, name: str, value: int | np.integer[Any]) -> None:
         self.counters[name] += int(value)
+
+    def _unread(
+        self,
+        rows: npt.NDArray[Any],
+        models: Sequence[ModelSpec],
+        registries: Sequence[GroupRegistry],
+        n_sets: int,
+    ) -> None:
+        """Restored decisions that waited for attributes their model no longer reads (its
+        ``input.attributes`` changed): never dropped, they go on as if theirs had not come."""
+        if not len(rows):
+            return
+        log.warning(
+            "%d decisions waited for attributes from the attributes topic, which their model "
+            "no longer reads: counted without them (__missing__)",
+            len(rows),
+        )
+        self.count("unattributed_decisions", len(rows))
+        joined = without_attributes(models, registries, rows, n_sets)
+        self.unread_attributes = as_predictions([joined], n_sets)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def export(
@@ -224,17 +251,6 @@ class PartitionState:
             st.halves.requests.load(asked)
         if arrays.get("half_responses") is not None:
             st.halves.responses.load(_as_dtype(arrays["half_responses"], RESPONSE_DTYPE))
-        if st.attributes is not None and arrays.get("attr_decisions") is not None:
-            st.attributes.decisions.load(arrays["attr_decisions"])
-            records = arrays["attr_records"].copy()
-            for m, remap in enumerate(remaps):
-                g = records["groups"][:, m]
-                ok = g >= 0
-                g[ok] = remap[g[ok]] if len(remap) else g[ok]
-                records["groups"][:, m] = g
-            st.attributes.attributes.load(records)
-            clock = meta.get("attributes_clock")
-            st.attributes.newest_attributes = -np.inf if clock is None else float(clock)
         st.early.load(arrays["early"])
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
         lw = meta.get("label_watermark")
@@ -245,7 +261,39 @@ class PartitionState:
             st.delay_sum = float(meta["delay_sum"])
         st.invalid = dict(meta["invalid"])
         st.published = list(meta.get("published") or st.published)
+        st._restore_attributes(models, n_sets, registries, meta, arrays, remaps)
         return st
+
+    def _restore_attributes(
+        self,
+        models: Sequence[ModelSpec],
+        n_sets: int,
+        registries: Sequence[GroupRegistry],
+        meta: dict[str, Any],
+        arrays: dict[str, npt.NDArray[Any]],
+        remaps: list[npt.NDArray[np.int64]],
+    ) -> None:
+        """The attributes join's tables (after the counters: what it releases is counted)."""
+        waiting = arrays.get("attr_decisions")
+        if waiting is not None and len(waiting):
+            # a model that no longer reads the attributes topic: its decisions go on without
+            reads = np.array([m.serving is not None and m.serving.stream for m in models])
+            unread = ~reads[waiting["model"].astype(np.int64)]
+            self._unread(waiting[unread], models, registries, n_sets)
+            waiting = waiting[~unread]
+        if self.attributes is None and arrays.get("attr_records") is not None:
+            self.count("orphan_attributes", len(arrays["attr_records"]))
+        if self.attributes is not None and waiting is not None:
+            self.attributes.decisions.load(waiting)
+            records = arrays["attr_records"].copy()
+            for m, remap in enumerate(remaps):
+                g = records["groups"][:, m]
+                ok = g >= 0
+                g[ok] = remap[g[ok]] if len(remap) else g[ok]
+                records["groups"][:, m] = g
+            self.attributes.attributes.load(records)
+            clock = meta.get("attributes_clock")
+            self.attributes.newest_attributes = -np.inf if clock is None else float(clock)
 
 
 def _attribute_join(models: Sequence[ModelSpec], n_sets: int) -> AttributeJoin | None:

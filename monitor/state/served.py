@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.ingest.events import LabelBatch, PredictionBatch
-from monitor.state.attribute_join import AttributeJoin
+from monitor.ingest.events import LabelBatch
+from monitor.state.attribute_join import AttributeJoin, as_predictions, without_attributes
 from monitor.state.engine import Engine
 from monitor.state.halves import Joined
 from monitor.state.partition import PartitionState
@@ -46,9 +46,13 @@ def apply_served(
             met.append(a.add_attributes(attributes))
         newest = max(st.watermark, h.newest, a.newest)
         if np.isfinite(newest):
-            met.append(_without_attributes(engine, a.expire(newest, wait)))
+            met.append(
+                without_attributes(
+                    engine.models, engine.registries, a.expire(newest, wait), engine.n_sets
+                )
+            )
         _counted(st, a.counts)
-    engine.apply(p, _predictions(met, engine.n_sets), labels)
+    engine.apply(p, as_predictions(met, engine.n_sets), labels)
     hold = min((m.ring_buckets - 2) * m.bucket for m in engine.models)  # still in the ring
     h.expire(wait, max(wait, hold))
     _counted(st, h.counts)
@@ -72,31 +76,4 @@ def _split(joined: Joined, stream: npt.NDArray[np.int64], a: AttributeJoin) -> l
 def _rows(j: Joined, mask: npt.NDArray[np.bool_]) -> Joined:
     return Joined(
         j.key[mask], j.ts[mask], j.model[mask], j.pred[mask], j.score[mask], j.groups[mask]
-    )
-
-
-def _without_attributes(engine: Engine, rows: npt.NDArray[Any]) -> Joined:
-    """Decisions released without attributes, in each model's ``__missing__`` groups."""
-    groups = np.full((len(rows), engine.n_sets), -1, dtype=np.int32)
-    for m in np.unique(rows["model"]).tolist():
-        at = rows["model"] == m
-        n = int(at.sum())
-        attrs = engine.models[m].attributes
-        enc = engine.registries[m].encode([[None] * n for _ in attrs])
-        groups[np.flatnonzero(at)[:, None], np.arange(enc.shape[1])] = enc
-    return Joined(rows["key"], rows["ts"], rows["model"], rows["pred"], rows["score"], groups)
-
-
-def _predictions(met: list[Joined], n_sets: int) -> PredictionBatch:
-    """The joined decisions in request-time order (as a producer would have sent them)."""
-    ts = np.concatenate([j.ts for j in met])
-    order = np.argsort(ts, kind="stable")
-    groups = np.concatenate([j.groups for j in met]) if len(ts) else np.zeros((0, n_sets), np.int32)
-    return PredictionBatch(
-        key=np.concatenate([j.key for j in met])[order],
-        model=np.concatenate([j.model for j in met])[order],
-        ts=ts[order],
-        pred=np.concatenate([j.pred for j in met])[order],
-        score=np.concatenate([j.score for j in met])[order],
-        groups=groups[order].astype(np.int32),
     )

@@ -10,13 +10,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from monitor.config.spec import parse_config
+from monitor.config.spec import MISSING_GROUP, parse_config
 from monitor.ingest.attribute_events import attribute_dtype
 from monitor.ingest.keys import id_keys
 from monitor.state.attribute_join import AttributeJoin
 from monitor.state.checkpoint import decode, encode
 from monitor.state.engine import Engine
 from monitor.state.halves import Joined
+from monitor.state.windows import N
 
 DT = attribute_dtype(2, 1)  # two models, one attribute set
 
@@ -152,6 +153,43 @@ def test_waiting_decisions_and_records_survive_a_checkpoint_onto_other_group_num
         zip(id_keys(["r1", "r2"]).tolist(), ["F", "M"], strict=True)
     )
     assert joined.decisions.data["key"].tolist() == id_keys(["d1"]).tolist()
+
+
+def test_decisions_waiting_for_attributes_their_model_no_longer_reads_are_counted_without(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``input.attributes`` switched from the stream to request tensors across a restart: the
+    decisions the checkpoint holds waiting go on in ``__missing__``, counted; the records
+    that waited for decisions are orphans (nothing silently dropped)."""
+    a = Engine(parse_config(CONFIG), clock=lambda: 2e9)
+    joined = a.partition(0).attributes
+    assert joined is not None
+    rows = np.zeros(1, dtype=joined.attributes.data.dtype)
+    rows["key"], rows["ts"] = id_keys(["r9"]), [1e9]
+    joined.add_attributes(rows)
+    joined.add_decisions(decisions(["d1", "d2", "d3"], [1e9, 1e9 + 30, 1e9 + 90]))
+    meta, arrays = decode(encode(*a.export_partition(0)))
+    cfg = {**CONFIG, "kafka": {}}
+    cfg["models"] = {"credit": {**CONFIG["models"]["credit"]}}
+    cfg["models"]["credit"]["input"] = {
+        "format": "oip-json",
+        "score": {"tensor": "p"},
+        "attributes": {"sex": {"tensor": "sex"}},
+    }
+    b = Engine(parse_config(cfg), clock=lambda: 2e9)
+    b.import_partition(0, meta, arrays)
+    assert b.partition(0).attributes is None
+    c = b.counters()
+    assert (c["unattributed_decisions"], c["orphan_attributes"], c["predictions"]) == (3, 1, 3)
+    counts = b.counts_between(0, int(1e9 // 60), int(1e9 // 60) + 3)
+    missing = b.registries[0].index(0, MISSING_GROUP)
+    assert counts[:, N].tolist() == [3 if g == missing else 0 for g in range(len(counts))]
+    assert "3 decisions waited for attributes" in caplog.text
+    # a second restore of what was saved since: nothing is released twice
+    again = Engine(parse_config(cfg), clock=lambda: 2e9)
+    again.import_partition(0, *decode(encode(*b.export_partition(0))))
+    assert again.counters()["unattributed_decisions"] == 3
+    assert again.counts_between(0, int(1e9 // 60), int(1e9 // 60) + 3)[:, N].sum() == 3
 
 
 @pytest.mark.parametrize(
