@@ -28,6 +28,11 @@ def target(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False
     return t
 
 
+# panels with data only when a model reads its attributes from an attributes topic (the
+# Grafana test's demo does not; tests/app/test_attributes_kafka.py queries them instead)
+ATTRIBUTE_COVERAGE = "Attribute coverage"
+ATTRIBUTES_STREAM_PANELS = (ATTRIBUTE_COVERAGE,)
+
 BLIND_TEXT = "blind: selective labels"
 # a metric the monitor cannot measure (selective labels) is shown as "blind", never as a value:
 # its value query leaves it out while the monitor's fairness_metric_blind flag is up. The flag is
@@ -815,6 +820,18 @@ def operations() -> dict[str, Any]:
             unit="s",
             min_=0,
             grid=(0, 24, 12, 8),
+        ),
+        timeseries(
+            ATTRIBUTE_COVERAGE,
+            "Share of decisions that had their protected attributes from the attributes topic "
+            "(models with input.attributes: stream); the rest are counted in the __missing__ "
+            "groups, never dropped. Falling: the attributes stream is late, stopped or keyed "
+            "differently (docs/serving.md). No data: no model reads an attributes topic.",
+            [target(f"fairness_attribute_coverage_ratio{job}", "{{instance}}")],
+            unit="percentunit",
+            min_=0,
+            bound=(0.95, "below"),
+            grid=(12, 24, 12, 8),
         ),
     ]
     variables = [

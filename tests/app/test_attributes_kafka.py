@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from tests.app.test_serving_kafka import (
     run_to_end,
     send_all,
 )
+from tests.conftest import ROOT
+from tests.helpers import wait_for
 from tests.kafka_helpers import (
     MonitorProcess,
     checkpoint_offsets,
@@ -36,6 +39,7 @@ from tests.kafka_helpers import (
     replay_report,
     wait_progress,
 )
+from tests.services import prometheus
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +49,27 @@ STREAM = """    input:
       attributes: stream
       attributes_ttl: 10m
 """
+
+
+def coverage_panel(tmp: Path, port: int, ratio: float) -> float:
+    """What the operations dashboard's "Attribute coverage" panel shows for the monitor on
+    ``port``, once Prometheus has scraped ``ratio`` from it."""
+    dash = json.loads((ROOT / "grafana/dashboards/monitor-operations.json").read_text())
+    (panel,) = [p for p in dash["panels"] if p["title"] == "Attribute coverage"]
+    (t,) = panel["targets"]
+    expr = t["expr"].replace("$job", "fairness-monitor").replace("$instance", ".*")
+    prom = prometheus(tmp, [f"127.0.0.1:{port}"], None)
+    try:
+
+        def shown() -> list[float]:
+            q = urllib.parse.urlencode({"query": expr})
+            result = prom.get(f"/api/v1/query?{q}")["data"]["result"]
+            return [float(r["value"][1]) for r in result]
+
+        values = wait_for(lambda: shown() == [ratio] and shown(), 60, f"{expr} to show {ratio}")
+        return float(values[0])
+    finally:
+        prom.stop()
 
 
 def partition_of(key: str, n: int = 3) -> int:
@@ -135,6 +160,11 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
                 ):
                     key = s.name + json.dumps(s.labels, sort_keys=True)
                     scraped[key] = s.value
+        if not kill:  # the operations dashboard's coverage panel, through a real Prometheus
+            ratio = scraped["fairness_attribute_coverage_ratio{}"]
+            panel_shows[:] = [coverage_panel(tmp_path, proc.port, ratio)]
+
+    panel_shows: list[float] = []
 
     got = run_to_end(m, kafka.bootstrap, [pred, lab, attrs], before_stop=scrape)
     assert got["models"] == report["models"]  # per model, window, attribute and group
@@ -148,5 +178,6 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
     assert scraped["fairness_attribute_decisions_waiting{}"] == 0  # every one released
     assert scraped['fairness_attribute_decisions_total{"outcome": "without_attributes"}'] == missing
     if not kill:  # records read by this process (the coverage counts are the checkpoint's)
+        assert panel_shows == [pytest.approx((n - missing) / n)]
         ok = "fairness_events_total" + json.dumps({"outcome": "ok", "topic": attrs})
         assert scraped[ok] == n - missing
