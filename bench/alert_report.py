@@ -7,8 +7,10 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+import numpy as np
+
 from bench.alert_stats import garwood, kl_bernoulli, median_interval, wilson_interval
-from bench.alert_streams import BUCKET, RunResult, Scenario, bench_config
+from bench.alert_streams import BUCKET, FPR, PREVALENCE, TPR, RunResult, Scenario, bench_config
 from monitor.config.rules import DEFAULT_RULES
 from monitor.metrics.registry import METRICS
 
@@ -187,34 +189,82 @@ def _by_family(results: list[RunResult], t0: float, t1: float) -> None:
         )
 
 
+def true_values(sc: Scenario) -> dict[str, tuple[float, float]]:
+    """While the change lasts (rate and TPR changes): each metric's (usual, changed) value for
+    the changed group (rates) or between the groups (disparities)."""
+    sel, tpr_over = sc.factors(np.array([sc.start_h + sc.hold_h / 2]))
+    tpr = float(tpr_over[0]) if np.isfinite(tpr_over[0]) else TPR * float(sel[0])
+    fpr = FPR * float(sel[0])
+    rate = PREVALENCE * tpr + (1 - PREVALENCE) * fpr
+    usual = PREVALENCE * TPR + (1 - PREVALENCE) * FPR
+    return {
+        "selection_rate": (usual, rate),
+        "tpr": (TPR, tpr),
+        "fpr": (FPR, fpr),
+        "disparate_impact_ratio": (1.0, min(rate, usual) / max(rate, usual)),
+        "tpr_gap": (0.0, abs(tpr - TPR)),
+        "fpr_gap": (0.0, abs(fpr - FPR)),
+        "equalized_odds_difference": (0.0, max(abs(tpr - TPR), abs(fpr - FPR))),
+    }
+
+
+def truly_breached(sc: Scenario, name: str, labels: tuple[tuple[str, str], ...]) -> bool:
+    """Does what this alert claims hold while the change lasts? A bound rule's true value is
+    beyond its bound (a true DIR of exactly 0.8 is not below 0.8); a change detector's metric
+    changed, in the changed group; a drift detector's metric moved. An alert for which it does
+    not is a false alarm that happens during the incident, and its resolution is right."""
+    d, truth = dict(labels), true_values(sc)
+    rule = next((r for r in DEFAULT_RULES if r.name == name), None)
+    if name == "FourFifthsEvidence":
+        rule = next(r for r in DEFAULT_RULES if r.metric == "disparate_impact_ratio")
+    if name == "EqualizedOddsEvidence":
+        rule = next(r for r in DEFAULT_RULES if r.metric == "equalized_odds_difference")
+    if rule is not None and rule.metric in truth:
+        v = truth[rule.metric][1]
+        return v < rule.bound if rule.op == "<" else v > rule.bound
+    metric = d.get("metric", "")
+    if metric in truth and (name != "FairnessChange" or d.get("group") == sc.changed):
+        usual, changed = truth[metric]
+        return not math.isclose(usual, changed, abs_tol=1e-9)
+    return False
+
+
 def print_flapping(sc: Scenario, results: list[RunResult]) -> None:
     """Firing transitions per (incident, identity); resolutions while the change persists (in
     the identity's own window: a window lagged 3 days sees it 3 days later); every alert that
-    fired for the change resolved by the end of the run (well after recovery)."""
+    fired for the change (a true claim, fired while its window saw the change) resolved by the
+    end of the run (well after recovery), and every alert since the change began."""
     t0, hold = sc.start_h, sc.hold_h
     pairs: Counter[Ident] = Counter()
     per_rule: dict[str, list[int]] = defaultdict(list)
     early: Counter[str] = Counter()
-    unresolved_runs = 0
+    unresolved_runs = unresolved_any = 0
     firings = 0
     for r in results:
         count: Counter[Ident] = Counter()
         last: dict[Ident, str] = {}
+        awaiting: set[Ident] = set()  # a true claim fired while its window saw the change, and
+        # not resolved since
         for name, labels, state, at in r.transitions:
             ident = (name, labels)
             if at < t0:
                 continue
             last[ident] = state
+            lag = lag_of(labels)
             if state == "firing":
                 count[ident] += 1
-            lag = lag_of(labels)
+                if t0 + lag <= at < t0 + lag + hold and truly_breached(sc, name, labels):
+                    awaiting.add(ident)
+            else:
+                awaiting.discard(ident)
             if state == "resolved" and t0 + lag <= at < t0 + lag + hold:
-                early[name] += 1
+                early[name if truly_breached(sc, name, labels) else f"{name} (false)"] += 1
         for ident, c in count.items():
             pairs[ident] += 1
             per_rule[ident[0]].append(c)
             firings += c
-        unresolved_runs += any(last[i] == "firing" for i in count)
+        unresolved_runs += bool(awaiting)
+        unresolved_any += any(last[i] == "firing" for i in count)
     n_pairs = sum(pairs.values())
     ratio = firings / n_pairs if n_pairs else math.nan
     print(
@@ -225,15 +275,23 @@ def print_flapping(sc: Scenario, results: list[RunResult]) -> None:
         print(
             f"    {family(name):<50} {sum(counts) / len(counts):.2f} ({sum(counts)}/{len(counts)})"
         )
+    real = {k: v for k, v in early.items() if not k.endswith(" (false)")}
     print(
-        f"  {'resolutions while the change persists':<52} {sum(early.values())} "
-        f"{dict(early) if early else ''}   target 0"
+        f"  {'resolutions while the change persists':<52} {sum(real.values())} "
+        f"{real if real else ''}   target 0"
     )
+    false = {k.removesuffix(" (false)"): v for k, v in early.items() if k not in real}
+    if false:  # e.g. the four-fifths rule where the true DIR is exactly 0.8
+        print(f"    {'and of false alarms (their claim untrue)':<50} {sum(false.values())} {false}")
     resolved = len(results) - unresolved_runs
     print(
         rate_line(
             "runs whose alerts all resolved after recovery", resolved, len(results), "target: all"
         )
+    )
+    print(  # false alarms too: one that fires near the end of a run has no time to resolve
+        f"    {'and whose every alert since the change did':<50} "
+        f"{len(results) - unresolved_any}/{len(results)}"
     )
 
 

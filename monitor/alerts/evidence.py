@@ -199,6 +199,7 @@ class ModelEvidence:
         pairs = np.zeros((S, G, 3, 4), np.int64)
         step = alive & (n > 0)[..., [0, 1, 2, 0, 0]]
         lr = a["log_r"]
+        before = lr[..., :3, :8].copy() if (a["arm"][..., :3] >= 0).any() else None
         lr[..., :3, :8] = sq.sr_step(
             lr[..., :3, :8], sq.change_arms(x, n, p0c, se, self.ev.baseline_z), step[..., :3, None]
         )
@@ -218,6 +219,9 @@ class ModelEvidence:
         log_c, tot = self.log_c(budget), sq.log_mixture(a["log_r"], self.logw)
         firing = a["arm"] >= 0
         if firing.any():
+            if before is not None:  # a firing change's bet, re-sized (sq.sized_arms)
+                w, rec = before + self.logw[:3, :8], a["rec"][..., :3]
+                a["arm"][..., :3] = sq.sized_arms(a["arm"][..., :3], w, rec)
             rec_e = self._recovery(x, n, p0c, se, pairs, a["arm"])
             a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
         resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
@@ -317,10 +321,9 @@ class ModelEvidence:
         reference. ``p_r,t``'s share matters as much as the baselines': with two large groups
         the reference's hour is as noisy as g's own, and a bet against a ``p0`` that wanders by
         that much gains evidence on a fair stream (left out, one of five 8-day runs paged on an
-        unchanged group). ``now``: the reference's trailing-hour denominator and ``p_r,t``
-        per [set, metric]; the shrunk rate's variance is ``n·p(1−p)/(n + κ)²``."""
-        S = len(r)
-        n_h, p_h = now
+        unchanged group). ``now``: the reference's trailing-hour n and ``p_r,t`` per [set,
+        metric]; the shrunk rate's variance is ``n·p(1−p)/(n + κ)²``."""
+        S, (n_h, p_h) = len(r), now
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = (1 - p_base) / (p_base * base[..., 1])  # relative variance of a binomial rate
             rel_now = n_h * (1 - p_h) / (p_h * (n_h + KAPPA) ** 2)  # [S, 3]

@@ -181,10 +181,24 @@ def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     return log_lr_binomial(np.asarray(x)[..., None], np.asarray(n)[..., None], q, ref)
 
 
+def sized_arms(arm: Any, evidence: Any, rec: Any) -> Any:
+    """Firing change arms (``-1``: not firing) re-sized to the bet of their direction with the
+    most ``evidence`` [..., 8] (log, weighted), while no evidence of recovery ``rec`` builds.
+    The arm that crossed first may have bet on a larger change than there is (a lucky
+    start); its half-way recovery null (:func:`reverse_change`) then fails while the change
+    persists (tpr-drop: a 20 % drop judged against a 35 % bet resolved). Frozen while
+    recovery evidence grows: after a recovery the smallest bet soon leads, and its null
+    (5 % changed) would take a small group days."""
+    arm = np.asarray(arm)
+    n = len(STEPS)
+    best = np.where(arm >= n, n + evidence[..., n:].argmax(-1), evidence[..., :n].argmax(-1))
+    return np.where((arm >= 0) & (np.asarray(rec) == 0), best, arm)
+
+
 def reverse_change(x: Any, n: Any, p0: Any, se: Any, arm: Any, z: float = 2.0) -> F64:
-    """Log e-value of recovery for a change arm that fired: the end of ``p0``'s interval it
-    bet from, against the rate half way to the arm's bet (valid while the rate stays at least
-    half way changed)."""
+    """Log e-value of recovery for a change arm that fired (as :func:`sized_arms` keeps it):
+    the end of ``p0``'s interval it bet from, against the rate half way to the arm's bet
+    (valid while the rate stays at least half way changed)."""
     arm = np.asarray(arm)
     down = arm < len(STEPS)
     half = STEPS[arm % len(STEPS)] / 2

@@ -14,9 +14,16 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 import bench.alert_quality as aq
-from bench.alert_report import label_based, print_drop, print_fair, print_slide
+from bench.alert_report import (
+    label_based,
+    print_drop,
+    print_fair,
+    print_slide,
+    true_values,
+    truly_breached,
+)
 from bench.alert_stats import garwood, kl_bernoulli, median_interval, wilson_interval
-from bench.alert_streams import SCENARIOS, T0, Events, RunResult, draw
+from bench.alert_streams import SCENARIOS, T0, Events, RunResult, Scenario, draw
 
 WIN = (("alertname", "FourFifthsRule"), ("attribute", "group"), ("model", "lending"))
 
@@ -107,6 +114,45 @@ def test_tpr_drop_changes_the_tpr_only() -> None:
     for mask, label, p in ((g2 & on, 1, 0.6), (g2 & ~on, 1, 0.8), (g2 & on, 0, 0.2)):
         sel = mask & (y == label)
         assert _within(int(ev.pred[sel].sum()), int(sel.sum()), p)
+
+
+def test_what_each_alert_claims_is_judged_against_the_streams_truth() -> None:
+    """The true values while a change lasts, measured on a drawn stream, and which alerts
+    claim something true: in ``tpr-drop`` the selection rate falls to exactly 0.4 (DIR 0.8,
+    not below 0.8) and the FPR does not move; in ``small-drop`` TPR and FPR fall with the
+    selection rate (FPR 0.2 → 0.12: a gap of 0.08, inside the 0.1 bound)."""
+    for name, changed in (("tpr-drop", 1), ("small-drop", 1)):
+        sc = replace(SCENARIOS[name], days=3, start_h=12, hold_h=48)
+        truth = true_values(sc)
+        ev = draw(sc, 0)
+        y = np.zeros(len(ev.ts), np.uint8)
+        y[ev.label_idx] = ev.label
+        h = _hours(ev)
+        on = (ev.group == changed) & (h >= 12) & (h < 60)
+        assert _within(int(ev.pred[on].sum()), int(on.sum()), truth["selection_rate"][1])
+        for metric, label in (("tpr", 1), ("fpr", 0)):
+            sel = on & (y == label)
+            assert _within(int(ev.pred[sel].sum()), int(sel.sum()), truth[metric][1])
+    tpr, small = SCENARIOS["tpr-drop"], SCENARIOS["small-drop"]
+    assert true_values(tpr)["disparate_impact_ratio"][1] == pytest.approx(0.8)
+
+    def claims(sc: Scenario, name: str, **labels: str) -> bool:
+        return truly_breached(sc, name, tuple(sorted(labels.items())))
+
+    assert not claims(tpr, "FourFifthsRule", window="3h")
+    assert not claims(tpr, "FourFifthsEvidence", group="big2")
+    assert claims(tpr, "TruePositiveRateGap", window="12h")
+    assert claims(tpr, "EqualizedOddsEvidence", group="big")  # the pair, either way round
+    assert not claims(tpr, "FalsePositiveRateGap", window="3h")
+    assert claims(tpr, "FairnessChange", metric="selection_rate", group="big2")
+    assert not claims(tpr, "FairnessChange", metric="selection_rate", group="big")
+    assert not claims(tpr, "FairnessChange", metric="fpr", group="big2")
+    assert claims(tpr, "FairnessDrift", metric="tpr_gap")
+    assert not claims(tpr, "FairnessDrift", metric="fpr_gap")
+    assert claims(small, "FourFifthsRule", window="3h")
+    assert claims(small, "TruePositiveRateGap", window="3h")
+    assert not claims(small, "FalsePositiveRateGap", window="3h")
+    assert claims(small, "FairnessChange", metric="fpr", group="small")
 
 
 def _result(seed: int, transitions: list[tuple[str, float, str]]) -> RunResult:
@@ -231,3 +277,24 @@ def test_results_file_keeps_each_seed_and_a_rerun_resumes(
     assert again[:2] == first  # the kept results read back equal, transitions and all
     assert [r.seed for r in again] == [0, 1, 2]
     assert len(first[0].transitions) >= 2  # a change was seen: an equality of something
+
+
+def test_resolution_after_recovery_is_judged_on_the_alerts_for_the_change(capsys) -> None:  # type: ignore[no-untyped-def]
+    """A false alarm that fires long after the recovery, too late to resolve, is not an alert
+    for the change: it is shown apart. In tpr-drop the four-fifths rule claims DIR < 0.8
+    where the true DIR is exactly 0.8: its resolution while the TPR stays low is right."""
+    sc = replace(SCENARIOS["small-drop"], start_h=10, hold_h=5, days=100)
+    runs = [
+        _result(0, [("3h", 11, "firing"), ("3h", 16, "resolved"), ("3h", 50, "firing")]),
+        _result(1, [("3h", 11, "firing"), ("3h", 16, "resolved")]),
+    ]
+    print_drop(sc, runs, 1.0, 1, 90 * 86400)
+    out = capsys.readouterr().out.splitlines()
+    assert " 2/2 = " in next(x for x in out if "all resolved after recovery" in x)
+    assert next(x for x in out if "every alert since the change" in x).rstrip().endswith("1/2")
+    tpr = replace(SCENARIOS["tpr-drop"], start_h=10, hold_h=5, days=100)
+    print_drop(tpr, [_result(0, [("3h", 11, "firing"), ("3h", 12, "resolved")])], 1.0, 1, 1e7)
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if "resolutions while the change persists" in x)
+    assert line.split()[5] == "0", line
+    assert "{'FourFifthsRule': 1}" in next(x for x in out if "their claim untrue" in x)
