@@ -217,15 +217,15 @@ class ModelEvidence:
             lr[..., 3:, :] = sq.sr_step(lr[..., 3:, :], log_e, step[..., 3:, None])
         a["pool"] += obs
         log_c, tot = self.log_c(budget), sq.log_mixture(a["log_r"], self.logw)
-        firing = a["arm"] >= 0
-        if firing.any():
-            if before is not None:  # a firing change's bet, re-sized (sq.sized_arms)
-                w, rec = before + self.logw[:3, :8], a["rec"][..., :3]
-                a["arm"][..., :3] = sq.sized_arms(a["arm"][..., :3], w, rec)
+        cap = log_c + self.ev.margin
+        if (firing := a["arm"] >= 0).any():
+            if before is not None:  # a firing change's bet, re-sized while its evidence is
+                capped = sq.log_mixture(before, w := self.logw[:3, :8]) >= cap[:3] - 1e-9
+                hold = ~capped | (a["rec"][..., :3] > 0)  # at its cap, no recovery evidence
+                a["arm"][..., :3] = sq.sized_arms(a["arm"][..., :3], before + w, hold)
             rec_e = self._recovery(x, n, p0c, se, pairs, a["arm"])
             a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
         resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
-        cap = log_c + self.ev.margin
         over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
         a["log_r"] -= over[..., None]
         tot = tot - over

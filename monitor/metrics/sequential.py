@@ -181,18 +181,18 @@ def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     return log_lr_binomial(np.asarray(x)[..., None], np.asarray(n)[..., None], q, ref)
 
 
-def sized_arms(arm: Any, evidence: Any, rec: Any) -> Any:
+def sized_arms(arm: Any, evidence: Any, hold: Any) -> Any:
     """Firing change arms (``-1``: not firing) re-sized to the bet of their direction with the
-    most ``evidence`` [..., 8] (log, weighted), while no evidence of recovery ``rec`` builds.
-    The arm that crossed first may have bet on a larger change than there is (a lucky
-    start); its half-way recovery null (:func:`reverse_change`) then fails while the change
-    persists (tpr-drop: a 20 % drop judged against a 35 % bet resolved). Frozen while
-    recovery evidence grows: after a recovery the smallest bet soon leads, and its null
-    (5 % changed) would take a small group days."""
+    most ``evidence`` [..., 8] (log, weighted), except where ``hold``. The arm that crossed
+    first may have bet on a larger change than there is (a lucky start); its half-way recovery
+    null (:func:`reverse_change`) then fails while the change persists (tpr-drop: a 20 % drop
+    judged against a 35 % bet resolved). The caller holds an arm once the change's evidence
+    falls from its cap or recovery evidence builds: after a recovery the smallest bet soon
+    leads, and its null (5 % changed) would keep a small group's alert firing for days."""
     arm = np.asarray(arm)
     n = len(STEPS)
     best = np.where(arm >= n, n + evidence[..., n:].argmax(-1), evidence[..., :n].argmax(-1))
-    return np.where((arm >= 0) & (np.asarray(rec) == 0), best, arm)
+    return np.where((arm >= 0) & ~np.asarray(hold), best, arm)
 
 
 def reverse_change(x: Any, n: Any, p0: Any, se: Any, arm: Any, z: float = 2.0) -> F64:

@@ -150,11 +150,11 @@ def test_detection_delay_is_near_the_information_limit() -> None:
     assert 0.6 * limit <= med <= 1.3 * limit
 
 
-def test_sized_arms_keep_direction_and_freeze_while_recovery_builds() -> None:
+def test_sized_arms_keep_their_direction_and_hold_where_told() -> None:
     evidence = np.log(np.array([[1, 9, 3, 2, 50, 4, 1, 1]] * 4, float))
-    arm = np.array([2, 6, -1, 3])  # down, up, not firing, down but recovering
-    rec = np.array([0.0, 0.0, 0.0, 1.5])
-    assert sq.sized_arms(arm, evidence, rec).tolist() == [1, 4, -1, 3]
+    arm = np.array([2, 6, -1, 3])  # down, up, not firing, down but held
+    hold = np.array([False, False, False, True])
+    assert sq.sized_arms(arm, evidence, hold).tolist() == [1, 4, -1, 3]
 
 
 def _after_a_drop(sized: bool, n: int, seeds: int = 400) -> tuple[int, np.ndarray]:
@@ -182,8 +182,9 @@ def _after_a_drop(sized: bool, n: int, seeds: int = 400) -> tuple[int, np.ndarra
         hit = (sq.log_mixture(log_r, log_w) >= log_c) & (arm < 0)
         arm[hit] = np.argmax(log_r[hit] + log_w, axis=-1)
     for t in range(2 * 576):
-        if sized:
-            arm = sq.sized_arms(arm, log_r + log_w, rec)
+        if sized:  # as the evidence tracker does: while capped and no recovery evidence
+            capped = sq.log_mixture(log_r, log_w) >= log_c + 2 - 1e-9
+            arm = sq.sized_arms(arm, log_r + log_w, ~capped | (rec > 0))
         rec = np.maximum(0.0, rec + step(0.4 if t < 576 else 0.5))
         done = rec >= math.log(1000)
         if t < 576:
