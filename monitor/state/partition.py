@@ -35,9 +35,9 @@ from monitor.state.label_times import LabelLedger
 from monitor.state.pending import PendingStore
 from monitor.state.windows import WindowRing, n_cells
 
-# label delay histogram bounds (seconds): a minute ... a month
 log = logging.getLogger("monitor.state.partition")
 
+# label delay histogram bounds (seconds): a minute ... a month
 DELAY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
 
 COUNTERS = (
