@@ -4,10 +4,10 @@ carries (rates, sample sizes, the interval) so the on-call engineer can judge it
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
-from monitor.alerts.lifecycle import AlertBook, Notes, Transition
+from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import METRICS
@@ -46,6 +46,24 @@ def compared_enough(rule: AlertRule, r: AttributeResult, d: Disparity) -> bool:
     )
 
 
+def _labels(rule: AlertRule, model: str, window: str, attribute: str) -> dict[str, str]:
+    """The labels of one rule's alert on one window and attribute set."""
+    return {
+        "alertname": rule.name,
+        "model": model,
+        "window": window,
+        "attribute": attribute,
+        "severity": rule.severity,
+    }
+
+
+@lru_cache(maxsize=4096)
+def _key(rule: AlertRule, model: str, window: str, attribute: str) -> Key:
+    """The alert book's key of that alert (as ``AlertBook.observe`` makes it), made once: every
+    rule is judged at every boundary, and most find nothing."""
+    return tuple(sorted(_labels(rule, model, window, attribute).items()))
+
+
 def check_rule(
     book: AlertBook,
     rule: AlertRule,
@@ -61,21 +79,17 @@ def check_rule(
     """One fixed-window rule on one window's result: the lifecycle's next step, if any."""
     d = r.disparity(rule.metric)
     value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
+    key = _key(rule, model, window, attribute)
+    active = key in book
+    beyond = rule.breached(value, lower, upper)
+    if not active and not beyond:
+        return None  # the common case, judged first and cheaply: nothing to tell or describe
     lo, hi = d.low_group, d.high_group
     basis = d.basis or rule.metric
     enough = compared_enough(rule, r, d)
-    breached = enough and rule.breached(value, lower, upper)
-    labels = {
-        "alertname": rule.name,
-        "model": model,
-        "window": window,
-        "attribute": attribute,
-        "severity": rule.severity,
-    }
-    key = tuple(sorted(labels.items()))
-    active = key in book
+    breached = enough and beyond
     if not active and not breached:
-        return None  # the common case: nothing to tell, nothing to describe
+        return None
     blind = None
     if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
         blind = r.blind(favourable).disparities(r.disparities).get(rule.metric)
@@ -103,7 +117,7 @@ def check_rule(
         ann = {}
     return book.observe(
         name=rule.name,
-        labels=labels,
+        labels=_labels(rule, model, window, attribute),
         breached=breached,
         recovered=recovered,
         at=at,
