@@ -823,11 +823,12 @@ def operations() -> dict[str, Any]:
         ),
         timeseries(
             ATTRIBUTE_COVERAGE,
-            "Share of decisions that had their protected attributes from the attributes topic "
-            "(models with input.attributes: stream); the rest are counted in the __missing__ "
-            "groups, never dropped. Falling: the attributes stream is late, stopped or keyed "
-            "differently (docs/serving.md). No data: no model reads an attributes topic.",
-            [target(f"fairness_attribute_coverage_ratio{job}", "{{instance}}")],
+            "Per model, the share of decisions that had their protected attributes from the "
+            "attributes topic (models with input.attributes: stream); the rest are counted in "
+            "the __missing__ groups, never dropped. Falling: the attributes stream is late, "
+            "stopped or keyed differently (docs/serving.md). No data: no model reads an "
+            "attributes topic.",
+            [target(f"fairness_attribute_coverage_ratio{job}", "{{model}} ({{instance}})")],
             unit="percentunit",
             min_=0,
             bound=(0.95, "below"),

@@ -10,6 +10,7 @@ from monitor.alerts.evaluator import AlertEvaluator
 from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE
 from monitor.outputs.ops import GroupBounds, OpsSnapshot
 from monitor.outputs.status import StatusState
+from monitor.state.served import attribute_coverage
 from monitor.state.view import CountsView
 
 
@@ -43,6 +44,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
         m.k.attributes_topic,
         outcomes=dict(m.intake.outcomes),
         counters=m.engine.counters(),
+        attributes=attribute_coverage(m.engine),
         delays=(tuple(int(c) for c in counts), float(total)),
         lag=m.ownership.lag() if m.ownership.consumer is not None else {},
         seconds=dict(m.seconds),

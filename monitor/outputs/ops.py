@@ -60,6 +60,8 @@ class OpsSnapshot:
     attributes_topic: str | None = None  # kafka.attributes_topic, when it is read
     outcomes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (topic, outcome)
     counters: Mapping[str, int] = field(default_factory=dict)  # Engine.counters()
+    # per model reading the attributes topic: decisions with, without attributes, waiting
+    attributes: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     delays: tuple[tuple[int, ...], float] = ((0,) * (len(DELAY_BOUNDS) + 1), 0.0)
     lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
     seconds: Mapping[str, float] = field(default_factory=dict)  # main-loop time by phase
@@ -113,7 +115,7 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
             ev.add_metric([topics[which], outcome], s.counters.get(name, 0))
     yield ev
     if s.attributes_topic:
-        yield from _coverage(s.counters)
+        yield from _coverage(s.attributes)
     pending = GaugeMetricFamily(
         "fairness_pending_labels",
         "Predictions awaiting their label (held by the join until it arrives or the TTL).",
@@ -151,33 +153,35 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
     yield proc
 
 
-def _coverage(counters: Mapping[str, int]) -> Iterator[Any]:
-    """How many decisions had their protected attributes from the attributes topic: those
-    without (none arrived within ``attributes_ttl``) are counted in ``__missing__`` groups."""
-    with_, without = (
-        counters.get("attributed_decisions", 0),
-        counters.get("unattributed_decisions", 0),
-    )
+def _coverage(models: Mapping[str, tuple[int, int, int]]) -> Iterator[Any]:
+    """Per model, how many decisions had their protected attributes from the attributes topic:
+    those without (none arrived within ``attributes_ttl``) are counted in ``__missing__``
+    groups. Per model, so one model's producer failing is not averaged away by another's."""
     decisions = CounterMetricFamily(
         "fairness_attribute_decisions",
         "Decisions of models whose attributes come on the attributes topic, by whether theirs "
         "arrived within attributes_ttl (without: counted in the __missing__ groups).",
-        labels=["outcome"],
+        labels=["model", "outcome"],
     )
-    decisions.add_metric(["with_attributes"], with_)
-    decisions.add_metric(["without_attributes"], without)
-    yield decisions
-    yield GaugeMetricFamily(
+    waiting = GaugeMetricFamily(
         "fairness_attribute_decisions_waiting",
         "Decisions waiting for their attributes (not counted yet): growing while none are "
         "released, the attributes topic has stopped.",
-        value=counters.get("awaiting_attributes", 0),
+        labels=["model"],
     )
-    yield GaugeMetricFamily(
+    coverage = GaugeMetricFamily(
         "fairness_attribute_coverage_ratio",
         "Share of those decisions that had their attributes (NaN before the first).",
-        value=with_ / (with_ + without) if with_ + without else math.nan,
+        labels=["model"],
     )
+    for model, (with_, without, wait) in sorted(models.items()):
+        decisions.add_metric([model, "with_attributes"], with_)
+        decisions.add_metric([model, "without_attributes"], without)
+        waiting.add_metric([model], wait)
+        coverage.add_metric([model], with_ / (with_ + without) if with_ + without else math.nan)
+    yield decisions
+    yield waiting
+    yield coverage
 
 
 def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:

@@ -108,25 +108,25 @@ HEALTH_GROUP = """\
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorstalled"
     - alert: FairnessAttributeCoverageLow
       expr: |
-        sum by (instance) (increase(fairness_attribute_decisions_total{outcome="with_attributes"}[30m]))
-        / sum by (instance) (increase(fairness_attribute_decisions_total[30m]))
+        sum by (instance, model) (increase(fairness_attribute_decisions_total{outcome="with_attributes"}[30m]))
+        / sum by (instance, model) (increase(fairness_attribute_decisions_total[30m]))
         < 0.95
       for: 30m
       labels:
         severity: ticket
       annotations:
-        summary: "Only {{ $value | humanizePercentage }} of the decisions got their protected attributes from the attributes topic ({{ $labels.instance }})"
+        summary: "Only {{ $value | humanizePercentage }} of {{ $labels.model }}'s decisions got their protected attributes from the attributes topic ({{ $labels.instance }})"
         description: "The rest are counted in the __missing__ groups: every group's rates and the disparities describe fewer decisions than were made. The attributes producer is late, down, or keys its records differently from the requests."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessattributecoveragelow"
     - alert: FairnessAttributesNotArriving
       expr: |
-        sum by (instance) (fairness_attribute_decisions_waiting) > 0
-        and sum by (instance) (increase(fairness_attribute_decisions_total[30m])) == 0
+        sum by (instance, model) (fairness_attribute_decisions_waiting) > 0
+        and sum by (instance, model) (increase(fairness_attribute_decisions_total[30m])) == 0
       for: 15m
       labels:
         severity: page
       annotations:
-        summary: "{{ $value }} decisions wait for their protected attributes and none has been counted for 45 minutes ({{ $labels.instance }})"
+        summary: "{{ $value }} decisions of {{ $labels.model }} wait for their protected attributes and none has been counted for 45 minutes ({{ $labels.instance }})"
         description: "No attribute record has met a decision, and the attributes topic's clock has not moved past any decision's attributes_ttl: the attributes producer is down or writes elsewhere. Until it resumes, these decisions are in no fairness metric and no alert can fire."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessattributesnotarriving"
     - alert: FairnessAlertEvaluationBehind

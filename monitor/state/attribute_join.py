@@ -67,6 +67,8 @@ class AttributeJoin:
         self.ttls = np.asarray(ttls, dtype=np.float64)  # per model, seconds
         self.holds = np.asarray(holds, dtype=np.float64)  # per model, seconds
         self.counts: Counter[str] = Counter()
+        # per model, decisions released with and without attributes (drained like ``counts``)
+        self.outcomes = np.zeros((len(self.ttls), 2), dtype=np.int64)
         self.newest = -np.inf  # the newest decision's time
         self.newest_attributes = -np.inf  # the attributes stream's clock
         self.released: list[npt.NDArray[Any]] = []  # decisions going on without attributes
@@ -114,6 +116,7 @@ class AttributeJoin:
         out = np.concatenate(self.released) if self.released else np.zeros(0, DECISION_DTYPE)
         self.released = []
         self.counts["unattributed_decisions"] += len(out)
+        self.outcomes[:, 1] += per_model(out, len(self.outcomes))
         return out
 
     def _release(self, rows: npt.NDArray[Any]) -> None:
@@ -124,6 +127,7 @@ class AttributeJoin:
         """Decisions and their attribute records, row for row: each takes its model's groups."""
         assert np.array_equal(decided["key"], attrs["key"])
         self.counts["attributed_decisions"] += len(decided)
+        self.outcomes[:, 0] += per_model(decided, len(self.outcomes))
         groups = attrs["groups"][np.arange(len(attrs)), decided["model"].astype(np.int64)]
         return Joined(
             decided["key"].copy(),
@@ -133,6 +137,11 @@ class AttributeJoin:
             decided["score"].copy(),
             np.ascontiguousarray(groups, dtype=np.int32),
         )
+
+
+def per_model(rows: npt.NDArray[Any], n_models: int) -> npt.NDArray[np.int64]:
+    """How many of the decision ``rows`` each model made."""
+    return np.bincount(rows["model"].astype(np.intp), minlength=n_models)
 
 
 def without_attributes(

@@ -27,7 +27,12 @@ from monitor.ingest.events import PredictionBatch
 from monitor.ingest.groups import GroupRegistry
 from monitor.ingest.serving_decode import RESPONSE_DTYPE
 from monitor.state.attribute_join import COUNTS as ATTRIBUTE_COUNTS
-from monitor.state.attribute_join import AttributeJoin, as_predictions, without_attributes
+from monitor.state.attribute_join import (
+    AttributeJoin,
+    as_predictions,
+    per_model,
+    without_attributes,
+)
 from monitor.state.halves import COUNTS as HALF_COUNTS
 from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
@@ -119,12 +124,21 @@ class PartitionState:
         # partition's new owner goes on from there
         self.published: list[int | None] = [None for _ in models]
         self.counters = dict.fromkeys(COUNTERS, 0)
+        # per model reading the attributes topic: decisions counted [with, without] attributes
+        self.attribute_outcomes: dict[str, list[int]] = {}
         self.delay_counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
         self.delay_sum = 0.0
         self.invalid: dict[str, int] = {}
 
     def count(self, name: str, value: int | np.integer[Any]) -> None:
         self.counters[name] += int(value)
+
+    def count_attributes(self, names: Sequence[str], outcomes: npt.NDArray[np.int64]) -> None:
+        """Add ``outcomes[model] = [with, without]`` to each model's attribute coverage."""
+        for m in np.flatnonzero(outcomes.any(axis=1)).tolist():
+            kept = self.attribute_outcomes.setdefault(names[m], [0, 0])
+            kept[0] += int(outcomes[m, 0])
+            kept[1] += int(outcomes[m, 1])
 
     def _unread(
         self,
@@ -143,6 +157,10 @@ class PartitionState:
             len(rows),
         )
         self.count("unattributed_decisions", len(rows))
+        without = per_model(rows, len(models))
+        self.count_attributes(
+            [m.name for m in models], np.stack([np.zeros_like(without), without], axis=1)
+        )
         joined = without_attributes(models, registries, rows, n_sets)
         self.unread_attributes = as_predictions([joined], n_sets)
 
@@ -156,6 +174,7 @@ class PartitionState:
         meta: dict[str, Any] = {
             "fingerprint": fingerprint,
             "counters": self.counters,
+            "attribute_outcomes": self.attribute_outcomes,
             "delay_counts": self.delay_counts.tolist(),
             "delay_sum": self.delay_sum,
             "invalid": self.invalid,
@@ -256,6 +275,9 @@ class PartitionState:
         lw = meta.get("label_watermark")
         st.label_watermark = -np.inf if lw is None else float(lw)
         st.counters.update(meta["counters"])
+        st.attribute_outcomes = {  # none in a checkpoint older than the per-model counts
+            k: [int(v[0]), int(v[1])] for k, v in (meta.get("attribute_outcomes") or {}).items()
+        }
         if "delay_counts" in meta:
             st.delay_counts = np.array(meta["delay_counts"], dtype=np.int64)
             st.delay_sum = float(meta["delay_sum"])

@@ -18,7 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.ingest.events import LabelBatch
-from monitor.state.attribute_join import AttributeJoin, as_predictions, without_attributes
+from monitor.state.attribute_join import (
+    AttributeJoin,
+    as_predictions,
+    per_model,
+    without_attributes,
+)
 from monitor.state.engine import Engine
 from monitor.state.halves import Joined
 from monitor.state.partition import PartitionState
@@ -52,6 +57,8 @@ def apply_served(
                 )
             )
         _counted(st, a.counts)
+        st.count_attributes([m.name for m in engine.models], a.outcomes)
+        a.outcomes[:] = 0
     engine.apply(p, as_predictions(met, engine.n_sets), labels)
     hold = min((m.ring_buckets - 2) * m.bucket for m in engine.models)  # still in the ring
     h.expire(wait, max(wait, hold))
@@ -77,3 +84,20 @@ def _rows(j: Joined, mask: npt.NDArray[np.bool_]) -> Joined:
     return Joined(
         j.key[mask], j.ts[mask], j.model[mask], j.pred[mask], j.score[mask], j.groups[mask]
     )
+
+
+def attribute_coverage(engine: Engine) -> dict[str, tuple[int, int, int]]:
+    """Per model reading the attributes topic: its decisions counted with and without their
+    attributes, and those waiting for them now (summed over this instance's partitions)."""
+    out = {m.name: [0, 0, 0] for m in engine.models if m.serving is not None and m.serving.stream}
+    index = {m.name: i for i, m in enumerate(engine.models)}
+    for st in engine.partitions.values():
+        for name, (with_, without) in st.attribute_outcomes.items():
+            if name in out:
+                out[name][0] += with_
+                out[name][1] += without
+        if st.attributes is not None and len(st.attributes.decisions):
+            waiting = per_model(st.attributes.decisions.data, len(engine.models))
+            for name, row in out.items():
+                row[2] += int(waiting[index[name]])
+    return {name: (a, b, c) for name, (a, b, c) in out.items()}

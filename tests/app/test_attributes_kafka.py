@@ -49,6 +49,7 @@ STREAM = """    input:
       attributes: stream
       attributes_ttl: 10m
 """
+COVERAGE = 'fairness_attribute_coverage_ratio{"model": "credit"}'  # per model
 
 
 def coverage_panel(tmp: Path, port: int, ratio: float) -> float:
@@ -161,7 +162,7 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
                     key = s.name + json.dumps(s.labels, sort_keys=True)
                     scraped[key] = s.value
         if not kill:  # the operations dashboard's coverage panel, through a real Prometheus
-            ratio = scraped["fairness_attribute_coverage_ratio{}"]
+            ratio = scraped[COVERAGE]
             panel_shows[:] = [coverage_panel(tmp_path, proc.port, ratio)]
 
     panel_shows: list[float] = []
@@ -174,9 +175,10 @@ def test_attributes_from_their_own_topic_count_as_replay_and_coverage_is_exact( 
     assert counters["attributed_decisions"] == n - missing
     assert counters["unattributed_decisions"] == missing
     assert counters["orphan_attributes"] == counters["repeated_attributes"] == 0
-    assert scraped["fairness_attribute_coverage_ratio{}"] == pytest.approx((n - missing) / n)
-    assert scraped["fairness_attribute_decisions_waiting{}"] == 0  # every one released
-    assert scraped['fairness_attribute_decisions_total{"outcome": "without_attributes"}'] == missing
+    assert scraped[COVERAGE] == pytest.approx((n - missing) / n)
+    assert scraped['fairness_attribute_decisions_waiting{"model": "credit"}'] == 0  # all released
+    without = {"model": "credit", "outcome": "without_attributes"}
+    assert scraped["fairness_attribute_decisions_total" + json.dumps(without)] == missing
     if not kill:  # records read by this process (the coverage counts are the checkpoint's)
         assert panel_shows == [pytest.approx((n - missing) / n)]
         ok = "fairness_events_total" + json.dumps({"outcome": "ok", "topic": attrs})

@@ -12,11 +12,14 @@ import pytest
 
 from monitor.config.spec import MISSING_GROUP, parse_config
 from monitor.ingest.attribute_events import attribute_dtype
+from monitor.ingest.events import LabelBatch
 from monitor.ingest.keys import id_keys
+from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
 from monitor.state.attribute_join import AttributeJoin
 from monitor.state.checkpoint import decode, encode
 from monitor.state.engine import Engine
 from monitor.state.halves import Joined
+from monitor.state.served import apply_served, attribute_coverage
 from monitor.state.windows import N
 
 DT = attribute_dtype(2, 1)  # two models, one attribute set
@@ -223,3 +226,36 @@ def test_an_attributes_topic_no_model_reads_is_refused() -> None:
     model = {k: v for k, v in CONFIG["models"]["credit"].items() if k != "input"}  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match=r"kafka\.attributes_topic: no model reads it"):
         parse_config({"models": {"credit": model}, "kafka": {"attributes_topic": "attrs"}})
+
+
+def test_coverage_is_counted_per_model_and_survives_a_checkpoint() -> None:
+    """Two models read the attributes topic; only ``credit``'s attributes arrive. Per model the
+    coverage is 1 and 0 (one number for the instance, 0.5, would hide which producer failed),
+    decisions still waiting are shown per model, and a restore keeps the counts."""
+    cfg = {**CONFIG, "models": {"credit": CONFIG["models"]["credit"]}}
+    cfg["models"]["hiring"] = CONFIG["models"]["credit"]
+    engine = Engine(parse_config(cfg), clock=lambda: 2e9)
+    t = 1e9
+    ids = [f"c{i}" for i in range(6)] + [f"h{i}" for i in range(4)]
+    model = [0] * 6 + [1] * 4
+    asked = np.zeros(10, dtype=request_dtype(engine.n_sets))
+    asked["key"], asked["ts"], asked["model"], asked["groups"] = id_keys(ids), t, model, -1
+    answered = np.zeros(10, dtype=RESPONSE_DTYPE)
+    answered["key"], answered["ts"], answered["model"] = id_keys(ids), t + 0.1, model
+    answered["score"], answered["offset"] = 0.7, -1
+    st = engine.partition(0)
+    assert st.attributes is not None
+    attrs = np.zeros(6, dtype=st.attributes.attributes.data.dtype)
+    attrs["key"], attrs["ts"] = id_keys(ids[:6]), t
+    attrs["groups"][:, 0, 0] = engine.registries[0].index(0, "F")
+    apply_served(engine, 0, asked, answered, LabelBatch(), attrs)
+    assert attribute_coverage(engine) == {"credit": (6, 0, 0), "hiring": (0, 0, 4)}
+    later_asked = np.zeros(0, dtype=asked.dtype)
+    ticks = np.zeros(1, dtype=attrs.dtype)  # the attributes stream's clock passes the TTL
+    ticks["key"], ticks["ts"] = id_keys(["tick"]), t + 3600
+    apply_served(engine, 0, later_asked, answered[:0], LabelBatch(), ticks)
+    assert attribute_coverage(engine) == {"credit": (6, 0, 0), "hiring": (0, 4, 0)}
+    assert engine.counters()["attributed_decisions"] == 6  # the instance's totals as before
+    again = Engine(parse_config(cfg), clock=lambda: 2e9)
+    again.import_partition(0, *decode(encode(*engine.export_partition(0))))
+    assert attribute_coverage(again) == {"credit": (6, 0, 0), "hiring": (0, 4, 0)}
