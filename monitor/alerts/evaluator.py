@@ -22,7 +22,6 @@ from monitor.config.spec import Config, ModelSpec
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import (
     AttributeResult,
-    attribute_result,
     attribute_results,
     finite_or_none,
 )
@@ -137,27 +136,33 @@ class AlertEvaluator:
                     out.append(t)
         d = self.spec.drift
         if d.enabled and (k * spec.bucket) % d.bucket == 0:
-            # prediction-time cohorts: label-based metrics once their labels have settled
+            # prediction-time cohorts: label-based metrics once their labels have settled;
+            # every cohort's attribute sets computed stacked, judged in the same order
+            judged = []
             for c in drift_cohorts(d, spec, k):
-                if not in_ring(self.engine, m, c, k):
-                    continue
-                counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
-                for set_name, gidx, labels in sets:
-                    if labels:
-                        result = self._result(counts[gidx], labels, spec, set_name)
-                        out += check_drift(
-                            self.book,
-                            self.trackers,
-                            self.drift_quiet,
-                            d,
-                            result,
-                            spec.name,
-                            set_name,
-                            at,
-                            confidence=self.config.confidence,
-                            cohort=c,
-                            blind=blind_metrics(counts[gidx], result, spec.favourable),
-                        )
+                if in_ring(self.engine, m, c, k):
+                    counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
+                    judged += [(c, counts[g], lab, name) for name, g, lab in sets if lab]
+            cohort_results = attribute_results(
+                [(counts, lab, name) for _, counts, lab, name in judged],
+                spec,
+                confidence=self.config.confidence,
+                scores=False,
+            )
+            for (c, counts, _, set_name), result in zip(judged, cohort_results, strict=True):
+                out += check_drift(
+                    self.book,
+                    self.trackers,
+                    self.drift_quiet,
+                    d,
+                    result,
+                    spec.name,
+                    set_name,
+                    at,
+                    confidence=self.config.confidence,
+                    cohort=c,
+                    blind=blind_metrics(counts, result, spec.favourable),
+                )
         out += self.evidence.update(m, spec, k, self.book)
         if self.on_boundary is not None:  # after the evidence: the timeline shows this boundary's
             self.on_boundary(spec.name, at, results)
@@ -225,12 +230,4 @@ class AlertEvaluator:
                 finite_or_none(e.value),
                 r.selection_rates(),
             )
-        )
-
-    def _result(
-        self, counts: Any, labels: list[str], spec: ModelSpec, set_name: str
-    ) -> AttributeResult:
-        """Typed disparities of one attribute set, with the configured confidence."""
-        return attribute_result(
-            counts, labels, spec, set_name, confidence=self.config.confidence, scores=False
         )
