@@ -64,14 +64,15 @@ def from_kafka(
     try:  # inline, not a call per header: this runs for every record of the topic
         for key, raw in islice(headers or (), MAX_ATTRIBUTES):
             name = key.lower()
-            if raw is not None and len(raw) > MAX_ATTRIBUTE_BYTES:
-                raise Invalid(
-                    Reason.ID_TOO_LONG, f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes"
-                )
-            if name.startswith(("ce_", "ce-")):
+            if name.startswith(("ce_", "ce-")):  # other headers (tracing, baggage) are not read
+                if raw is not None and len(raw) > MAX_ATTRIBUTE_BYTES:
+                    raise Invalid(
+                        Reason.ID_TOO_LONG,
+                        f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes",
+                    )
                 attrs[name[3:]] = "" if raw is None else raw.decode()
-            elif name == "content-type":
-                content_type = "" if raw is None else raw.decode()
+            elif name == "content-type":  # only compared with the structured mode's type
+                content_type = "" if raw is None else raw[:256].decode(errors="replace")
     except UnicodeDecodeError:
         raise Invalid(Reason.BAD_ID, f"header {name[:64]!r} is not UTF-8") from None
     if content_type.split(";")[0].strip().lower() == STRUCTURED:

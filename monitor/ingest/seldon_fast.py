@@ -39,6 +39,7 @@ from monitor.ingest.serving_fast import (
     place,
     record_times,
     row_ids,
+    within_limits,
 )
 
 KINDS = {b"proto/InferModelRequest": "request", b"proto/InferModelResponse": "response"}
@@ -66,7 +67,7 @@ class SeldonFast:
     def decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """As :meth:`ServingFast.decode`: the request and response columns, or None."""
         try:
-            return self._decode(rb)
+            return within_limits(self.plan, rb, self._decode(rb))
         except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
 

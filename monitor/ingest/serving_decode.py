@@ -142,6 +142,11 @@ class ServingDecoder:
         i: int,
     ) -> None:
         rid: str | None
+        limit = self.plan.limits.max_record_bytes
+        if isinstance(value, bytes) and len(value) > limit:
+            raise Invalid(
+                Reason.RECORD_TOO_LARGE, f"{len(value)} bytes > limits.max_record_bytes {limit}"
+            )
         if self.fmt == "kserve-cloudevents":
             ev = from_kafka(headers, value)
             kind, data, rid, when = ev.kind, ev.data, ev.id, ev.time
@@ -168,7 +173,7 @@ class ServingDecoder:
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)
             cols = groups(table, mapping)  # none when they come on the attributes topic
-            ids = table.row_ids(rid)
+            ids = self._checked(table.row_ids(rid))
             req = asked[m]
             req.ids += ids
             req.ts += [ts] * len(ids)
@@ -182,9 +187,20 @@ class ServingDecoder:
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)
             scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
-            answered.append((table.row_ids(rid), ts, m, scores, preds, i))
+            answered.append((self._checked(table.row_ids(rid)), ts, m, scores, preds, i))
         else:
             raise Invalid(Reason.UNDECODABLE, f"event type {kind[:80]!r} is no request or response")
+
+    def _checked(self, ids: list[str]) -> list[str]:
+        """A call's decision ids, refused whole when one is longer than labels may name."""
+        limit = self.plan.limits.max_id_length
+        longest = max(map(len, ids), default=0)
+        if longest > limit:
+            raise Invalid(
+                Reason.ID_TOO_LONG,
+                f"decision id of {longest} characters > limits.max_id_length {limit}",
+            )
+        return ids
 
     def _model(self, name: str | None, table: Table) -> int:
         if name is not None:

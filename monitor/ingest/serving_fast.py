@@ -74,7 +74,7 @@ class ServingFast:
         collecting = gc.isenabled()
         gc.disable()  # see the module's docstring
         try:
-            return self._decode(rb)
+            return within_limits(self.plan, rb, self._decode(rb))
         except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
         finally:
@@ -290,13 +290,25 @@ def row_ids(ids: list[str], n_rows: npt.NDArray[np.int64]) -> list[str]:
     ]
 
 
+Decoded = tuple[tuple[Any, ...], tuple[Any, ...]]
+
+
+def within_limits(plan: DecodePlan, rb: Any, out: Decoded) -> Decoded | None:
+    """A fast path's columns if the batch's records and decision ids are within ``limits``,
+    else None: the careful path dead-letters the records that are not, one by one."""
+    lim = plan.limits
+    longest = max(max(map(len, out[0][0]), default=0), max(map(len, out[1][0]), default=0))
+    size = max((len(v) for v in rb.values if v is not None), default=0)
+    return out if longest <= lim.max_id_length and size <= lim.max_record_bytes else None
+
+
 def header(headers: Any, name: str) -> str | None:
     """A record header's text (the first of that name, case aside), None when absent or not
-    UTF-8."""
+    UTF-8 (whole: an id too long is refused by the caller, never cut into another id)."""
     for key, value in headers or ():
         if key.lower() == name and value:
             try:
-                return str(value.decode()[:256])
+                return str(value.decode())
             except UnicodeDecodeError:
                 return None
     return None

@@ -54,17 +54,22 @@ def signature(tensors: list[_Meta]) -> Signature | None:
     return tuple(sig) if sig and len(set(names)) == len(names) else None
 
 
+_I64 = (-(2**63), 2**63 - 1)
+
+
 def _element(datatype: str) -> Any:
     if datatype == "BOOL":
         return bool
     if datatype == "BYTES":
         return str
-    if datatype in FLOATS:
-        return int | float  # an int stays an int, as the careful path keeps it
+    if datatype in FLOATS:  # an int stays an int, as the careful path keeps it; a larger one
+        # than int64 (msgspec's widest bound) gives the batch to the careful path, which
+        # takes it as a float or refuses it (2**1024 and more)
+        return Annotated[int, msgspec.Meta(ge=_I64[0], le=_I64[1])] | float
     lo, hi = INTS[datatype]
-    if datatype == "UINT64":  # msgspec's ints stop at 2**64 - 1 themselves
-        return Annotated[int, msgspec.Meta(ge=0)]
-    return Annotated[int, msgspec.Meta(ge=lo, le=hi)]
+    # msgspec takes ints past 2**64 and bounds only within int64: UINT64 values from 2**63
+    # leave the batch to the careful path too, which checks the datatype's whole range
+    return Annotated[int, msgspec.Meta(ge=max(lo, _I64[0]), le=min(hi, _I64[1]))]
 
 
 def _tensors(sig: Signature) -> Any:

@@ -9,6 +9,12 @@ still waiting for the other. A batch is matched against the other table with one
 moment the decision was asked for); the rest waits. Repeats of a waiting half are counted and
 dropped (the first is kept, as the prediction join keeps the first prediction).
 
+The halves are keyed by id *and model* (the id's key mixed with the model's index; model 0's
+keys are the ids' keys unchanged): a request id passed on from one served model to another
+(``X-Request-Id``) must not pair one model's request with another model's response, whose
+group numbers belong to another registry. Halves of two models never meet; they wait out their
+time and are counted (unanswered, orphan) as any half without its partner.
+
 Bounded twice: past ``max_size`` the oldest halves are evicted, and :meth:`HalfJoin.expire`
 drops a half once the *other* kind's clock (the newest time seen of that kind) is ``wait`` past
 it: requests and responses may come on two topics read at their own pace (a backlog whose
@@ -31,6 +37,7 @@ from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
 from monitor.state.join import SortedTable, fresh_rows, take_rows
 
 U64 = npt.NDArray[np.uint64]
+_SALT = np.uint64(0x9E3779B97F4A7C15)  # 2⁶⁴/φ, odd: each model's keys an invertible remix
 
 
 @dataclass(frozen=True)
@@ -71,12 +78,12 @@ class HalfJoin:
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
         """Requests (``request_dtype`` rows): those whose response waits are joined."""
-        asked, answers = self._meet(rows, self.requests, self.responses, "requests")
+        asked, answers = self._meet(_salted(rows), self.requests, self.responses, "requests")
         return _joined(asked, answers)
 
     def add_responses(self, rows: npt.NDArray[Any]) -> Joined:
         """Responses (``RESPONSE_DTYPE`` rows): those whose request waits are joined."""
-        answers, asked = self._meet(rows, self.responses, self.requests, "responses")
+        answers, asked = self._meet(_salted(rows), self.responses, self.requests, "responses")
         return _joined(asked, answers)
 
     def _meet(
@@ -117,10 +124,10 @@ class HalfJoin:
             self.orphans.append(rows)
 
     def take_orphans(self) -> npt.NDArray[Any]:
-        """The responses that never met their request since the last call."""
+        """The responses that never met their request since the last call (their ids' keys)."""
         out = np.concatenate(self.orphans) if self.orphans else np.zeros(0, RESPONSE_DTYPE)
         self.orphans = []
-        return out
+        return _salted(out)  # the mix undone: XOR twice
 
     def export(self) -> dict[str, npt.NDArray[Any]]:
         return {"requests": self.requests.data, "responses": self.responses.data}
@@ -130,11 +137,19 @@ class HalfJoin:
         self.responses.load(arrays["responses"])
 
 
+def _salted(rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``rows`` (a copy) keyed by id and model: the key XOR the model's multiple of
+    ``_SALT`` (wrapping, as uint64 does); applied twice, the id's key again."""
+    out = rows.copy()
+    out["key"] ^= out["model"].astype(np.uint64) * _SALT
+    return out
+
+
 def _joined(asked: npt.NDArray[Any], answers: npt.NDArray[Any]) -> Joined:
-    """The two halves of each decision, row for row."""
+    """The two halves of each decision, row for row (of one model: their keys are equal)."""
     assert np.array_equal(asked["key"], answers["key"])
     return Joined(
-        asked["key"].copy(),
+        (asked["key"] ^ asked["model"].astype(np.uint64) * _SALT),
         asked["ts"].copy(),
         answers["model"].copy(),
         answers["pred"].copy(),

@@ -238,3 +238,23 @@ def test_the_stream_mapping_takes_no_request_columns() -> None:
     got = outcome(fast, recs)
     same(got, outcome(careful, recs))
     assert {g for row in got[0] for g in row[3]} == {-1}  # no groups until the attributes come
+
+
+def test_a_request_id_header_past_the_limit_is_refused_not_cut_into_another_id() -> None:
+    """Found in review: ``x-request-id`` was cut to 256 characters, so two calls whose ids
+    differ after that had one key (the second dropped as a repeat). Now both halves of such a
+    call are dead-lettered (``id_too_long``), and the batch's other calls are counted."""
+    cs = calls(13, n=8)
+    long_a, long_b = "r" * 256 + "a", "r" * 256 + "b"
+    cs[0]["id"], cs[1]["id"] = long_a, long_b
+    recs = records(cs)
+    spoiled = {
+        r.offset
+        for r in recs
+        if dict(r.headers)["x-request-id"] in (b"r" * 256 + b"a", b"r" * 256 + b"b")
+    }
+    asked, answered, dead = outcome(decoder(fast=True), recs)
+    assert sorted(o for _, _, o in dead) == sorted(spoiled) and len(spoiled) == 4
+    assert {r.value for r, _, _ in dead} == {"id_too_long"}
+    alone = outcome(decoder(fast=True), [r for r in recs if r.offset not in spoiled])
+    assert repr((asked, answered)) == repr(alone[:2]) and alone[2] == []

@@ -139,6 +139,12 @@ def _spoil(r: Any, how: str, fmt: str) -> None:
         first["shape"][0] += 1
     elif how == "no_id":
         body.pop("id")
+    elif how == "long_id":  # past limits.max_id_length (256): refused, never cut short
+        body["id"] = "i" * 257
+    elif how == "huge_record":  # past limits.max_record_bytes (1 MiB)
+        body["parameters"] = {"padding": "p" * (1 << 20)}
+    elif how == "fp_bigint" and "outputs" in body:  # an int no float holds
+        first["data"][0] = 2**1030
     elif how == "empty_id":
         body["id"] = ""
     elif how == "other_model":
@@ -175,6 +181,10 @@ def _spoil(r: Any, how: str, fmt: str) -> None:
             h["ce_inferenceservicename"] = b""
         elif how == "long_header":
             h["ce_component"] = b"x" * 5000
+        elif how == "long_id":
+            h["ce_id"] = b"i" * 257
+        elif how == "baggage":  # a header the monitor does not read: no reason to refuse
+            h["baggage"] = b"x" * 5000
         r.headers = list(h.items())
     r.value = json.dumps(body).encode()
 
@@ -184,6 +194,7 @@ SPOILERS = [
     "no_id", "empty_id", "other_model", "extra_tensor", "datatype", "int_in_float_tensor",
     "no_record_time", "future", "no_ce_id", "dash_spelling", "capitals", "structured",
     "not_utf8", "bad_time", "other_type", "other_service", "empty_service", "long_header",
+    "long_id", "huge_record", "fp_bigint", "baggage",
 ]  # fmt: skip
 
 
@@ -297,3 +308,29 @@ def test_the_collector_is_left_as_it_was_whatever_the_batch() -> None:
             assert gc.isenabled() is was
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [("long_id", "id_too_long"), ("huge_record", "record_too_large"), ("fp_bigint", "bad_tensor")],
+)
+def test_records_past_the_limits_are_dead_lettered_by_name_and_their_neighbours_counted(
+    fmt: str, how: str, reason: str
+) -> None:
+    """Found in review: a 2-million-character id took 26 s to decode and a 300-character
+    request-id header was cut to 256 (two calls, one key). Now each spoiled half is refused
+    with its reason (both halves of the call where both are spoiled), and the batch's other
+    calls are decoded as if alone."""
+    recs = records(calls(11, n=12), fmt)
+    resp = next(r for r in recs if b'"outputs"' in r.value)
+    req = next(r for r in recs if b'"inputs"' in r.value)
+    for r in (req, resp):
+        _spoil(r, how, fmt)
+    spoiled = {req.offset, resp.offset} if how != "fp_bigint" else {resp.offset}
+    asked, answered, dead = outcome(decoder(fmt, fast=True), recs)
+    assert sorted(o for _, _, o in dead) == sorted(spoiled)
+    assert {r.value for r, _, _ in dead} == {reason}
+    clean = [r for r in recs if r.offset not in spoiled]
+    alone = outcome(decoder(fmt, fast=True), clean)
+    assert repr((asked, answered)) == repr(alone[:2]) and alone[2] == []

@@ -136,3 +136,29 @@ def test_waiting_halves_survive_an_export_and_load() -> None:
     out = again.add_responses(responses([4]))
     assert list(out.key) == [4] and out.groups.tolist() == [[1, 0]]
     assert list(again.add_requests(requests([8])).key) == [8]
+
+
+def test_halves_of_two_models_with_one_id_never_meet_and_each_models_pair_does() -> None:
+    """An id passed on from one served model to the next (``X-Request-Id``): model 0's request
+    and model 1's response must not be joined (their groups are numbers of another model's
+    registry: the engine would count them in the wrong groups, or fail on a group it does
+    not have). Each model's own pair joins, with the id's key; the odd halves are counted."""
+    j = HalfJoin(SETS, max_size=100)
+    first, second = requests([5, 6]), responses([5, 6])
+    first["model"], second["model"] = [0, 1], [1, 0]  # id 5: request of 0, response of 1
+    assert len(j.add_requests(first)) == 0
+    out = j.add_responses(second)  # id 6: request of 1, response of 0
+    assert len(out) == 0 and (len(j.requests), len(j.responses)) == (2, 2)
+    mine = responses([5])  # model 0's own response to id 5
+    out = j.add_responses(mine)
+    assert out.key.tolist() == [5] and out.model.tolist() == [0]
+    assert out.groups.tolist() == [[5 % 3, 5 % 2]] and out.ts.tolist() == [105.0]
+    theirs = requests([5], ts=150.0)
+    theirs["model"] = 1  # model 1's own request with that id
+    out = j.add_requests(theirs)
+    assert out.key.tolist() == [5] and out.model.tolist() == [1] and out.ts.tolist() == [155.0]
+    assert len(j.add_requests(requests([99], ts=10_000.0))) == 0  # the clocks move on
+    j.expire(wait=100.0, hold=100.0)  # id 6's two halves (models 1 and 0) never met
+    assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (1, 1)
+    orphans = j.take_orphans()
+    assert orphans["key"].tolist() == [6] and orphans["model"].tolist() == [0]
