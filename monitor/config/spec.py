@@ -148,6 +148,16 @@ def _plain(data: object) -> object:
     return data
 
 
+# formats whose requests do not name their model: one model per monitor reads them
+ONE_MODEL = {
+    "oip-json": "bare Open Inference Protocol requests do not name their model (it is in the "
+    "URL): one model per monitor reads oip-json; use kserve-cloudevents (which names the "
+    "InferenceService) or a monitor per model",
+    "seldon": "Seldon Core 2 writes each model's requests to a topic of its own "
+    "(seldon.<namespace>.model.<model>.inputs): one model per monitor reads it",
+}
+
+
 def _check_attributes_topic(kafka: KafkaSpec, models: dict[str, ModelSpec]) -> None:
     """The attributes topic is read exactly when some model takes its attributes from it."""
     stream = [n for n, m in models.items() if m.serving is not None and m.serving.stream]
@@ -191,6 +201,9 @@ def parse_config(data: object) -> Config:
             "seldon.<namespace>.model.<model>.inputs (predictions_topic) and responses to "
             "...outputs (responses_topic)",
         )
+    served = [n for n, m in models.items() if m.serving is not None]
+    if fmt in ONE_MODEL and len(served) > 1:  # its records would all be dead-lettered
+        raise ConfigError(f"models.{served[1]}.input.format", ONE_MODEL[fmt])
     if kafka.responses_topic and fmt == "monitor-json":
         raise ConfigError(
             "kafka.responses_topic",

@@ -60,6 +60,12 @@ def test_every_model_reads_the_predictions_topic_in_one_format() -> None:
         parse_config(data)
     assert info.value.path == "models.b.input.format"
     data["models"]["b"]["input"] = serving  # type: ignore[index]
+    with pytest.raises(ConfigError) as info:  # bare OIP requests name no model: all refused
+        parse_config(data)
+    assert info.value.path == "models.b.input.format"
+    assert "one model per monitor reads oip-json" in info.value.reason
+    kserve = {**serving, "format": "kserve-cloudevents"}  # names the InferenceService
+    data["models"]["a"]["input"] = data["models"]["b"]["input"] = kserve  # type: ignore[index]
     cfg = parse_config(data)
     assert cfg.models["a"].serving is not None and cfg.models["b"].serving is not None
 

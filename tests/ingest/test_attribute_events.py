@@ -16,7 +16,7 @@ from monitor.ingest.keys import id_keys
 from monitor.state.engine import Engine
 
 NOW = 1.8e9
-SERVING = {"format": "oip-json", "score": {"tensor": "p"}, "attributes": "stream"}
+SERVING = {"format": "kserve-cloudevents", "score": {"tensor": "p"}, "attributes": "stream"}
 CONFIG = {
     "models": {
         "credit": {

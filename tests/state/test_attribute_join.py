@@ -232,8 +232,9 @@ def test_coverage_is_counted_per_model_and_survives_a_checkpoint() -> None:
     """Two models read the attributes topic; only ``credit``'s attributes arrive. Per model the
     coverage is 1 and 0 (one number for the instance, 0.5, would hide which producer failed),
     decisions still waiting are shown per model, and a restore keeps the counts."""
-    cfg = {**CONFIG, "models": {"credit": CONFIG["models"]["credit"]}}
-    cfg["models"]["hiring"] = CONFIG["models"]["credit"]
+    both = {**CONFIG["models"]["credit"]}
+    both["input"] = {**both["input"], "format": "kserve-cloudevents"}  # names the model
+    cfg = {**CONFIG, "models": {"credit": both, "hiring": both}}
     engine = Engine(parse_config(cfg), clock=lambda: 2e9)
     t = 1e9
     ids = [f"c{i}" for i in range(6)] + [f"h{i}" for i in range(4)]
