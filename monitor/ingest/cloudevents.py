@@ -106,6 +106,10 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
     attrs = {
         k: v for k, v in doc.items() if k not in ("data", "data_base64") and isinstance(v, str)
     }
+    try:  # JSON's \ud800 escapes decode to lone surrogates, which are no UTF-8
+        "".join(attrs.values()).encode()
+    except UnicodeEncodeError:
+        raise Invalid(Reason.BAD_ID, "structured CloudEvent attribute is not Unicode") from None
     if "data_base64" in doc:
         try:
             return attrs, base64.b64decode(str(doc["data_base64"]), validate=True)
@@ -114,7 +118,10 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
     if "data" not in doc:
         raise Invalid(Reason.UNDECODABLE, "structured CloudEvent without data")
     data = doc["data"]
-    return attrs, (data.encode() if isinstance(data, str) else json.dumps(data).encode())
+    try:
+        return attrs, (data.encode() if isinstance(data, str) else json.dumps(data).encode())
+    except UnicodeEncodeError:
+        raise Invalid(Reason.BAD_ID, "structured CloudEvent data is not Unicode") from None
 
 
 def _time(text: str | None) -> float | None:

@@ -96,6 +96,11 @@ def test_broken_events_are_refused_with_a_reason() -> None:
     refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)
     del ev["data_base64"]
     refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)  # no data at all
+    # JSON escapes of lone surrogates (no UTF-8 text): refused by name, not as a bug
+    lone = b'{"specversion": "1.0", "id": "a", "type": "t", "source": "s", "data": "\\ud800"}'
+    assert "data is not Unicode" in refused(structured, lone, Reason.BAD_ID)
+    lone = lone.replace(b'"id": "a"', b'"id": "\\udc00"').replace(b'"\\ud800"', b'"x"')
+    assert "attribute is not Unicode" in refused(structured, lone, Reason.BAD_ID)
 
 
 def test_only_the_first_headers_are_read() -> None:
