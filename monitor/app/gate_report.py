@@ -20,6 +20,7 @@ from pathlib import Path
 from monitor.app.gate import GateResult
 from monitor.app.gate_rules import Check, GroupRow
 from monitor.metrics.registry import METRICS
+from monitor.outputs.report import printable
 
 # characters XML 1.0 cannot carry (group names come from the data)
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -128,7 +129,9 @@ def summary(res: GateResult) -> str:
         f"gate {verdict}: {failed} of {n} checks breached significantly{tail} "
         f"(exit {res.exit_code})"
     )
-    return "\n".join(out)
+    # group and model names come from the data: no control character may forge a line (a
+    # CI's "::error" workflow command after a \n or \r) or drive the terminal
+    return "\n".join(map(printable, out))
 
 
 def junit_xml(res: GateResult, *, elapsed: float = 0.0) -> bytes:

@@ -1,7 +1,8 @@
 """Logging setup: plain text for people, one JSON object per line for log pipelines.
 
 Log messages carry counts, topics, partitions and offsets — never event contents (attributes
-are personal data).
+are personal data) — and the alert log sink's labels and summaries; whatever they hold, the text
+format escapes control characters (:class:`TextFormatter`), the JSON format quotes them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import logging
 import sys
 import time
+
+from monitor.outputs.report import printable
 
 
 class JsonFormatter(logging.Formatter):
@@ -51,13 +54,23 @@ class ClientTracebacks(logging.Filter):
         return True
 
 
+class TextFormatter(logging.Formatter):
+    """One line per message: a control or bidi character in it (event data can reach a
+    message: a group's name in an alert's summary) is shown as an escape, so no value forges
+    a log line or drives the terminal; a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(fmt: str = "text", level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ClientTracebacks())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

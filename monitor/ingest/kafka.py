@@ -238,13 +238,7 @@ class DeadLetterSink:
                 value = rec.value
             else:
                 value = repr(rec.value).encode("utf-8", "backslashreplace")
-            headers = [
-                ("fm.reason", d.reason.value.encode()),
-                ("fm.detail", d.detail.encode("utf-8", "backslashreplace")[:500]),
-                ("fm.source.topic", rec.topic.encode()),
-                ("fm.source.partition", str(rec.partition).encode()),
-                ("fm.source.offset", str(rec.offset).encode()),
-            ]
+            headers = dead_letter_headers(d)
             if len(value) > self.max_value_bytes:
                 headers += [
                     ("fm.truncated", b"true"),
@@ -272,3 +266,17 @@ class DeadLetterSink:
 
     def close(self) -> None:
         self.producer.close(timeout=5)
+
+
+def dead_letter_headers(d: DeadLetter) -> list[tuple[str, bytes]]:
+    """Why a record was dead-lettered and where it was, as the dead letter's headers. The
+    detail is cut to 500 characters before it is encoded: cut in bytes, a multi-byte character
+    split in two made the header invalid UTF-8 (found in review)."""
+    rec = d.record
+    return [
+        ("fm.reason", d.reason.value.encode()),
+        ("fm.detail", d.detail[:500].encode("utf-8", "backslashreplace")),
+        ("fm.source.topic", rec.topic.encode()),
+        ("fm.source.partition", str(rec.partition).encode()),
+        ("fm.source.offset", str(rec.offset).encode()),
+    ]

@@ -167,7 +167,7 @@ def build_report(
 
 # C0/C1 controls, DEL, and the bidirectional overrides and isolates ("Trojan Source",
 # CVE-2021-42574): group names come from the data and must not drive the operator's terminal
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

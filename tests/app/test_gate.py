@@ -401,3 +401,21 @@ def test_a_score_shift_fails_the_score_gate_not_the_four_fifths_gate(
     assert rc == 0, out
     rc, out, _ = gate(capsys, "-c", cfg, *write(False), "--fail-on", "score_ks_distance")
     assert rc == 0, out
+
+
+def test_group_names_cannot_forge_lines_of_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: a group named with a newline and a GitHub Actions workflow command (or
+    an ANSI escape) printed a line of its own: ``::error …`` or a green "gate passed" under a
+    failed gate. Group names come from the data: the summary shows their control characters
+    as escapes, one line per line it means."""
+    evil = "Z\n::error title=x::injected\r\x1b[32mgate passed"
+    data = write_set(tmp_path, {"A": (1000, 600), "B": (1000, 100), evil: (12, 0)})
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data)
+    assert rc == 1
+    lines = out.splitlines()
+    assert not any(line.startswith("::") for line in lines) and "\x1b" not in out
+    assert "\r" not in out and [x for x in lines if x.startswith("gate ")] == [lines[-1]]
+    assert lines[-1].startswith("gate FAILED")
+    assert "Z\\n::error title=x::injected\\r\\x1b[32mgate passed (n=12)" in out

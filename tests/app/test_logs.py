@@ -53,3 +53,23 @@ def test_debug_keeps_client_tracebacks(capsys: pytest.CaptureFixture[str]) -> No
     _client_error()
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "None.recv(4096)" in err
+
+
+def test_a_value_in_a_message_cannot_forge_a_log_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found in review: the alert log sink writes labels and summaries, whose group names come
+    from the data; one with a newline forged an ERROR line and cleared the terminal. The text
+    format shows control and bidi characters as escapes; a traceback keeps its lines."""
+    setup_logging("text", "INFO")
+    forged = "F\n2026-01-01 00:00:00,000 ERROR monitor.app.service: FORGED\x1b[2J\u202e"
+    logging.getLogger("monitor.alerts.sinks").warning("alert %s firing: %s", "X", forged)
+    try:
+        raise ValueError("ours")
+    except ValueError:
+        logging.getLogger("monitor.app.service").exception("boom")
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "FORGED" in line] == [
+        next(line for line in err if "alert X firing" in line)
+    ]
+    assert not any(line.startswith("2026-01-01 00:00:00,000 ERROR") for line in err)
+    assert "\x1b" not in "".join(err) and "\\x1b[2J\\u202e" in "".join(err)
+    assert "Traceback (most recent call last):" in err  # the traceback's own lines stay

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from monitor.config.spec import ConfigError, parse_config
-from monitor.ingest.events import RawRecord, Reason
+from monitor.ingest.events import DeadLetter, RawRecord, Reason
 from monitor.ingest.groups import shorten
+from monitor.ingest.kafka import dead_letter_headers
 from monitor.outputs.report import build_report, format_table, printable
 from monitor.state.engine import Engine
 from tests.helpers import T0
@@ -141,3 +142,15 @@ def test_a_csv_that_is_not_utf8_is_a_clean_error_and_long_cells_are_read(tmp_pat
     assert main([*args, "--csv", str(csv_file), "--format", "json"]) == 0  # 128 KiB+ cell
     csv_file.write_bytes(b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5,\xff\n")
     assert main([*args, "--csv", str(csv_file)]) == 2
+
+
+def test_a_dead_letters_detail_header_is_whole_utf8_however_long_the_detail() -> None:
+    """Found in review: the detail was cut at 500 *bytes*, splitting a multi-byte character (a
+    tensor name of 1,000 'é' in a ``bad_tensor`` detail): the header was invalid UTF-8. Now at
+    most 500 characters, encoded whole; lone surrogates are escaped."""
+    for detail in ("é" * 1000, "\U0001f600" * 600, "\ud800" * 700, "x" * 10):
+        d = DeadLetter(Reason.BAD_TENSOR, detail, RawRecord(b"v", topic="t", offset=7))
+        headers = dict(dead_letter_headers(d))
+        text = headers["fm.detail"].decode("utf-8")  # raises if cut inside a character
+        assert text.startswith(detail[:5].encode("utf-8", "backslashreplace").decode())
+        assert len(text) <= 500 * 6 and headers["fm.source.offset"] == b"7"
