@@ -38,6 +38,9 @@ class AttributeSpec:
     path: tuple[str, ...]
     bins: tuple[float, ...] | None = None
     max_groups: int = 50
+    # the groups expected (declared): they have their places from the start, and any other
+    # value is counted in __other__, so no stream of odd values can take the places first
+    values: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class AttributeDoc(Doc, frozen=True):
     field: FieldPath | None = None
     bins: Annotated[list[int | float], Meta(extra_json_schema={"minItems": 1})] | None = None
     max_groups: Annotated[int, Meta(ge=1)] = AttributeSpec.max_groups
+    values: Annotated[list[str], Meta(extra_json_schema={"minItems": 1})] | None = None
 
 
 class WindowDoc(Doc, frozen=True):
@@ -226,12 +230,22 @@ def _attribute(name: str, doc: AttributeDoc | None, path: str, fields: FieldMap)
         if sorted(set(doc.bins)) != list(doc.bins):
             raise ConfigError(sub(path, "bins"), f"{doc.bins!r} must be strictly increasing")
         bins = tuple(float(b) for b in doc.bins)
+    values = None
+    if doc.values is not None:
+        where = sub(path, "values")
+        if bins is not None:
+            raise ConfigError(where, "a numeric attribute's groups are its bins")
+        bad = [v for v in doc.values if not v.strip() or v.startswith("__")]
+        if bad or not doc.values or len(set(doc.values)) != len(doc.values):
+            raise ConfigError(where, f"expected distinct non-blank group names, not {bad!r}")
+        values = tuple(doc.values)
     default_path = ".".join((*fields.attributes, name))
     return AttributeSpec(
         name=name,
         path=field_path(default_path if doc.field is None else doc.field, sub(path, "field")),
         bins=bins,
-        max_groups=doc.max_groups,
+        max_groups=doc.max_groups if values is None else len(values),
+        values=values,
     )
 
 
@@ -273,6 +287,12 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
     for k in refs:
         if k not in set_names:
             raise ConfigError(sub(sub(path, "reference_groups"), k), "unknown attribute")
+        declared = next((a.values for a in attributes if a.name == k), None)
+        if declared is not None and str(refs[k]) not in declared:
+            raise ConfigError(
+                sub(sub(path, "reference_groups"), k),
+                f"{refs[k]!r} is not one of attributes.{k}.values",
+            )
     join, jpath = doc.join or JoinDoc(), sub(path, "join")
     lateness = seconds(doc.lateness, sub(path, "lateness"))
     lateness -= lateness % bucket

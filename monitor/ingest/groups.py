@@ -95,6 +95,14 @@ class GroupRegistry:
         self._bins: dict[str, list[str]] = {
             a.name: bin_labels(a.bins) for a in spec.attributes if a.bins is not None
         }
+        # an attribute's declared values, and else its reference group, take their places
+        # first: a stream of odd values cannot fill the set and fold them into __other__
+        self.closed = [False] * len(self.sets)
+        for j, a in enumerate(spec.attributes):
+            ref = spec.reference_groups.get(a.name)
+            for label in a.values or ([ref] if ref is not None and a.bins is None else []):
+                self.index(j, label)
+            self.closed[j] = a.values is not None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -105,7 +113,8 @@ class GroupRegistry:
         idx = table.get(label)
         if idx is not None:
             return idx
-        if len(table) >= self.caps[set_idx] and label not in (MISSING_GROUP, OTHER_GROUP):
+        full = self.closed[set_idx] or len(table) >= self.caps[set_idx]
+        if full and label not in (MISSING_GROUP, OTHER_GROUP):
             self.overflow[set_idx] += 1
             return self.index(set_idx, OTHER_GROUP)
         idx = len(self.labels)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from monitor.config.spec import parse_config
+from monitor.config.spec import ConfigError, parse_config
 from monitor.ingest.events import RawRecord, Reason
 from monitor.ingest.fields import parse_timestamp
 from monitor.state.engine import Engine
@@ -187,6 +187,50 @@ def test_cardinality_cap_other_and_overflow_count() -> None:
     reg = engine.registries[0]
     assert reg.labels == ["v0", "v1", "v2", "__other__"]
     assert reg.overflow == [3]
+
+
+def test_odd_values_first_cannot_fold_the_reference_or_the_declared_groups_into_other() -> None:
+    """Found in review: 50 records of junk values, written before the real traffic, took every
+    place of the attribute (first come, first served, and kept in the checkpoint); the
+    configured reference group then fell into ``__other__`` and a DIR of 0.2 paged nothing.
+    The reference group has its place from the start, and with declared ``values`` every other
+    value is ``__other__`` (counted), however many come first."""
+    junk = [rec(good(f"j{i}", model_id="m", attributes={"g": f"junk{i}"})) for i in range(60)]
+    real = [rec(good(f"r{i}", model_id="m", attributes={"g": "AC"[i % 2]})) for i in range(10)]
+    for attr, kept in (({"max_groups": 50}, ["A"]), ({"values": ["A", "C"]}, ["A", "C"])):
+        c = parse_config(
+            {"models": {"m": {"attributes": {"g": attr}, "reference_groups": {"g": "A"}}}}
+        )
+        engine = Engine(c, clock=lambda: NOW)
+        engine.decoder.decode_predictions(junk)
+        b, _ = engine.decoder.decode_predictions(real)
+        reg = engine.registries[0]
+        got = [reg.labels[g] for g in b.groups[:, 0].tolist()]
+        assert got[0::2] == ["A"] * 5  # the reference keeps its place either way
+        assert set(kept) <= set(reg.labels) and reg.labels[: len(kept)] == kept
+        if "values" in attr:  # declared: the junk is __other__, and C is C
+            assert got[1::2] == ["C"] * 5 and reg.overflow == [60]
+            assert sorted(reg.labels) == ["A", "C", "__other__"]
+        else:
+            assert len(reg.labels) == 51 and got[1::2] == ["__other__"] * 5
+
+
+@pytest.mark.parametrize(
+    ("attr", "refs", "says"),
+    [
+        ({"values": ["A", "A"]}, {}, "attributes.g.values: expected distinct"),
+        ({"values": ["A", " "]}, {}, "attributes.g.values: expected distinct"),
+        ({"values": ["A", "__other__"]}, {}, "attributes.g.values: expected distinct"),
+        ({"values": ["A"], "bins": [1, 2]}, {}, "attributes.g.values: a numeric attribute"),
+        ({"values": ["A", "B"]}, {"g": "C"}, "reference_groups.g: 'C' is not one of"),
+    ],
+)
+def test_declared_values_are_checked_at_start(
+    attr: dict[str, object], refs: dict[str, str], says: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"models": {"m": {"attributes": {"g": attr}, "reference_groups": refs}}})
+    assert says in str(info.value)
 
 
 @pytest.mark.parametrize("score", [float("nan"), float("inf"), -float("inf")])
