@@ -235,8 +235,9 @@ def _attribute(name: str, doc: AttributeDoc | None, path: str, fields: FieldMap)
         where = sub(path, "values")
         if bins is not None:
             raise ConfigError(where, "a numeric attribute's groups are its bins")
-        bad = [v for v in doc.values if not v.strip() or v.startswith("__")]
-        if bad or not doc.values or len(set(doc.values)) != len(doc.values):
+        twice = [v for v in set(doc.values) if doc.values.count(v) > 1]
+        bad = [v for v in doc.values if not v.strip() or v.startswith("__")] + sorted(twice)
+        if bad or not doc.values:
             raise ConfigError(where, f"expected distinct non-blank group names, not {bad!r}")
         values = tuple(doc.values)
     default_path = ".".join((*fields.attributes, name))

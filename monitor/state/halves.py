@@ -139,7 +139,10 @@ class HalfJoin:
 
 def _salted(rows: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """``rows`` (a copy) keyed by id and model: the key XOR the model's multiple of
-    ``_SALT`` (wrapping, as uint64 does); applied twice, the id's key again."""
+    ``_SALT`` (wrapping, as uint64 does); applied twice, the id's key again. Model 0's keys
+    are unchanged: a one-model monitor's rows are not copied."""
+    if not rows["model"].any():
+        return rows
     out = rows.copy()
     out["key"] ^= out["model"].astype(np.uint64) * _SALT
     return out
