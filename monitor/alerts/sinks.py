@@ -120,11 +120,15 @@ class Dispatcher:
         return n + (self.dropped[sink] if reason == "dropped" else 0)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop after what was submitted before (queue full: at the next wake-up)."""
+        """Stop after one more attempt to deliver what was submitted before (queue full: at the
+        next wake-up). A transition submitted just before is sent, not dropped on the way out
+        (a page that fired in the last poll before a rolling restart)."""
         try:
             self.queue.put_nowait(None)
         except queue.Full:
             self.stop_event.set()
+        if not self.thread.is_alive() and self.thread.ident is None:
+            self.thread.start()  # never started: deliver what was submitted, then stop
         self.thread.join(timeout)
 
     # -- the delivery thread -------------------------------------------------------------------
@@ -137,17 +141,15 @@ class Dispatcher:
             except queue.Empty:
                 pass
             else:
-                if t is None:
-                    return
-                self._accept(t)
-                while True:  # take every waiting transition before sending
+                while t is not None:  # take every waiting transition before sending
+                    self._accept(t)
                     try:
                         t = self.queue.get_nowait()
                     except queue.Empty:
                         break
-                    if t is None:
-                        return
-                    self._accept(t)
+                if t is None:  # closing: one last attempt for what was taken, then stop
+                    self._flush()
+                    return
             self._flush()
             if not any(box.owed for box in self.outboxes.values()):
                 self.settled = self.accepted

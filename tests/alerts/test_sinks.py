@@ -241,6 +241,21 @@ def test_a_page_resolved_before_the_delivery_thread_woke_is_still_sent() -> None
     hook.close()
 
 
+def test_a_page_submitted_just_before_close_is_delivered_not_dropped_on_the_way_out() -> None:
+    """A page that fired in the last poll before a shutdown: ``close`` right after ``submit``
+    (both waiting when the delivery thread wakes) still sends it, to every sink."""
+    hook, am = Receiver(), Receiver()
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, alertmanager_url=am.url, log=False))
+    d.submit(transition("firing"))
+    d.close()  # the thread finds the page and the stop together
+    assert not d.thread.is_alive()
+    assert [b["state"] for b in hook.bodies] == ["firing"]  # type: ignore[index]
+    assert len(am.bodies) == 1 and len(am.bodies[0]) == 1  # type: ignore[arg-type]
+    assert d.delivered == {"webhook": 1, "alertmanager": 1}
+    hook.close()
+    am.close()
+
+
 def test_alertmanager_gets_every_active_alert_again_each_interval() -> None:
     box = Outbox(resend_all=True, interval=60)
     box.seed([alert("a"), alert("b")], 0.0)  # firing when the monitor restarted: at once
