@@ -834,6 +834,32 @@ def operations() -> dict[str, Any]:
             bound=(0.95, "below"),
             grid=(12, 24, 12, 8),
         ),
+        timeseries(
+            "Attribute values past the group limits",
+            "Decisions per attribute whose value was counted as __other__ because every place "
+            "was taken (past max_groups: those groups are unseen, FairnessGroupsOverflowing), "
+            "because the attribute declares its values and this one is not among them, or was "
+            "counted under a shortened name (longer than limits.max_value_length).",
+            [
+                target(
+                    f"sum by (model, attribute) (increase(fairness_group_overflow_total{job}[$__rate_interval]))",
+                    "past max_groups {{model}} {{attribute}}",
+                ),
+                target(
+                    f"sum by (model, attribute) (increase(fairness_group_values_undeclared_total{job}[$__rate_interval]))",
+                    "undeclared {{model}} {{attribute}}",
+                    "B",
+                ),
+                target(
+                    f"sum by (model, attribute) (increase(fairness_group_values_shortened_total{job}[$__rate_interval]))",
+                    "shortened {{model}} {{attribute}}",
+                    "C",
+                ),
+            ],
+            unit="short",
+            min_=0,
+            grid=(0, 32, 24, 8),
+        ),
     ]
     variables = [
         variable("job", "Job", "label_values(fairness_events_total, job)"),

@@ -53,9 +53,11 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
         ),
         evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
         groups=tuple(
-            GroupBounds(spec.name, name, short, over)
+            GroupBounds(spec.name, name, short, over, undeclared)
             for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)
-            for name, short, over in zip(reg.set_names, reg.shortened, reg.overflow, strict=True)
+            for name, short, over, undeclared in zip(
+                reg.set_names, reg.shortened, reg.overflow, reg.undeclared, strict=True
+            )
         ),
         dead_letters=None
         if dlq is None

@@ -90,7 +90,8 @@ class GroupRegistry:
         self.caps = [a.max_groups for a in spec.attributes] + [
             spec.max_intersection_groups for _ in spec.intersections
         ]
-        self.overflow = [0] * len(self.sets)
+        self.overflow = [0] * len(self.sets)  # new values past the cap: groups unseen
+        self.undeclared = [0] * len(self.sets)  # values outside a declared set (as configured)
         self.shortened = [0] * len(self.sets)  # values replaced by their shortened stand-in
         self._bins: dict[str, list[str]] = {
             a.name: bin_labels(a.bins) for a in spec.attributes if a.bins is not None
@@ -115,7 +116,10 @@ class GroupRegistry:
             return idx
         full = self.closed[set_idx] or len(table) >= self.caps[set_idx]
         if full and label not in (MISSING_GROUP, OTHER_GROUP):
-            self.overflow[set_idx] += 1
+            if self.closed[set_idx]:
+                self.undeclared[set_idx] += 1
+            else:
+                self.overflow[set_idx] += 1
             return self.index(set_idx, OTHER_GROUP)
         idx = len(self.labels)
         table[label] = idx

@@ -49,6 +49,7 @@ class GroupBounds:
     attribute: str
     shortened: int
     overflow: int
+    undeclared: int  # outside declared values (expected: as configured)
 
 
 @dataclass(frozen=True)
@@ -231,14 +232,22 @@ def _bounds(s: OpsSnapshot) -> Iterator[Any]:
     )
     overflow = CounterMetricFamily(
         "fairness_group_overflow",
-        "Events whose value was a new group past max_groups, counted as __other__.",
+        "Events whose value was a new group past max_groups, counted as __other__: groups the "
+        "monitor cannot see (FairnessGroupsOverflowing).",
+        labels=["model", "attribute"],
+    )
+    undeclared = CounterMetricFamily(
+        "fairness_group_values_undeclared",
+        "Events whose value is not among the attribute's declared values, counted as __other__.",
         labels=["model", "attribute"],
     )
     for g in s.groups:
         shortened.add_metric([g.model, g.attribute], g.shortened)
         overflow.add_metric([g.model, g.attribute], g.overflow)
+        undeclared.add_metric([g.model, g.attribute], g.undeclared)
     yield shortened
     yield overflow
+    yield undeclared
     if s.dead_letters is not None:
         dead = CounterMetricFamily(
             "fairness_dead_letters",

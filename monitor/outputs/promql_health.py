@@ -129,6 +129,14 @@ HEALTH_GROUP = """\
         summary: "{{ $value }} decisions of {{ $labels.model }} wait for their protected attributes and none has been counted for 45 minutes ({{ $labels.instance }})"
         description: "No attribute record has met a decision, and the attributes topic's clock has not moved past any decision's attributes_ttl: the attributes producer is down or writes elsewhere. Until it resumes, these decisions are in no fairness metric and no alert can fire."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessattributesnotarriving"
+    - alert: FairnessGroupsOverflowing
+      expr: sum by (instance, model, attribute) (increase(fairness_group_overflow_total[1h])) > 0
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $value }} decisions of {{ $labels.model }} had a new value of {{ $labels.attribute }} past its max_groups in the last hour ({{ $labels.instance }})"
+        description: "Every place of the attribute is taken, so new values are counted as __other__: those groups have no rates, no disparities and no alerts of their own. Raise max_groups, or declare the attribute's values so that odd values cannot take places."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessgroupsoverflowing"
     - alert: FairnessAlertEvaluationBehind
       expr: max by (instance, model) (fairness_alert_evaluation_behind_seconds) > 3600
       for: 15m
