@@ -28,7 +28,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from monitor.ingest.events import Invalid, Reason
@@ -36,7 +35,8 @@ from monitor.ingest.events import Invalid, Reason
 REQUEST = "org.kubeflow.serving.inference.request"
 RESPONSE = "org.kubeflow.serving.inference.response"
 STRUCTURED = "application/cloudevents+json"
-MAX_ATTRIBUTES = 64  # more headers than any event needs: the rest are not read
+MAX_ATTRIBUTES = 64  # CloudEvent attributes (ce_ headers): more than any event needs
+MAX_HEADERS = 1024  # all headers (tracing, baggage, a mesh's own): a record with more is refused
 MAX_ATTRIBUTE_BYTES = 4096
 REQUIRED = ("id", "source", "specversion", "type")
 
@@ -59,12 +59,22 @@ class CloudEvent:
 def from_kafka(
     headers: Sequence[tuple[str, bytes | None]] | None, value: bytes | None
 ) -> CloudEvent:
+    """The event of one record, or :class:`Invalid` with its reason. Every header is looked at
+    (a ``ce_`` header after many tracing ones is still read), up to ``MAX_HEADERS``; more
+    headers, or more than ``MAX_ATTRIBUTES`` CloudEvent attributes, refuse the record."""
     attrs: dict[str, str] = {}
     content_type, name = "", ""
+    headers = headers or ()
+    if len(headers) > MAX_HEADERS:
+        raise Invalid(Reason.RECORD_TOO_LARGE, f"{len(headers)} headers, over {MAX_HEADERS}")
     try:  # inline, not a call per header: this runs for every record of the topic
-        for key, raw in islice(headers or (), MAX_ATTRIBUTES):
+        for key, raw in headers:
             name = key.lower()
             if name.startswith(("ce_", "ce-")):  # other headers (tracing, baggage) are not read
+                if len(attrs) >= MAX_ATTRIBUTES and name[3:] not in attrs:
+                    raise Invalid(
+                        Reason.RECORD_TOO_LARGE, f"over {MAX_ATTRIBUTES} CloudEvent attributes"
+                    )
                 if raw is not None and len(raw) > MAX_ATTRIBUTE_BYTES:
                     raise Invalid(
                         Reason.ID_TOO_LONG,

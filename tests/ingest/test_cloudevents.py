@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.ingest.cloudevents import MAX_ATTRIBUTES, REQUEST, RESPONSE, from_kafka
+from monitor.ingest.cloudevents import (
+    MAX_ATTRIBUTES,
+    MAX_HEADERS,
+    REQUEST,
+    RESPONSE,
+    from_kafka,
+)
 from monitor.ingest.events import Invalid, Reason
 
 BODY = b'{"id": "9f2", "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}'
@@ -103,9 +109,20 @@ def test_broken_events_are_refused_with_a_reason() -> None:
     assert "attribute is not Unicode" in refused(structured, lone, Reason.BAD_ID)
 
 
-def test_only_the_first_headers_are_read() -> None:
-    flood = [(f"x-{i}", b"v") for i in range(MAX_ATTRIBUTES)] + kserve()
-    refused(flood, BODY, Reason.MISSING_ID)  # ce_* past the bound are never looked at
+def test_attributes_after_many_other_headers_are_read_and_a_flood_is_refused_by_name() -> None:
+    """A mesh and a tracer may put dozens of headers before the event's: they are read
+    wherever they are. A record with more headers than any event needs is refused as too
+    large (not read as an event without attributes)."""
+    tracing = [(f"x-b3-{i}", b"v") for i in range(3 * MAX_ATTRIBUTES)]
+    ev = from_kafka(tracing + kserve(), BODY)
+    assert (ev.id, ev.kind, ev.attributes["namespace"]) == ("9f2", "request", "lending")
+    flood = [(f"x-{i}", b"v") for i in range(MAX_HEADERS + 1)] + kserve()
+    assert f"over {MAX_HEADERS}" in refused(flood, BODY, Reason.RECORD_TOO_LARGE)
+    extensions = [(f"ce_ext{i}", b"v") for i in range(MAX_ATTRIBUTES)]
+    detail = refused(kserve() + extensions, BODY, Reason.RECORD_TOO_LARGE)
+    assert f"over {MAX_ATTRIBUTES} CloudEvent attributes" in detail
+    repeated = kserve() + [("ce_id", b"9f2")] * (2 * MAX_ATTRIBUTES)  # one attribute, many times
+    assert from_kafka(repeated, BODY).id == "9f2"
 
 
 @settings(max_examples=300, deadline=None)
