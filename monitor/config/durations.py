@@ -15,27 +15,34 @@ from monitor.config.decode import ConfigError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+)([smhdw])")
+MAX_DURATION = 10 * 365 * 86400  # seconds: any longer duration is refused
 
 
 def parse_duration(value: object) -> int:
     """Return ``value`` in seconds; raise ``ValueError`` naming the bad value otherwise.
 
     Accepts a non-negative integer (seconds) or a string of ``<int><unit>`` parts, units
-    ``s m h d w``.
+    ``s m h d w``, up to ten years (a longer one is a typo, and sizes derived from it would
+    not fit in memory).
     """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration")
+    out: int | None = None
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{value!r} is negative")
-        return value
-    if isinstance(value, str):
+        out = value
+    elif isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
         if text.isdigit():
-            return int(text)
-        if text and _PART.sub("", text) == "":
-            return sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
-    raise ValueError(f"{value!r} is not a duration (use e.g. 90s, 5m, 1h, 7d)")
+            out = int(text)
+        elif text and _PART.sub("", text) == "":
+            out = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
+    if out is None:
+        raise ValueError(f"{value!r} is not a duration (use e.g. 90s, 5m, 1h, 7d)")
+    if out > MAX_DURATION:
+        raise ValueError(f"{value!r} is longer than ten years")
+    return out
 
 
 def format_duration(seconds: int) -> str:

@@ -21,6 +21,9 @@ from monitor.config.durations import Duration, format_duration, seconds
 from monitor.config.serving import TensorMapping, resolve_mapping
 
 FIELD_PATH = r"^[^.]+(\.[^.]+)*$"
+# buckets a model's ring may hold (its longest window, lag and lateness over its bucket): the
+# counts are kept per bucket, group and partition, so a 1-second bucket over a year is refused
+MAX_RING_BUCKETS = 100_000
 FieldPath = Annotated[
     str,
     Meta(
@@ -168,7 +171,7 @@ class ModelDoc(Doc, frozen=True):
     lateness: Duration = ModelSpec.lateness
     min_samples: Annotated[int, Meta(ge=0)] = ModelSpec.min_samples
     max_intersection_groups: Annotated[int, Meta(ge=1)] = ModelSpec.max_intersection_groups
-    score_bins: Annotated[int, Meta(ge=1)] = ModelSpec.score_bins
+    score_bins: Annotated[int, Meta(ge=1, le=1000)] = ModelSpec.score_bins
     label_time: Literal["prediction", "arrival"] = ModelSpec.label_time
     reference_groups: (
         Annotated[dict[str, str | int], Meta(description="attribute set -> reference group")] | None
@@ -227,6 +230,8 @@ def _attribute(name: str, doc: AttributeDoc | None, path: str, fields: FieldMap)
     if doc.bins is not None:
         if not doc.bins:
             raise ConfigError(sub(path, "bins"), "expected a non-empty list of bin edges")
+        if not all(math.isfinite(b) for b in doc.bins):
+            raise ConfigError(sub(path, "bins"), f"{doc.bins!r}: every edge must be finite")
         if sorted(set(doc.bins)) != list(doc.bins):
             raise ConfigError(sub(path, "bins"), f"{doc.bins!r} must be strictly increasing")
         bins = tuple(float(b) for b in doc.bins)
@@ -258,14 +263,22 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
         _attribute(a, d, sub(sub(path, "attributes"), a), fields) for a, d in doc.attributes.items()
     )
     names = {a.name for a in attributes}
-    intersections = []
+    for spec in attributes:  # "&" joins an intersection's names: "g&s" would name two sets
+        if "&" in spec.name:
+            raise ConfigError(sub(sub(path, "attributes"), spec.name), "a name without '&'")
+    intersections: list[tuple[str, ...]] = []
     for i, combo in enumerate(doc.intersections or []):
         p = sub(sub(path, "intersections"), i)
-        if len(combo) < 2:
-            raise ConfigError(p, "an intersection lists two or more attributes")
+        if len(set(combo)) < 2 or len(set(combo)) != len(combo):
+            raise ConfigError(
+                p, f"{combo!r}: an intersection lists two or more distinct attributes"
+            )
         for a in combo:
             if a not in names:
                 raise ConfigError(p, f"{a!r} is not one of the model's attributes")
+        same = next((c for c in intersections if set(c) == set(combo)), None)
+        if same is not None:
+            raise ConfigError(p, f"{combo!r} repeats the intersection {list(same)!r}")
         intersections.append(tuple(combo))
     if doc.favourable not in (0, 1):
         raise ConfigError(
@@ -297,6 +310,14 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
     join, jpath = doc.join or JoinDoc(), sub(path, "join")
     lateness = seconds(doc.lateness, sub(path, "lateness"))
     lateness -= lateness % bucket
+    span = max(w.length + w.lag for w in windows) + lateness
+    if span // bucket + 1 > MAX_RING_BUCKETS:  # the ring is allocated per group and partition
+        raise ConfigError(
+            sub(path, "bucket"),
+            f"{format_duration(bucket)} buckets over the longest window and lateness "
+            f"({format_duration(span)}) are {span // bucket + 1:,}, over {MAX_RING_BUCKETS:,} "
+            "(each group keeps counts per bucket): use a longer bucket or a shorter window",
+        )
     serving = None
     if doc.input is not None:
         names_in_order = tuple(a.name for a in attributes)

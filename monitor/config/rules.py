@@ -263,7 +263,7 @@ def _rule(doc: RuleDoc, path: str) -> AlertRule:
         min_samples=doc.min_samples,
         significant=doc.significant,
         for_=seconds(doc.for_, sub(path, "for")),
-        hysteresis=finite(doc.hysteresis, sub(path, "hysteresis")),
+        hysteresis=_not_negative(doc.hysteresis, sub(path, "hysteresis")),
         severity=doc.severity,
         runbook_url=doc.runbook_url,
         windows=tuple(doc.windows or ()),
@@ -301,7 +301,7 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         kafka_topic=s.kafka_topic,
         log=s.log,
         resend_interval=seconds(s.resend_interval, sub(spath, "resend_interval"), positive=True),
-        timeout=finite(s.timeout, sub(spath, "timeout")),
+        timeout=_positive(s.timeout, sub(spath, "timeout")),
         max_retries=s.max_retries,
     )
     return AlertsSpec(
@@ -313,6 +313,20 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         scope=doc.scope,
         partials_topic=doc.partials_topic,
     )
+
+
+def _not_negative(raw: float, path: str) -> float:
+    value = finite(raw, path)
+    if value < 0:
+        raise ConfigError(path, f"{raw!r} is negative")
+    return value
+
+
+def _positive(raw: float, path: str) -> float:
+    value = finite(raw, path)
+    if value <= 0:
+        raise ConfigError(path, f"{raw!r} must be more than zero")
+    return value
 
 
 def _url(raw: str | None, path: str) -> str | None:

@@ -32,8 +32,13 @@ import yaml
 from msgspec import Meta
 from msgspec import field as key
 
+from monitor.config.cross_checks import (
+    check_output_topics,
+    check_rule_scopes,
+    check_serving_topics,
+)
 from monitor.config.decode import ConfigError as ConfigError
-from monitor.config.decode import Doc, convert
+from monitor.config.decode import Doc, convert, sub
 from monitor.config.durations import Duration, seconds
 from monitor.config.kafka import KafkaDoc, resolve_kafka
 from monitor.config.kafka import KafkaSpec as KafkaSpec
@@ -46,7 +51,6 @@ from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec
 from monitor.config.rules import AlertsDoc, resolve_alerts
 from monitor.config.rules import AlertsSpec as AlertsSpec
-from monitor.config.serving import topic_format
 from monitor.config.settings import (
     CheckpointDoc,
     LimitsDoc,
@@ -134,44 +138,29 @@ def _timestamp(raw: float | str, path: str) -> float:
     return float(raw)
 
 
-def _plain(data: object) -> object:
-    """YAML's reading made JSON-like: mapping keys as text (``0:``, ``yes:``), times as
-    ISO-8601 text, so the schema (and its JSON Schema) speaks of text only."""
+def _plain(data: object, path: str = "") -> object:
+    """YAML's reading made JSON-like: mapping keys as text (``0:``), times as ISO-8601 text, so
+    the schema (and its JSON Schema) speaks of text only. A key YAML read as true, false or
+    null (``yes:``, ``no:``, ``on:``, ``~:``) is refused: its text would be ``True``, not what
+    was written (``prediction_values: {yes: 1}`` would never match an event's ``"yes"``)."""
     if isinstance(data, Mapping):
-        return {str(k): _plain(v) for k, v in data.items()}
+        out = {}
+        for k, v in data.items():
+            if isinstance(k, bool) or k is None:
+                written = "null or ~" if k is None else "yes, no, on, off, true or false"
+                raise ConfigError(
+                    path or "(top level)",
+                    f'a key written {written} is read by YAML as {k}: quote it ("yes": 1)',
+                )
+            out[str(k)] = _plain(v, sub(path, str(k)) if path else str(k))
+        return out
     if isinstance(data, list):
-        return [_plain(v) for v in data]
+        return [_plain(v, sub(path, i)) for i, v in enumerate(data)]
     if isinstance(data, datetime):
         return (data if data.tzinfo else data.replace(tzinfo=UTC)).isoformat()
     if isinstance(data, date):
         return data.isoformat()
     return data
-
-
-# formats whose requests do not name their model: one model per monitor reads them
-ONE_MODEL = {
-    "oip-json": "bare Open Inference Protocol requests do not name their model (it is in the "
-    "URL): one model per monitor reads oip-json; use kserve-cloudevents (which names the "
-    "InferenceService) or a monitor per model",
-    "seldon": "Seldon Core 2 writes each model's requests to a topic of its own "
-    "(seldon.<namespace>.model.<model>.inputs): one model per monitor reads it",
-}
-
-
-def _check_attributes_topic(kafka: KafkaSpec, models: dict[str, ModelSpec]) -> None:
-    """The attributes topic is read exactly when some model takes its attributes from it."""
-    stream = [n for n, m in models.items() if m.serving is not None and m.serving.stream]
-    if stream and not kafka.attributes_topic:
-        raise ConfigError(
-            "kafka.attributes_topic",
-            f"required: models.{stream[0]}.input.attributes is 'stream' (attribute events keyed "
-            "by decision id come on this topic)",
-        )
-    if kafka.attributes_topic and not stream:
-        raise ConfigError(
-            "kafka.attributes_topic",
-            "no model reads it: set models.<model>.input.attributes: stream",
-        )
 
 
 def parse_config(data: object) -> Config:
@@ -192,27 +181,13 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
-    fmt = topic_format(models)  # one format for the predictions topic
     kafka = resolve_kafka(doc.kafka, "kafka")
-    if fmt == "seldon" and not kafka.responses_topic:
-        raise ConfigError(
-            "kafka.responses_topic",
-            "required with format seldon: Seldon Core 2 writes requests to "
-            "seldon.<namespace>.model.<model>.inputs (predictions_topic) and responses to "
-            "...outputs (responses_topic)",
-        )
-    served = [n for n, m in models.items() if m.serving is not None]
-    if fmt in ONE_MODEL and len(served) > 1:  # its records would all be dead-lettered
-        raise ConfigError(f"models.{served[1]}.input.format", ONE_MODEL[fmt])
-    if kafka.responses_topic and fmt == "monitor-json":
-        raise ConfigError(
-            "kafka.responses_topic",
-            "only for a serving stack's requests and responses (models.<model>.input)",
-        )
-    _check_attributes_topic(kafka, models)
+    check_serving_topics(kafka, models)
     alerts = resolve_alerts(doc.alerts, "alerts")
     check_drift_fits(alerts, models, "alerts")
+    check_rule_scopes(alerts, models)
     checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")
+    check_output_topics(kafka, alerts, checkpoint)
     if alerts.scope == "global" and checkpoint.store != "kafka":
         raise ConfigError(
             "alerts.scope",
@@ -235,24 +210,63 @@ def parse_config(data: object) -> Config:
     )
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping: the last one would
+    silently win (a second ``models:`` dropping every model of the first)."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # << merges: the keys written beside it override the merged ones
+        k = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.get(k)
+        except TypeError:
+            continue  # an unhashable key: YAML's own constructor says so
+        if first is not None:
+            raise ConfigError(
+                "", f"line {line}: key {k!r} is written twice (first on line {first})"
+            )
+        seen[k] = line
+    return loader.construct_mapping(node, deep=True)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """Overlay ``FAIRNESS_MONITOR__A__B=value`` variables onto the parsed YAML document."""
+    """Overlay ``FAIRNESS_MONITOR__A__B=value`` variables onto the parsed YAML document.
+
+    Environment names are upper case: each key matches an existing key case aside
+    (``__RACE__`` is the file's ``Race``), and a new key is written in lower case."""
     for name, raw in sorted(env.items()):
         if not name.startswith(ENV_PREFIX):
             continue
         keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__") if k]
         if not keys:
             continue
-        target = data
-        for k in keys[:-1]:
-            nxt = target.setdefault(k, {})
+        target, where = data, ""
+        for i, k in enumerate(keys):
+            same = [have for have in target if str(have).lower() == k]
+            if len(same) > 1:
+                raise ConfigError(
+                    sub(where, k), f"environment override {name} matches keys {same!r}"
+                )
+            key_ = same[0] if same else k
+            where = sub(where, str(key_))
+            if i == len(keys) - 1:
+                try:
+                    target[key_] = yaml.load(raw, Loader=UniqueKeyLoader)
+                except yaml.YAMLError as exc:
+                    raise ConfigError(where, f"environment override {name}: {exc}") from None
+                break
+            nxt = target.setdefault(key_, {})
             if not isinstance(nxt, dict):
-                raise ConfigError(".".join(keys), f"environment override {name} crosses a value")
+                raise ConfigError(where, f"environment override {name} crosses a value")
             target = nxt
-        try:
-            target[keys[-1]] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ConfigError(".".join(keys), f"environment override {name}: {exc}") from None
     return data
 
 
@@ -263,9 +277,11 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=UniqueKeyLoader) or {}  # a safe loader
     except yaml.YAMLError as exc:
         raise ConfigError("", f"{path} is not valid YAML: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError("", f"{path}, {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError("", f"{path} must contain a mapping at the top level")
     return parse_config(apply_env_overrides(data, os.environ if env is None else env))

@@ -34,8 +34,11 @@ SEP = "&"
 def bin_labels(edges: Sequence[float]) -> list[str]:
     """Labels for numeric bins: ``<25``, ``25-45``, ``>=45`` for edges ``[25, 45]``."""
 
-    def fmt(x: float) -> str:
-        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+    def fmt(x: float) -> str:  # short, but never two edges alike (1.0000001 is not 1)
+        if float(x).is_integer():
+            return str(int(x))
+        short = f"{x:g}"
+        return short if float(short) == x else repr(float(x))
 
     labels = [f"<{fmt(edges[0])}"]
     labels += [f"{fmt(a)}-{fmt(b)}" for a, b in itertools.pairwise(edges)]

@@ -191,14 +191,51 @@ def test_yaml_forms_are_read_as_before(tmp_path: Path) -> None:
         tmp_path,
         "min_timestamp: 2020-01-01\n"
         "models:\n  credit:\n    attributes: {race: {}}\n"
-        "    reference_groups: {race: 1}\n    label_values: {0: 0, yes: 1}\n"
+        "    reference_groups: {race: 1}\n    label_values: {0: 0, 'yes': 1}\n"
         "alerts:\n  rules:\n    - {name: A, metric: tpr_gap, op: '>', bound: 0.1, for: 5m}\n",
     )
     c = load_config(p, env={})
     assert c.min_timestamp == 1577836800.0
     assert c.models["credit"].reference_groups == {"race": "1"}
-    assert c.models["credit"].label_values == {"0": 0, "True": 1}
+    assert c.models["credit"].label_values == {"0": 0, "yes": 1}
     assert c.alerts.rules[0].for_ == 300 and c.alerts.rules[0].op == ">"
+
+
+@pytest.mark.parametrize("written", ["yes", "No", "on", "off", "true", "~", "null"])
+def test_a_key_yaml_reads_as_true_false_or_null_is_refused_with_how_to_quote_it(
+    tmp_path: Path, written: str
+) -> None:
+    """``prediction_values: {yes: 1, no: 0}`` was read as ``{'True': 1, 'False': 0}``: events
+    saying "yes" matched neither, every one was dead-lettered and the monitor stopped."""
+    models = "models:\n  m:\n    attributes: {g: {}}\n"
+    bad = write(tmp_path, models + f"    prediction_values: {{{written}: 1, maybe: 0}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad, env={})
+    assert info.value.path == "models.m.prediction_values"
+    assert "quote it" in info.value.reason
+    good = write(tmp_path, models + f"    prediction_values: {{'{written}': 1, maybe: 0}}\n")
+    assert load_config(good, env={}).models["m"].prediction_values == {written: 1, "maybe": 0}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("models:\n  m: {attributes: {g: {}}}\nmodels:\n  n: {attributes: {g: {}}}\n", 3, "models"),
+        (
+            "models:\n  m:\n    attributes: {g: {}}\n    min_samples: 500\n    min_samples: 5\n",
+            5,
+            "min_samples",
+        ),
+        ("models:\n  m: {attributes: {g: {}, g: {bins: [1]}}}\n", 2, "g"),
+    ],
+)
+def test_a_key_written_twice_is_refused_with_its_line(
+    tmp_path: Path, text: str, line: int, key: str
+) -> None:
+    """YAML lets the last of two equal keys win: a second ``models:`` silently dropped every
+    model of the first, a second ``min_samples`` silently replaced the first."""
+    with pytest.raises(ConfigError, match=rf"line {line}: key '{key}' is written twice"):
+        load_config(write(tmp_path, text), env={})
 
 
 def test_absent_keys_take_the_specs_defaults() -> None:
