@@ -77,7 +77,8 @@ class Outbox:
         while len(self.owed) > self.max_owed:
             seq, gone = self.owed.popitem(last=False)
             self._forget(gone.key, seq)
-            self.undelivered["dropped"] += 1
+            if not (self.resend_all and self.firing.get(gone.key) is gone):
+                self.undelivered["dropped"] += 1  # (a firing one is still posted with the set)
 
     def seed(self, firing: Iterable[Alert], now: float) -> None:
         """Alerts firing when the monitor (re)started: re-posted at once where the sink keeps

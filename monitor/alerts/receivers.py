@@ -75,6 +75,18 @@ def alertmanager_body(alerts: list[Alert], now: float, interval: float) -> list[
     return body
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib follows a 301/302/303 answer to a POST with a GET
+    without the body, which a receiver (Alertmanager's ``GET /api/v2/alerts``) answers 200 —
+    the page was lost and counted as delivered. The 3xx is an error naming where it points."""
+
+    def redirect_request(self, *args: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def post_json(url: str, body: Any, timeout: float) -> None:
     req = urllib.request.Request(
         url,
@@ -82,18 +94,25 @@ def post_json(url: str, body: Any, timeout: float) -> None:
         method="POST",
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with _OPENER.open(req, timeout=timeout) as resp:
         if resp.status >= 300:
             raise urllib.error.HTTPError(url, resp.status, "bad status", resp.headers, None)
 
 
 def permanent(exc: BaseException) -> bool:
-    """A rejection that a retry cannot fix (a 4xx other than timeout / rate limit)."""
-    return (
-        isinstance(exc, urllib.error.HTTPError)
-        and 400 <= exc.code < 500
-        and exc.code not in (408, 429)
+    """A rejection that a retry cannot fix: a 4xx other than timeout / rate limit, or a
+    redirect (the sink's URL is wrong: it names the Location to configure instead)."""
+    return isinstance(exc, urllib.error.HTTPError) and (
+        300 <= exc.code < 400 or (400 <= exc.code < 500 and exc.code not in (408, 429))
     )
+
+
+def rejection(exc: BaseException) -> str:
+    """What a final rejection says in the log: a redirect's Location, else the error."""
+    if isinstance(exc, urllib.error.HTTPError) and 300 <= exc.code < 400:
+        where = exc.headers.get("Location") if exc.headers is not None else None
+        return f"HTTP {exc.code} redirect to {where!r}: configure that URL (redirects are not followed)"
+    return str(exc)
 
 
 def senders(

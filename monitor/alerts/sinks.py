@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterable
 
 from monitor.alerts.lifecycle import Alert, Transition
 from monitor.alerts.outbox import MAX_OWED, Outbox
-from monitor.alerts.receivers import RESEND_ALL, SINKS, Sender, alert_json, permanent, senders
+from monitor.alerts.receivers import (
+    RESEND_ALL,
+    SINKS,
+    Sender,
+    alert_json,
+    permanent,
+    rejection,
+    senders,
+)
 from monitor.config.rules import SinkSpec
 
 # alert_json and SINKS live in receivers.py; imported from here by the outputs and the app
@@ -200,7 +208,7 @@ class Dispatcher:
             rejected = permanent(exc)
             box.failed(alerts, self.clock(), rejected=rejected)
             if rejected:
-                log.error("alert delivery to %s rejected, not retried: %s", sink, exc)
+                log.error("alert delivery to %s rejected, not retried: %s", sink, rejection(exc))
                 return True
             if box.failed_in_row == 1 or box.failed_in_row == self.spec.max_retries + 1:
                 log.error(

@@ -13,6 +13,8 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from monitor.alerts.lifecycle import Alert, Transition
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.receivers import alert_json, alertmanager_body, iso, permanent
@@ -293,9 +295,69 @@ def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     am.failed(am.due(am.wake(0.0)), am.wake(0.0), rejected=True)
     t = am.wake(1.0)
     assert am.undelivered["given_up"] == 1 and t >= 60 and am.due(t - 1) == []
+    full = Outbox(resend_all=True, interval=60, max_owed=3)
+    for name in "abcde":  # past max_owed, but every one still firing: all are posted
+        full.add(alert(name), 0.0)
+    assert full.undelivered["dropped"] == 0 and len(full.due(0.0)) == 5
     assert permanent(urllib.error.HTTPError("u", 400, "bad", None, None))  # type: ignore[arg-type]
     assert not permanent(urllib.error.HTTPError("u", 503, "down", None, None))  # type: ignore[arg-type]
     assert not permanent(urllib.error.HTTPError("u", 429, "slow", None, None))  # type: ignore[arg-type]
+
+
+class Redirecting:
+    """A real HTTP server behind a redirect (an ALB's http -> https): POST answers 301 to
+    another path, where a GET answers 200 (as Alertmanager's GET /api/v2/alerts does)."""
+
+    def __init__(self, code: int) -> None:
+        self.posts: list[str] = []
+        self.gets: list[str] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                outer.posts.append(self.path)
+                self.send_response(code)
+                self.send_header("Location", f"http://127.0.0.1:{port}/moved{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                outer.gets.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"[]")
+
+            def log_message(self, *a: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirected_sink_is_a_counted_rejection_naming_the_location_never_a_delivery(
+    code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """urllib followed a 301/302/303 answer to a POST with a GET without the body, which the
+    receiver answered 200: every page was lost and counted as delivered, and no health alert
+    could fire. Now no redirect is followed: the pages are given up (counted), and the log
+    says which URL to configure."""
+    am, hook = Redirecting(code), Redirecting(code)
+    d = Dispatcher(SinkSpec(alertmanager_url=am.url, webhook_url=hook.url, log=False))
+    d.start()
+    d.submit(transition("firing"))
+    wait_for(lambda: d.undelivered("webhook", "given_up") == 1)
+    wait_for(lambda: d.undelivered("alertmanager", "given_up") == 1)
+    assert am.gets == hook.gets == [] and d.delivered == {}
+    assert am.posts == ["/api/v2/alerts"] and hook.posts == ["/"]
+    assert f"HTTP {code} redirect to 'http://127.0.0.1:" in caplog.text
+    d.close()
+    am.server.shutdown()
+    hook.server.shutdown()
 
 
 def test_a_full_queue_is_counted_per_sink_and_exported(tmp_path: Path) -> None:
