@@ -16,6 +16,7 @@ from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
+from monitor.alerts.retire import retire
 from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
@@ -51,6 +52,7 @@ class AlertEvaluator:
         engine.track_label_times = True  # rules read label-based counts as of each boundary
         self.spec = config.alerts
         self.book = AlertBook()
+        self.restored = False  # alerts restored from a checkpoint, not yet checked (retire.py)
         self.last: dict[int, int] = {}  # model -> last evaluated boundary (bucket index)
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
@@ -81,6 +83,9 @@ class AlertEvaluator:
         service keeps each loop turn short, so a stop or a poll is never held up by a backlog).
         """
         out: list[Transition] = []
+        if self.restored:  # what the configuration no longer raises is resolved, once
+            out += retire(self.book, self.config)
+            self.restored = False
         for m, spec in enumerate(self.engine.models):
             head = self.engine.low_watermark(m)
             if head is None:

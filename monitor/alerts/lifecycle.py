@@ -130,6 +130,11 @@ class AlertBook:
             cur.name, cur.labels, cur.state, cur.since, cur.at, value, annotations
         )
 
+    def drop(self, key: Key) -> None:
+        """Forget an alert without a transition (the caller tells what became of it)."""
+        self._active.pop(key, None)
+        self._unwritten.pop(key, None)
+
     def firing(self) -> list[Alert]:
         return [a for a in self.active.values() if a.state == "firing"]
 

@@ -206,6 +206,7 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
         if got is not None:
             tracker.models[got[0]] = got[1]
     ev.book, ev.last, ev.trackers, ev.evidence = book, dict(s.last), trackers, tracker
+    ev.restored = True
     ev.drift_quiet = {k: n for k, n in s.quiet}
 
 

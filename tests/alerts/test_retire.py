@@ -1,0 +1,79 @@
+"""Alerts restored from a checkpoint that the configuration no longer raises are resolved once,
+saying why; those it still raises stay as they were (found by a review: a rule's severity
+changed and the old alert stayed firing forever, re-posted to Alertmanager every interval)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from monitor.alerts import persist
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.retire import raised_by
+from monitor.config.spec import parse_config
+from tests.alerts.streams import alert_config, evaluate_stream, four_fifths_rule
+
+RULE = four_fifths_rule(severity="ticket", significant=False)
+
+
+def fired() -> tuple[Any, AlertEvaluator]:
+    """A DIR of 0.4 for 90 minutes: the four-fifths ticket fires on window 1h."""
+    cfg = alert_config(rules=[RULE], drift={"enabled": False}, evidence={"enabled": False})
+    engine, ev = evaluate_stream(90, lambda m: 0.2, cfg=cfg, per_min_b=10, seed=3)
+    assert [a.labels["severity"] for a in ev.book.firing()] == ["ticket"]
+    return engine, ev
+
+
+@pytest.mark.parametrize(
+    ("change", "retired"),
+    [
+        ({}, False),
+        ({"rules": [{**RULE, "severity": "page"}]}, True),
+        ({"rules": [{**RULE, "name": "FourFifths"}]}, True),
+        ({"rules": [{**RULE, "windows": ["1h"]}]}, False),
+        ({"windows": ["2h"], "rules": [RULE]}, True),
+    ],
+)
+def test_a_restored_alert_the_configuration_no_longer_raises_is_resolved_once(
+    change: dict[str, Any], retired: bool
+) -> None:
+    engine, ev = fired()
+    text = persist.dumps(ev)
+    windows = change.pop("windows", None)
+    cfg = alert_config(
+        windows=windows,
+        **{"rules": [RULE], "drift": {"enabled": False}, "evidence": {"enabled": False}, **change},
+    )
+    ev2 = AlertEvaluator(cfg, engine)
+    persist.restore(ev2, text)
+    out = ev2.advance()
+    if not retired:
+        assert out == [] and len(ev2.book.firing()) == 1
+        return
+    assert [(t.alert.state, t.alert.labels["severity"]) for t in out] == [("resolved", "ticket")]
+    assert out[0].alert.annotations["summary"].startswith("resolved: the configuration no longer")
+    assert ev2.book.firing() == [] and ev2.advance() == []  # once
+
+
+def test_which_alerts_a_configuration_raises() -> None:
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}, "s": {}}, "windows": ["1h", "6h"]}},
+            "alerts": {
+                "rules": [{**RULE, "windows": ["6h"], "attributes": ["g"]}],
+                "drift": {"metrics": ["disparate_impact_ratio"]},
+            },
+        }
+    )
+    base = {"alertname": "FourFifthsRule", "model": "m", "severity": "ticket"}
+    assert raised_by(cfg, base | {"window": "6h", "attribute": "g"})
+    assert not raised_by(cfg, base | {"window": "1h", "attribute": "g"})  # not its window
+    assert not raised_by(cfg, base | {"window": "6h", "attribute": "s"})  # not its attribute
+    assert not raised_by(cfg, base | {"window": "6h", "attribute": "g", "model": "other"})
+    drift = {"alertname": "FairnessDrift", "model": "m", "attribute": "s", "severity": "ticket"}
+    assert raised_by(cfg, drift | {"metric": "disparate_impact_ratio"})
+    assert not raised_by(cfg, drift | {"metric": "tpr_gap"})  # a metric no longer watched
+    change = {"alertname": "FairnessChange", "model": "m", "attribute": "g", "group": "x"}
+    assert raised_by(cfg, change | {"severity": "page"})
+    assert not raised_by(cfg, change | {"severity": "ticket"})
