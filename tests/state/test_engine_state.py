@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from monitor.outputs.report import build_report
 from monitor.state.checkpoint import CheckpointStore, decode, encode
 from monitor.state.engine import Engine
+from monitor.state.partition import MEANING
 from tests.helpers import T0, config, label, pred, run
 
 
@@ -93,3 +97,37 @@ def test_state_of_another_model_configuration_is_refused_and_leaves_the_partitio
     c = Engine(config(bucket="5m"))
     c.import_partition(0, meta, arrays)
     assert build_report(c.snapshot()) == build_report(a.snapshot())
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"favourable": 0}, "favourable 1 → 0"),
+        ({"threshold": 0.7}, "threshold 0.5 → 0.7"),
+        ({"prediction_values": {"approve": 1, "deny": 0}}, "prediction_values"),
+        ({"label_values": {"repaid": 1, "default": 0}}, "label_values"),
+        (
+            {"attributes": {"g": {"bins": [30, 60]}}},
+            "bins {'g': [25.0, 45.0]} → {'g': [30.0, 60.0]}",
+        ),
+        ({"label_time": "arrival"}, "label_time 'prediction' → 'arrival'"),
+    ],
+)
+def test_a_checkpoint_whose_counts_mean_something_else_is_refused(
+    change: dict[str, Any], says: str
+) -> None:
+    """Found by a review: the fingerprint guarded the arrays' shape only, so a checkpoint
+    written with favourable 1 restored under favourable 0 mixed 9 favourable decisions of the
+    old meaning into the new counts, and changed bins left the old bins beside the new ones.
+    A checkpoint from before the meaning was recorded is still read (compared on its shape)."""
+    base: dict[str, Any] = {"threshold": 0.5, "attributes": {"g": {"bins": [25, 45]}}}
+    a = Engine(config(**base))
+    run(a, [pred("x", T0, 30, 1, score=0.9)], partition=0)
+    meta, arrays = decode(encode(*a.export_partition(0)))
+    b = Engine(config(**{**base, **change}))
+    with pytest.raises(ValueError, match="different model configuration") as err:
+        b.import_partition(0, meta, arrays)
+    assert says in str(err.value)
+    older = [{k: v for k, v in f.items() if k not in MEANING} for f in meta["fingerprint"]]
+    b.import_partition(0, dict(meta, fingerprint=older), arrays)  # no meaning recorded: read
+    assert b.counters()["predictions"] == 1
