@@ -50,6 +50,7 @@ class Outbox:
         self.max_owed = max_owed
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
+        self._tickets: dict[int, int] = {}  # sequence -> the dispatcher's ticket of that state
         self._newest: dict[Key, int] = {}  # alert -> the sequence of its newest owed state
         self._seq = 0
         self.failed_in_row = 0
@@ -57,9 +58,10 @@ class Outbox:
         self.next_resend = math.inf
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
 
-    def add(self, a: Alert, now: float) -> None:
+    def add(self, a: Alert, now: float, ticket: int = 0) -> None:
         """A firing or resolved transition to deliver (after those owed before it; see above for
-        when it replaces an undelivered older state of the same alert)."""
+        when it replaces an undelivered older state of the same alert); ``ticket``: the
+        dispatcher's number for it (:meth:`oldest_ticket`)."""
         if a.state == "firing":
             self.firing[a.key] = a
             if self.resend_all and self.next_resend == math.inf:
@@ -71,8 +73,10 @@ class Outbox:
         older = self._newest.get(a.key)
         if older is not None and (self.resend_all or self.failed_in_row):
             del self.owed[older]  # the newest state only: Alertmanager, or during an outage
+            self._tickets.pop(older, None)
         self._seq += 1
         self.owed[self._seq] = a
+        self._tickets[self._seq] = ticket
         self._newest[a.key] = self._seq
         while len(self.owed) > self.max_owed:
             seq, gone = self.owed.popitem(last=False)
@@ -89,6 +93,21 @@ class Outbox:
             self.firing[a.key] = a
         if self.firing:
             self.next_resend = now
+
+    def oldest_ticket(self) -> int | None:
+        """The ticket of the oldest state still owed (None: nothing is owed): every ticket
+        before it was delivered, given up, or replaced by a newer state of its alert."""
+        for seq in self.owed:
+            return self._tickets.get(seq, 0)
+        return None
+
+    def clear(self) -> None:
+        """Forget everything owed and firing (another replica delivers from now on)."""
+        self.owed.clear()
+        self._tickets.clear()
+        self._newest.clear()
+        self.firing.clear()
+        self.next_resend = math.inf
 
     def due(self, now: float) -> list[Alert]:
         """What to send now (empty: nothing is due)."""
@@ -141,5 +160,6 @@ class Outbox:
         return len(done)
 
     def _forget(self, key: Key, seq: int) -> None:
+        self._tickets.pop(seq, None)
         if self._newest.get(key) == seq:
             del self._newest[key]

@@ -69,6 +69,7 @@ class Dispatcher:
         self.delivered: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()  # at submit, queue full (the caller's thread)
         self.stop_event = threading.Event()
+        self.abandoning = threading.Event()  # set by abandon(): stop sending what is owed
         self.thread = threading.Thread(target=self._run, name="alert-sinks", daemon=True)
         self.senders: dict[str, Sender] = senders(spec, kafka_send, lambda: self.clock())
         interval = float(spec.resend_interval)
@@ -113,7 +114,9 @@ class Dispatcher:
 
     def abandon(self) -> None:
         """Another replica delivers from now on: forget what is owed (queued: the outboxes are
-        the delivery thread's). What was being sent at this moment may still arrive."""
+        the delivery thread's; the thread stops sending at once). What was being sent at this
+        moment may still arrive (with the same notification id)."""
+        self.abandoning.set()
         self.queue.put([])
 
     def reseed(self, firing: Iterable[Alert]) -> None:
@@ -159,8 +162,14 @@ class Dispatcher:
                     self._flush()
                     return
             self._flush()
-            if not any(box.owed for box in self.outboxes.values()):
-                self.settled = self.accepted
+            self._settle()
+
+    def _settle(self) -> None:
+        """``settled``: the ticket through which every sink has what it is owed (delivered,
+        given up, or replaced by a newer state), also while a later one is still owed — a
+        replica handing delivery over records exactly that much as delivered."""
+        owed = [t for box in self.outboxes.values() if (t := box.oldest_ticket()) is not None]
+        self.settled = max(self.settled, min(owed) - 1 if owed else self.accepted)
 
     def _accept(self, t: Transition | list[Alert]) -> None:
         if isinstance(t, list):
@@ -168,9 +177,9 @@ class Dispatcher:
                 if t:
                     box.seed(t, self.clock())
                 else:  # abandon
-                    box.owed.clear()
-                    box.firing.clear()
-                    box.next_resend = math.inf
+                    box.clear()
+            if not t:
+                self.abandoning.clear()
             self.settled = self.accepted
             return
         self.accepted += 1
@@ -185,7 +194,7 @@ class Dispatcher:
             )
         now = self.clock()
         for box in self.outboxes.values():
-            box.add(a, now)
+            box.add(a, now, self.accepted)
 
     def _flush(self) -> None:
         for sink, box in self.outboxes.items():
@@ -196,6 +205,8 @@ class Dispatcher:
                 self._attempt(sink, box, batch)
                 continue
             for a in batch:  # one notification per request; stop at the first outage
+                if self.abandoning.is_set():
+                    return  # another replica delivers now: not one more from here
                 if not self._attempt(sink, box, [a]):
                     break
 

@@ -12,7 +12,10 @@
   progress, the offset to read on from, the transitions judged and delivered, those still owed)
   in the state store. A new owner delivers what the last saved state had not marked delivered:
   a transition is delivered once, unless the old owner died after delivering it and before its
-  next save (within a loop turn; the receiver then sees it twice — never not at all).
+  next save (within a loop turn), or was sending it when the handover's wait (at most
+  ``STEP_DOWN_SECONDS``) ran out: the receiver then sees it twice, with the same notification
+  id — never not at all. What the old owner had delivered when it stepped down is recorded,
+  also while later transitions were still owed (``Dispatcher.settled``).
 
 All replicas read the same partials in the same order from the same saved state: they judge
 alike and number the transitions alike. A handover waits for the deliveries under way."""

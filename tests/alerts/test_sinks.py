@@ -360,6 +360,53 @@ def test_a_redirected_sink_is_a_counted_rejection_naming_the_location_never_a_de
     hook.server.shutdown()
 
 
+class Gated:
+    """A real webhook receiver that answers the first ``free`` requests at once and holds each
+    later one until ``gate`` is set."""
+
+    def __init__(self, free: int) -> None:
+        self.gate = threading.Event()
+        self.names: list[str] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if len(outer.names) >= free:
+                    outer.gate.wait(30)
+                outer.names.append(body["labels"]["model"])
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_settled_counts_what_was_delivered_while_later_pages_are_still_owed() -> None:
+    """A replica handing delivery over (alerts.scope: global) records ``settled`` as delivered.
+    It moved only when nothing at all was owed, so with 10 pages to a slow receiver a hand-over
+    recorded none and the next deliverer sent all 10 again; now it is the ticket through which
+    every sink has its pages, and an abandon stops the sending at once (the page in flight
+    may still arrive)."""
+    hook = Gated(free=4)
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False))
+    d.start()
+    for i in range(10):
+        d.submit(Transition(alert(f"m{i}"), "pending"))
+    wait_for(lambda: d.settled == 4 and len(hook.names) == 4)  # the 5th is held in flight
+    d.abandon()
+    hook.gate.set()
+    wait_for(lambda: d.settled == d.accepted == 10 and not d.abandoning.is_set())
+    wait_for(lambda: len(hook.names) == 5)
+    assert hook.names == [f"m{i}" for i in range(5)]  # not one page after the abandon
+    d.close()
+    hook.server.shutdown()
+
+
 def test_a_full_queue_is_counted_per_sink_and_exported(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
