@@ -193,18 +193,36 @@ def check_drift(
             measured = math.isfinite(value)
             quiet = quiet_values.get(key, 0) + int(measured)
             quiet_values[key] = quiet
+            recovered = (
+                measured
+                and quiet >= d.min_values
+                and not tracker.still_worsening()
+                and tracker.back_at_baseline(d.min_values)
+            )
+            # a resolved notice says what it is now (a firing one keeps its text: empty notes)
+            notes = (
+                {
+                    "summary": f"recovered: {metric} of {model}/{attribute} is back at its "
+                    f"baseline: {_fmt(value)} (baseline {_fmt(tracker.baseline)}; "
+                    f"{quiet} values without a worsening, the cohort predicted "
+                    f"{cohort.describe()})",
+                    "description": f"no worsening trend for {quiet} hourly values and the "
+                    "value is back within the detector's tolerance of its baseline",
+                    "cohort_end": _iso(t_end),
+                    "runbook_url": "docs/runbook.md#fairnessdrift",
+                }
+                if recovered
+                else {}
+            )
             t = book.observe(
                 name="FairnessDrift",
                 labels=labels,
                 breached=False,
-                recovered=measured
-                and quiet >= d.min_values
-                and not tracker.still_worsening()
-                and tracker.back_at_baseline(d.min_values),
+                recovered=recovered,
                 at=at,
                 for_=0,
                 value=value,
-                annotations={},
+                annotations=notes,
             )
         if t is not None:
             out.append(t)

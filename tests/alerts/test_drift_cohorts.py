@@ -28,8 +28,9 @@ from monitor.config.label_settle import label_settle
 from monitor.config.rules import DriftSpec
 from monitor.config.spec import Config, parse_config
 from monitor.metrics.results import attribute_result
+from monitor.state.engine import Engine
 from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
-from tests.alerts.streams import T0, alert_config, labelled_config, labelled_stream
+from tests.alerts.streams import T0, alert_config, labelled_config, labelled_stream, run_stream
 
 CHANGE = 24.0  # hours: group b's TPR drops 0.8 -> 0.6 here
 
@@ -313,3 +314,27 @@ def test_an_evaluator_behind_the_ring_skips_the_cohort_and_says_so(
     assert ev.trackers[("credit", "group", "disparate_impact_ratio")].seen == 9
     assert "the cohort predicted 2026-01-01 00:00–01:00 UTC of model credit has left" in caplog.text
     assert "has left the ring before it was read" in caplog.text
+
+
+def test_a_resolved_drift_notice_says_it_recovered_not_the_firing_text() -> None:
+    """Found by a review: FairnessDrift resolved with its firing text ("is drifting worse ...
+    the bound is crossed in no time"), the recovered value beside it."""
+    cfg = alert_config(
+        rules=[], drift={"metrics": ["disparate_impact_ratio"]}, evidence={"enabled": False}
+    )
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+
+    def rate_b(m: int) -> float:  # fair for a day, a slide for a day, then fair again
+        h = m / 60
+        return 0.5 if h < 24 or h >= 48 else max(0.25, 0.5 - (h - 24) * 0.025)
+
+    run_stream(engine, 66 * 60, 0.5, rate_b, per_min_a=20, per_min_b=20, seed=3,
+               on_minute=lambda m: ev.advance())  # fmt: skip
+    states = [t.alert for t in ev.history if t.alert.name == "FairnessDrift"]
+    assert [a.state for a in states] == ["firing", "resolved"]
+    fired, resolved = states
+    assert "drifting worse" in fired.annotations["summary"]
+    assert resolved.annotations["summary"].startswith("recovered: disparate_impact_ratio")
+    assert "hours_to_bound" not in resolved.annotations
+    assert f"{resolved.value:.3f}" in resolved.annotations["summary"]
