@@ -38,10 +38,12 @@ from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.outbox import MAX_OWED
 from monitor.alerts.partials import PartialPublisher
 from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
 from monitor.app.checkpointing import Checkpointer
+from monitor.app.global_state import GlobalState, Mark, OwedState
 from monitor.app.partials_out import PartialsOut, ensure_partials_topic, partials_lost
 from monitor.config.spec import Config
 from monitor.ingest.kafka import client_config
@@ -55,25 +57,6 @@ SAVE_EVERY = 1.0  # seconds between saves of the judging state while nothing new
 FLUSH_TIMEOUT = 30.0
 STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way
 DELIVERED_KEY = b"delivered"  # the key of the delivering replica's mark on the partials topic
-
-
-class _Mark(msgspec.Struct, frozen=True):
-    delivered: int
-
-
-class OwedState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    seq: int
-    alert: persist.AlertState
-
-
-class GlobalState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    scope: str  # "global": not the local evaluator's document
-    offset: int  # read the partials topic on from here
-    seq: int  # transitions judged through this state
-    delivered: int  # transitions delivered through this sequence number
-    owed: list[OwedState]
-    view: dict[str, Any]
-    evaluator: str  # persist.dumps of the evaluator
 
 
 class GlobalAlerts:
@@ -197,7 +180,7 @@ class GlobalAlerts:
         for t in out:
             self.seq += 1
             if t.alert.state != "pending":
-                self.owed[self.seq] = t.alert
+                self._owe(self.seq, t.alert)
         if self._elect(dispatcher):
             self._save(dispatcher, True)  # took over: this turn's were submitted as owed
         elif self.leading:
@@ -206,6 +189,16 @@ class GlobalAlerts:
                 self._submit(dispatcher, first + i, t)
             self._save(dispatcher, bool(out))
         return out
+
+    def _owe(self, seq: int, alert: Alert) -> None:
+        """Owed until recorded delivered: an alert's newest state only (an outage that outlasts
+        many transitions of a flapping alert is owed one notification, as the sinks' outboxes
+        keep it), at most ``MAX_OWED`` (the oldest go first)."""
+        for older in [s for s, a in self.owed.items() if a.key == alert.key]:
+            del self.owed[older]
+        self.owed[seq] = alert
+        while len(self.owed) > MAX_OWED:
+            del self.owed[min(self.owed)]
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
         ticket = dispatcher.submit(t)
@@ -224,7 +217,7 @@ class GlobalAlerts:
         """The delivering replica's mark: what it delivered is no longer owed here (a replica
         that never delivers keeps only what is in flight, not every transition since start)."""
         try:
-            mark = msgspec.json.decode(value or b"", type=_Mark).delivered
+            mark = msgspec.json.decode(value or b"", type=Mark).delivered
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.bad += 1
             return
@@ -311,7 +304,7 @@ class GlobalAlerts:
             log.error("saving the judging state failed: %s", exc)
             return
         if delivered > self.delivered and self.out is not None:  # saved: tell the others
-            self.out.send(DELIVERED_KEY, msgspec.json.encode(_Mark(delivered)))
+            self.out.send(DELIVERED_KEY, msgspec.json.encode(Mark(delivered)))
         self.delivered, self.saved_at = delivered, now
 
     def close(self) -> None:

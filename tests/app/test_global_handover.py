@@ -8,6 +8,7 @@ the delivering one recorded (the mark it sends on the partials topic)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -244,3 +245,37 @@ def test_a_replica_revoked_mid_rebalance_does_not_deliver_before_the_group_says_
     first.turn(lambda p: True, hook, 32)  # still listed by assignment(): not its to deliver
     assert hook.sent == [("A", "firing", 60.0)]
     assert sorted(first.owed) == [2, 3]  # kept for whoever delivers next
+
+
+def test_what_is_owed_through_a_long_outage_is_each_alerts_newest_state() -> None:
+    """Found by a review: with the receiver down, 3,000 transitions of 3 flapping alerts were
+    all kept owed (leader and followers), re-saved every second and re-submitted at a
+    takeover. The outboxes owe an alert's newest state only; so does the judging state."""
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, elector, judged1 = replica(store, readers)
+    follow, _, judged2 = replica(store, readers)
+    elector.owns, hook.down = True, True
+    for k in range(1, 301):
+        t = fired(f"A{k % 3}", 60.0 * k)
+        if k % 2 == 0:
+            t = Transition(replace(t.alert, state="resolved"), "firing")
+        for judged in (judged1, judged2):
+            judged.append([t])
+        lead.turn(lambda p: True, hook, 32)
+        follow.turn(lambda p: True, hook, 32)
+    for g in (lead, follow):
+        assert sorted(g.owed) == [298, 299, 300]  # the newest state of each alert
+        assert [(a.name, a.state) for _, a in sorted(g.owed.items())] == [
+            ("A1", "resolved"), ("A2", "firing"), ("A0", "resolved")
+        ]  # fmt: skip
+    saved = json.loads(store.text or "{}")
+    assert [o["seq"] for o in saved["owed"]] == [298, 299, 300]
+    hook.down = False
+    elector.owns = False
+    lead.turn(lambda p: True, hook, 32)  # steps down
+    follow_elector = follow.elector
+    follow_elector.owns = True  # type: ignore[attr-defined]
+    follow.turn(lambda p: True, hook, 32)  # takes over: three notifications, not 300
+    assert [(n, s) for n, s, _ in hook.sent] == [
+        ("A1", "resolved"), ("A2", "firing"), ("A0", "resolved")
+    ]  # fmt: skip
