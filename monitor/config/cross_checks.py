@@ -7,11 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from monitor.config.decode import ConfigError
+from monitor.config.durations import format_duration
 from monitor.config.kafka import KafkaSpec
 from monitor.config.model import ModelSpec
 from monitor.config.rules import AlertsSpec
 from monitor.config.serving import topic_format
 from monitor.config.settings import CheckpointSpec
+
+# buckets a model's ring may hold (its longest window, lag and lateness over its bucket): the
+# counts are kept per bucket, group and partition, so a 1-second bucket over a year is refused
+MAX_RING_BUCKETS = 100_000
 
 # formats whose requests do not name their model: one model per monitor reads them
 ONE_MODEL = {
@@ -99,3 +104,16 @@ def check_serving_topics(kafka: KafkaSpec, models: Mapping[str, ModelSpec]) -> N
             "only for a serving stack's requests and responses (models.<model>.input)",
         )
     _check_attributes_topic(kafka, models)
+
+
+def check_ring_sizes(models: Mapping[str, ModelSpec]) -> None:
+    """Each model's ring (allocated per group and partition) within ``MAX_RING_BUCKETS``."""
+    for name, m in models.items():
+        if m.ring_buckets > MAX_RING_BUCKETS:
+            span = m.ring_buckets * m.bucket - m.bucket
+            raise ConfigError(
+                f"models.{name}.bucket",
+                f"{format_duration(m.bucket)} buckets over the longest window and lateness "
+                f"({format_duration(span)}) are {m.ring_buckets:,}, over {MAX_RING_BUCKETS:,} "
+                "(each group keeps counts per bucket): use a longer bucket or a shorter window",
+            )

@@ -21,9 +21,6 @@ from monitor.config.durations import Duration, format_duration, seconds
 from monitor.config.serving import TensorMapping, resolve_mapping
 
 FIELD_PATH = r"^[^.]+(\.[^.]+)*$"
-# buckets a model's ring may hold (its longest window, lag and lateness over its bucket): the
-# counts are kept per bucket, group and partition, so a 1-second bucket over a year is refused
-MAX_RING_BUCKETS = 100_000
 FieldPath = Annotated[
     str,
     Meta(
@@ -310,14 +307,6 @@ def resolve_model(name: str, doc: ModelDoc, path: str, fields: FieldMap) -> Mode
     join, jpath = doc.join or JoinDoc(), sub(path, "join")
     lateness = seconds(doc.lateness, sub(path, "lateness"))
     lateness -= lateness % bucket
-    span = max(w.length + w.lag for w in windows) + lateness
-    if span // bucket + 1 > MAX_RING_BUCKETS:  # the ring is allocated per group and partition
-        raise ConfigError(
-            sub(path, "bucket"),
-            f"{format_duration(bucket)} buckets over the longest window and lateness "
-            f"({format_duration(span)}) are {span // bucket + 1:,}, over {MAX_RING_BUCKETS:,} "
-            "(each group keeps counts per bucket): use a longer bucket or a shorter window",
-        )
     serving = None
     if doc.input is not None:
         names_in_order = tuple(a.name for a in attributes)

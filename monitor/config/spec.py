@@ -34,6 +34,7 @@ from msgspec import field as key
 
 from monitor.config.cross_checks import (
     check_output_topics,
+    check_ring_sizes,
     check_rule_scopes,
     check_serving_topics,
 )
@@ -181,6 +182,7 @@ def parse_config(data: object) -> Config:
         default_model = next(iter(models))
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
+    check_ring_sizes(models)
     kafka = resolve_kafka(doc.kafka, "kafka")
     check_serving_topics(kafka, models)
     alerts = resolve_alerts(doc.alerts, "alerts")

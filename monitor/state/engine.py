@@ -33,10 +33,11 @@ from monitor.config.spec import Config, ModelSpec
 from monitor.ingest.decoder import Decoder
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
+from monitor.state.fingerprint import fingerprint
 from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order
 from monitor.state.join import NO_SCORE as STORED_NO_SCORE
 from monitor.state.label_times import arrivals
-from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState, fingerprint
+from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
 from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
 from monitor.state.window_sums import WindowSums

@@ -33,6 +33,7 @@ from monitor.state.attribute_join import (
     per_model,
     without_attributes,
 )
+from monitor.state.fingerprint import differences, fingerprint
 from monitor.state.halves import COUNTS as HALF_COUNTS
 from monitor.state.halves import HalfJoin
 from monitor.state.join import EarlyLabels
@@ -66,50 +67,6 @@ HELD = {
     "repeated prediction or label",
     "awaiting_attributes": "decisions awaiting their attributes (attributes topic)",
 }
-
-
-def fingerprint(models: Sequence[ModelSpec], n_sets: int) -> list[dict[str, Any]]:
-    """What a checkpoint's arrays depend on, and what its counts mean; a mismatch makes a
-    checkpoint incompatible. The meaning (``MEANING``: which prediction is favourable, how
-    scores, predictions and labels are read, the bins, the label time) came later: a
-    checkpoint without it is compared on the rest (as JSON: lists, not tuples)."""
-    return [
-        {
-            "model": m.name,
-            "bucket": m.bucket,
-            "ring_buckets": m.ring_buckets,
-            "cells": n_cells(m.score_bins),
-            "sets": ["&".join(s) for s in m.attribute_sets],
-            "n_sets": n_sets,
-            "favourable": m.favourable,
-            "threshold": m.threshold,
-            "prediction_values": dict(sorted(m.prediction_values.items())),
-            "label_values": dict(sorted(m.label_values.items())),
-            "bins": {a.name: list(a.bins) for a in m.attributes if a.bins is not None},
-            "label_time": m.label_time,
-        }
-        for m in models
-    ]
-
-
-# what the counts mean (not their shape): compared when the checkpoint has it
-MEANING = ("favourable", "threshold", "prediction_values", "label_values", "bins", "label_time")
-
-
-def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str | None:
-    """What differs between two fingerprints, for the operator (``cells 36 → 58``); None when
-    they agree (a key of :data:`MEANING` that the old one lacks is not compared)."""
-    if len(old) != len(new):
-        return f"{len(old)} models in the checkpoint, {len(new)} now"
-    for a, b in zip(old, new, strict=True):
-        diff = [
-            f"{k} {a.get(k)!r} → {b.get(k)!r}"
-            for k in b
-            if a.get(k) != b.get(k) and (k in a or k not in MEANING)
-        ]
-        if diff:
-            return f"model {b.get('model')}: " + ", ".join(diff)
-    return None
 
 
 class PartitionState:
@@ -234,7 +191,7 @@ class PartitionState:
     ) -> PartitionState:
         """A partition's state from :meth:`export`'s output, its group indices remapped onto
         ``registries`` (groups it names that they lack are registered)."""
-        differs = _differences(meta["fingerprint"], fingerprint(models, n_sets))
+        differs = differences(meta["fingerprint"], fingerprint(models, n_sets))
         if differs is not None:
             raise ValueError(
                 "it was written for a different model configuration "

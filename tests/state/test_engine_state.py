@@ -10,7 +10,7 @@ import pytest
 from monitor.outputs.report import build_report
 from monitor.state.checkpoint import CheckpointStore, decode, encode
 from monitor.state.engine import Engine
-from monitor.state.partition import MEANING
+from monitor.state.fingerprint import MEANING
 from tests.helpers import T0, config, label, pred, run
 
 
