@@ -119,9 +119,17 @@ class PartitionOwnership:
         for p in restored:
             cp = self.load(p, restored)
             if cp is not None:
+                foreign = sorted(set(cp.offsets) - set(self.k.input_topics))
+                if foreign:  # its counts came from a topic not read now: not this deployment's
+                    raise CheckpointError(
+                        f"checkpoint partition {p} holds offsets of {', '.join(foreign)}, which "
+                        f"this configuration does not read ({', '.join(self.k.input_topics)}): "
+                        "it belongs to another deployment, or a topic was renamed (its counts "
+                        "would be mixed with the new topic's); move the checkpoint aside"
+                    )
                 try:
                     self.engine.import_partition(p, cp.meta, cp.arrays)
-                except (ValueError, KeyError) as exc:
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
                     raise CheckpointError(
                         f"checkpoint partition {p} cannot be restored: {exc}"
                     ) from None

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kafka import TopicPartition
 
 from monitor.app.ownership import PartitionOwnership
 from monitor.config.spec import parse_config
-from monitor.state.checkpoint import PartitionCheckpoint
+from monitor.state.checkpoint import CheckpointError, PartitionCheckpoint
 from monitor.state.engine import Engine
 from tests.app.fake_consumer import FakeConsumer, Rec
 from tests.helpers import T0, pred, run
@@ -248,3 +249,17 @@ def test_an_attributes_topic_is_owned_sought_and_read_with_its_partition() -> No
     assert got.predictions is None and got.responses is None and got.attributes is not None
     assert [r.offset for r in got.attributes.records] == [50, 51]
     assert own.offsets_of(0)[attrs] == 52
+
+
+def test_a_checkpoint_of_a_topic_not_read_now_is_refused_naming_both() -> None:
+    """Found by a review: a checkpoint written reading ``preds`` restored under
+    ``predictions_topic: preds-v2`` was taken with its 20 counts, and the new topic was read
+    from the start on top of them (everything twice if it is the same stream, a mirror or a
+    rename), logged as "restored (checkpoint)"."""
+    c = cfg()
+    meta, arrays = saved_state(c)
+    cp = PartitionCheckpoint(0, {"preds-old": 120, LAB: 60}, meta, arrays, 0.0)
+    own = owner(c, {0: cp}, FakeConsumer(tps(0)))
+    with pytest.raises(CheckpointError, match="offsets of preds-old, which this configuration"):
+        own.apply([("assigned", tps(0))], lambda parts: None)
+    assert own.engine.counters()["predictions"] == 0  # nothing restored
