@@ -143,6 +143,14 @@ class CheckpointStore:
                 timeout=BUSY_TIMEOUT_MS / 1000,
                 check_same_thread=False,
             )
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables - {"meta", "partitions"}:  # another program's: never taken over or moved
+                raise CheckpointUnavailable(
+                    f"checkpoint {self.path} is not a fairness-monitor checkpoint (it has the "
+                    f"tables {', '.join(sorted(tables))}): set checkpoint.path to a file of "
+                    "its own",
+                    self.path,
+                )
             # State blobs are megabytes: 64 KiB pages write them 3-4x faster than the default
             # 4 KiB (takes effect when the file is created; older files keep their size)
             db.execute("PRAGMA page_size=65536")

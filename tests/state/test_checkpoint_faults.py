@@ -457,3 +457,20 @@ def test_open_store_is_writable_and_checked(tmp_path: Path) -> None:
     store = open_store(path)
     assert store.conn.execute("SELECT value FROM meta WHERE key='opened_at'").fetchone()
     store.close()
+
+
+def test_another_programs_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Found by a review: checkpoint.path pointing at another application's SQLite database
+    added the monitor's tables to it and wrote there. It is refused as unavailable, so
+    ``on_corrupt: fresh`` does not move another program's file aside either; untouched."""
+    path = tmp_path / "app.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('ada')")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(CheckpointUnavailable, match="not a fairness-monitor checkpoint"):
+        CheckpointStore(path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "app.sqlite"
+    ]
