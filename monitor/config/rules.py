@@ -286,14 +286,16 @@ def resolve_alerts(doc: AlertsDoc | None, path: str) -> AlertsSpec:
         metrics=tuple(d.metrics),
         bucket=seconds(d.bucket, sub(dpath, "bucket"), positive=True),
         min_samples=d.min_samples,
-        threshold=finite(d.threshold, sub(dpath, "threshold")),
-        delta=finite(d.delta, sub(dpath, "delta")),
+        threshold=_positive(d.threshold, sub(dpath, "threshold")),
+        delta=_positive(d.delta, sub(dpath, "delta")),
         min_values=d.min_values,
         severity=d.severity,
         label_settle=(
             None if d.label_settle is None else seconds(d.label_settle, sub(dpath, "label_settle"))
         ),
     )
+    if drift.detector == "adwin" and drift.delta >= 1:
+        raise ConfigError(sub(dpath, "delta"), f"{d.delta!r}: ADWIN's confidence is below 1")
     s, spath = doc.sinks or SinkDoc(), sub(path, "sinks")
     sinks = SinkSpec(
         alertmanager_url=_url(s.alertmanager_url, sub(spath, "alertmanager_url")),

@@ -114,6 +114,13 @@ def test_attribute_sets_with_one_name_are_refused(
         ),
         ({"models__m__score_bins": 10_000_000}, "models.m.score_bins", "1000"),
         ({"alerts__sinks__timeout": 0}, "alerts.sinks.timeout", "more than zero"),
+        ({"alerts__drift__threshold": -8}, "alerts.drift.threshold", "more than zero"),
+        ({"alerts__drift__delta": 0}, "alerts.drift.delta", "more than zero"),
+        (
+            {"alerts__drift__detector": "adwin", "alerts__drift__delta": 2},
+            "alerts.drift.delta",
+            "below 1",
+        ),
         ({"alerts__sinks__timeout": -1}, "alerts.sinks.timeout", "more than zero"),
         (
             {"alerts__rules": [{**RULE, "hysteresis": -0.1}]},
