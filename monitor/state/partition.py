@@ -210,6 +210,13 @@ class PartitionState:
             ring = st.rings[m]
             ring.grow(len(reg))
             counts, expired = arrays[f"counts{m}"], arrays[f"expired{m}"]
+            want = (ring.n_buckets, len(remap), ring.n_cells)
+            if counts.shape != want or expired.shape != want[1:]:  # never broadcast into counts
+                raise ValueError(
+                    f"counts{m} {counts.shape} / expired{m} {expired.shape} do not fit "
+                    f"{len(remap)} groups of {ring.n_buckets} buckets × {ring.n_cells} cells: "
+                    "the checkpoint is damaged"
+                )
             if len(np.unique(remap)) == len(remap):
                 ring.counts[:, remap] = counts
                 ring.expired[remap] = expired
@@ -217,8 +224,8 @@ class PartitionState:
                 for old, new in enumerate(remap.tolist()):
                     ring.counts[:, new] += counts[:, old]
                     ring.expired[new] += expired[old]
-            ring.head = meta["heads"][m]
-            ring.first = meta.get("firsts", meta["heads"])[m]
+            ring.head = _bucket(meta["heads"][m])
+            ring.first = _bucket(meta.get("firsts", meta["heads"])[m])
             ledger = arrays.get(f"ledger{m}")
             if ledger is not None:
                 st.ledgers[m].load(ring, ledger, remap)
@@ -317,3 +324,10 @@ def _as_dtype(rows: npt.NDArray[Any], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     for name in rows.dtype.names or ():
         out[name] = rows[name]
     return out
+
+
+def _bucket(value: object) -> int | None:
+    """A ring's head or first bucket as stored (an int, or None for an empty ring)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f"a ring bucket {value!r} is not an integer: the checkpoint is damaged")

@@ -131,3 +131,23 @@ def test_a_checkpoint_whose_counts_mean_something_else_is_refused(
     older = [{k: v for k, v in f.items() if k not in MEANING} for f in meta["fingerprint"]]
     b.import_partition(0, dict(meta, fingerprint=older), arrays)  # no meaning recorded: read
     assert b.counters()["predictions"] == 1
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda meta, arrays: arrays.update(counts0=arrays["counts0"][:, :1]), "do not fit"),
+        (lambda meta, arrays: meta.update(heads=["x"]), "is not an integer"),
+    ],
+)
+def test_a_damaged_row_that_still_decodes_is_refused_not_broadcast(damage: Any, says: str) -> None:
+    """Found by a review: a counts array of one group, restored into two, was broadcast: both
+    groups got the first one's counts ({'a': 15, 'b': 15} from {'a': 15, 'b': 5})."""
+    a = Engine(config())
+    run(a, [pred(f"x{i}", T0 + i, "ab"[i % 2], 1) for i in range(20)], partition=0)
+    meta, arrays = decode(encode(*a.export_partition(0)))
+    damage(meta, arrays)
+    b = Engine(config())
+    with pytest.raises(ValueError, match=says):
+        b.import_partition(0, meta, arrays)
+    assert b.counters()["predictions"] == 0
