@@ -55,8 +55,12 @@ lint: $(STAMP)
 
 test: lint pytest
 
+# one test process per core (pytest-xdist; each runs its own brokers and services): most
+# integration tests wait on a broker or a monitor process, so two cores took the suite from
+# 31 to 19 minutes; a file's tests stay together, in order. PYTEST_WORKERS=0: one process
+PYTEST_WORKERS ?= auto
 pytest: $(STAMP)
-	$(BIN)/pytest -q --durations=20
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.engine_vs_river

@@ -21,6 +21,7 @@ the same counts and the same consumer-group behaviour.
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import secrets
 import shutil
@@ -44,10 +45,20 @@ def free_port() -> int:
 
 
 def kafka_jars() -> Path:
-    """Directory of the broker's jars, resolving them with Maven on first use."""
+    """Directory of the broker's jars, resolving them with Maven on first use (once: the test
+    workers of a parallel run wait for the first one's download under a file lock)."""
     jars = CACHE / "jars"
     if (jars / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
         return jars
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "jars.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (jars / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+            return jars  # another worker resolved them meanwhile
+        return _resolve_jars(jars)
+
+
+def _resolve_jars(jars: Path) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError("Maven (mvn) is needed to fetch Kafka's jars; apt-get install maven")
