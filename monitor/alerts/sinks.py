@@ -159,10 +159,28 @@ class Dispatcher:
                     except queue.Empty:
                         break
                 if t is None:  # closing: one last attempt for what was taken, then stop
-                    self._flush()
+                    self._last_attempt()
                     return
             self._flush()
             self._settle()
+
+    def _last_attempt(self) -> None:
+        """At close: try once more whatever the backoff says (the receiver may be back), then
+        say in the log what stays undelivered: it is not kept across the restart."""
+        for box in self.outboxes.values():
+            box.next_try = -math.inf
+        self._flush()
+        for sink, box in self.outboxes.items():
+            if box.owed:
+                names = sorted({a.name for a in box.owed.values()})
+                log.error(
+                    "stopping with %d alert notification(s) to %s undelivered (%s): they are "
+                    "not sent after the restart; read them on the status page before it stops "
+                    "or in this log",
+                    len(box.owed),
+                    sink,
+                    ", ".join(names),
+                )
 
     def _settle(self) -> None:
         """``settled``: the ticket through which every sink has what it is owed (delivered,

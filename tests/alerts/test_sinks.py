@@ -258,6 +258,26 @@ def test_a_page_submitted_just_before_close_is_delivered_not_dropped_on_the_way_
     am.close()
 
 
+def test_close_tries_once_more_past_the_backoff_and_logs_what_stays_undelivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A page that failed once waits out its backoff; a shutdown inside that wait dropped it
+    unsent and unsaid. Now close() tries once more (the receiver may be back), and what still
+    fails is named in the log: it is not kept across the restart."""
+    back, down = Receiver(fail=1), Receiver(fail=10**6)
+    for hook, delivered in ((back, True), (down, False)):
+        d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False))
+        d.backoff = 3600.0  # the next regular try would be an hour away
+        d.start()
+        d.submit(transition("firing"))
+        wait_for(lambda: d.failures["webhook"] == 1)  # noqa: B023 (this iteration's d)
+        d.close()
+        assert (len(hook.bodies) == 1) is delivered
+        said = "stopping with 1 alert notification(s) to webhook undelivered (FourFifthsRule)"
+        assert (said in caplog.text) is not delivered
+        hook.close()
+
+
 def test_alertmanager_gets_every_active_alert_again_each_interval() -> None:
     box = Outbox(resend_all=True, interval=60)
     box.seed([alert("a"), alert("b")], 0.0)  # firing when the monitor restarted: at once
