@@ -133,6 +133,10 @@ def load_web_config(path: str) -> WebConfig:
         raise ConfigError(
             "service.web_config_file", f"cannot read {path}: {exc.strerror}"
         ) from None
+    except UnicodeDecodeError as exc:  # a Latin-1 comment, a file cut mid-character
+        raise ConfigError(
+            "service.web_config_file", f"{path} is not UTF-8 (byte {exc.start})"
+        ) from None
     try:
         data = yaml.safe_load(text)
         config = _resolve(convert(_plain(data if data is not None else {}), WebDoc), path)
@@ -142,6 +146,8 @@ def load_web_config(path: str) -> WebConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError("service.web_config_file", f"{path}: not valid YAML{where}") from None
+    except RecursionError:
+        raise ConfigError("service.web_config_file", f"{path}: nested too deeply") from None
     except ConfigError as exc:
         raise ConfigError(
             "service.web_config_file",
@@ -180,8 +186,10 @@ def _headers(doc: HttpDoc) -> tuple[tuple[str, str], ...]:
         allowed = HEADERS[f.encode_name]
         if allowed is not None and value.lower() not in allowed:
             raise ConfigError(at + f.encode_name, f"{value!r} is not one of {', '.join(allowed)}")
-        if "\r" in value or "\n" in value:
-            raise ConfigError(at + f.encode_name, "must be one line")
+        if not all(c == "\t" or " " <= c <= "~" for c in value):  # what an HTTP header holds
+            raise ConfigError(
+                at + f.encode_name, "must be one line of printable ASCII (no curly quotes)"
+            )
         out.append((f.encode_name, value))
     return tuple(out)
 

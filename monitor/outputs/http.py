@@ -320,9 +320,10 @@ class HttpServer:
             return
         try:
             state = WebState(load_web_config(self._web_path))
-        except ConfigError as exc:  # messages never carry secrets
+        except Exception as exc:  # never the server's end (a ConfigError carries no secret)
             self._failed_stamp = now
-            log.error("web config not reloaded, keeping the previous one: %s", exc)
+            why = exc if isinstance(exc, ConfigError) else type(exc).__name__
+            log.error("web config not reloaded, keeping the previous one: %s", why)
             return
         if (state.context is None) != (self.web.context is None):
             self._failed_stamp = now

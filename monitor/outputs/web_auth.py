@@ -10,6 +10,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import ipaddress
 import os
 import secrets
 import ssl
@@ -28,8 +29,17 @@ def allowed_san(tls: TlsServerConfig, peer: dict[str, Any] | None) -> bool:
         return True
     if not peer:
         return False
-    names = {str(v) for _, v in peer.get("subjectAltName", ())}
-    return any(s in names for s in tls.client_allowed_sans)
+    names = {_san(str(v)) for _, v in peer.get("subjectAltName", ())}
+    return any(_san(s) in names for s in tls.client_allowed_sans)
+
+
+def _san(name: str) -> str:
+    """An IP address in one spelling (Python reports ``2001:DB8:0:0:0:0:0:1`` where the config
+    says ``2001:db8::1``, as Go's ``ip.String()`` does); any other name as it is."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name
 
 
 class Authenticator:
@@ -53,6 +63,11 @@ class Authenticator:
     def enabled(self) -> bool:
         return bool(self.users)
 
+    def _cost(self) -> int:
+        """The highest cost of the configured hashes (``$2b$12$…``: 12), within bcrypt's 4–31."""
+        costs = [int(h.split(b"$")[2]) for h in self.users.values() if h.count(b"$") >= 3]
+        return min(max([4, *costs]), 31)
+
     def _digest(self, user: str, hashed: bytes, password: bytes) -> bytes:
         msg = b"\0".join((user.encode("utf-8"), hashed, password))
         return hmac.new(self._key, msg, hashlib.sha256).digest()
@@ -68,8 +83,8 @@ class Authenticator:
 
         hashed = self.users.get(user)
         if hashed is None:
-            if self._dummy is None:
-                self._dummy = bcrypt.hashpw(b"x", bcrypt.gensalt(rounds=10))
+            if self._dummy is None:  # as costly as the configured hashes (the highest cost)
+                self._dummy = bcrypt.hashpw(b"x", bcrypt.gensalt(rounds=self._cost()))
             _checkpw(password, self._dummy)
             return False
         digest = self._digest(user, hashed, password)

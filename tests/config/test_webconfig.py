@@ -167,6 +167,15 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         {"http_server_config": {"headers": {"X-Powered-By": "x"}}},
         r"http_server_config\.headers\.X-Powered-By: unknown key",
     ),
+    (  # curly quotes: every response failed to encode (found by a review)
+        "non-ascii-header",
+        {
+            "http_server_config": {
+                "headers": {"Content-Security-Policy": "default-src \u2018self\u2019"}
+            }
+        },
+        r"http_server_config\.headers\.Content-Security-Policy: must be one line of printable ASCII",
+    ),
     (
         "bad-rate",
         {"rate_limit": {"interval": "fast", "burst": 1}},
@@ -254,3 +263,15 @@ def test_the_shipped_compose_example_parses_and_its_hash_is_of_the_documented_pa
     c = load_web_config(str(example))
     assert c.tls is None and set(c.users) == {"prometheus"}
     assert Authenticator(c.users).check(basic("prometheus", "change-me"))
+
+
+def test_a_web_config_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    """A Latin-1 comment raised UnicodeDecodeError: a traceback from check-config, and a
+    reload ended the HTTP server's thread for good (found by a review)."""
+    path = tmp_path / "web.yml"
+    path.write_bytes(b"# r\xe9vision\nbasic_auth_users: {}\n")
+    with pytest.raises(ConfigError, match="is not UTF-8"):
+        load_web_config(str(path))
+    path.write_text("a:\n" + "- " * 5000 + "x\n")  # nested past the parser's recursion
+    with pytest.raises(ConfigError):
+        load_web_config(str(path))

@@ -413,6 +413,10 @@ def test_web_config_reload_and_no_secret_in_logs(
         path.write_text(yaml.safe_dump(doc))
         wait_for(lambda: "web config not reloaded" in caplog.text, 10, "refused reload")
         assert get(url, ctx, basic("prometheus", new_password))[0] == 200
+        # an edit in Latin-1 (found by a review: it ended the server's thread for good)
+        path.write_bytes(b"# r\xe9vision\n" + yaml.safe_dump(doc).encode())
+        wait_for(lambda: "is not UTF-8" in caplog.text, 10, "refused non-UTF-8 reload")
+        assert get(url, ctx, basic("prometheus", new_password))[0] == 200
     text = caplog.text
     assert "basic_auth_users.prometheus: not a bcrypt hash" in text
     for secret in (PASSWORD, HASH, new_password, new_hash, "guess-1", "guess-2",

@@ -39,3 +39,26 @@ def test_authenticator_caches_successes_only(monkeypatch: pytest.MonkeyPatch) ->
     # the toolkit's $2y$ hashes (htpasswd) verify too
     y = "$2y$" + HASH[4:]
     assert Authenticator({"u": y.encode()}).check(basic("u", PASSWORD))
+
+
+def test_an_unknown_user_costs_what_a_configured_one_costs() -> None:
+    """Found by a review: the stand-in hash for unknown users had cost 10 whatever the
+    configured hashes' (cost 12: 350 ms for a real user, 89 ms for an unknown one, so timing
+    told which user names exist). It takes the configured cost now."""
+    import bcrypt
+
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=5))
+    auth = Authenticator({"prometheus": hashed})
+    assert not auth.check(basic("nosuchuser", "pw"))
+    assert auth._dummy is not None and auth._dummy.startswith(b"$2b$05$")
+
+
+def test_an_ipv6_san_matches_however_it_is_spelled() -> None:
+    """Python reports 2001:DB8:0:0:0:0:0:1 where the configuration (and Go's toolkit) says
+    2001:db8::1: the client was refused."""
+    from monitor.config.web_tls import TlsServerConfig
+
+    tls = TlsServerConfig(cert_file="c", key_file="k", client_allowed_sans=("2001:db8::1",))
+    peer = {"subjectAltName": (("IP Address", "2001:DB8:0:0:0:0:0:1"),)}
+    assert web_auth.allowed_san(tls, peer)
+    assert not web_auth.allowed_san(tls, {"subjectAltName": (("IP Address", "2001:db8::2"),)})
