@@ -161,7 +161,8 @@ def _disparities(
     ok = eligible & np.isfinite(sr)
     cfg = np.array([-1 if r is None else r for r in references], dtype=np.intp)
     cfg_ok = (cfg >= 0) & ok[rows, np.maximum(cfg, 0)]
-    ref = np.where(cfg_ok, cfg, np.where(ok.any(axis=-1), _first(sr, ok, lowest=False), -1))
+    fallback = (cfg == -1) & ok.any(axis=-1)  # none configured: the highest-rate group
+    ref = np.where(cfg_ok, cfg, np.where(fallback, _first(sr, ok, lowest=False), -1))
     ri = np.maximum(ref, 0)
     sr_ref = sr[rows, ri]
     positive = (ref >= 0) & (sr_ref > 0)

@@ -194,9 +194,9 @@ def disparities(
     sr = m.selection_rate
     ok = eligible & np.isfinite(sr)
     ref: int | None = None
-    if reference is not None and ok[reference]:
+    if reference is not None and reference >= 0 and ok[reference]:
         ref = reference
-    elif ok.any():
+    elif reference is None and ok.any():  # none configured: the highest-rate group
         idx = np.flatnonzero(ok)
         ref = int(idx[np.argmax(sr[idx])])
     impact = np.full(len(sr), np.nan)

@@ -21,6 +21,7 @@ from monitor.metrics.blindness import BlindReport, blind_groups
 from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.registry import METRICS
+from monitor.metrics.score_parity import ABSENT
 
 I64 = npt.NDArray[np.int64]
 
@@ -121,7 +122,7 @@ def attribute_results(
     for i, (c, labels, set_name) in enumerate(items):
         stacked[i, : len(c)] = c
         ref, names = spec.reference_groups.get(set_name), list(labels)
-        refs.append(names.index(ref) if ref is not None and ref in names else None)
+        refs.append(None if ref is None else names.index(ref) if ref in names else ABSENT)
     out = stacked_results(
         stacked,
         sizes,

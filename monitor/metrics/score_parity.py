@@ -42,6 +42,10 @@ from monitor.metrics.disparities import NAN_DISPARITY, Disparity
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
+# a configured reference group not in the window (or not eligible, for an index): the
+# comparisons against it are undefined ("insufficient data"), never made against another
+# group — a thin window of the reference paged "Black vs Asian" under reference White
+ABSENT = -2
 
 
 def cdf(hist: I64) -> F64:
@@ -71,13 +75,15 @@ def dkw_margin(n: I64, confidence: float) -> F64:
 def references(
     scored: I64, configured: Sequence[int | None], eligible: npt.NDArray[np.bool_]
 ) -> Index:
-    """Per row of ``scored[result, group]``: the configured reference if eligible, else the
-    eligible group with the most scored predictions (the first on a tie); −1 if none."""
+    """Per row of ``scored[result, group]``: the configured reference if eligible, else (none
+    configured) the eligible group with the most scored predictions (the first on a tie); −1
+    if none — also when the configured one is :data:`ABSENT` or not eligible."""
     rows = np.arange(scored.shape[0])
     cfg = np.array([-1 if r is None else r for r in configured], dtype=np.intp)
     cfg_ok = (cfg >= 0) & eligible[rows, np.maximum(cfg, 0)]
     most: Index = np.argmax(np.where(eligible, scored, -1), axis=-1)
-    out: Index = np.where(cfg_ok, cfg, np.where(eligible.any(axis=-1), most, -1))
+    fallback = (cfg == -1) & eligible.any(axis=-1)
+    out: Index = np.where(cfg_ok, cfg, np.where(fallback, most, -1))
     return out
 
 

@@ -180,14 +180,16 @@ def _pair(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -
 
 
 def _disparate_impact() -> list[dict[str, Any]]:
-    """Lowest rate over the reference's (configured, else the highest), MOVER-R interval with
+    """Lowest rate over the reference's (configured, else the highest; a configured one below
+    min_samples makes no comparison, as in the engine), MOVER-R interval with
     1 = the lowest group, 2 = the reference:
     L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
     U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
     m, sr = "disparate_impact", "fairness:selection_rate:ratio"
     ref = (
         f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
-        f"or on ({ATTR}) topk by ({ATTR}) (1, {sr})\n"
+        f"or on ({ATTR}) (\n  topk by ({ATTR}) (1, {sr})\n"
+        "  unless on (model, attribute) fairness:reference_group:info\n)\n"
     )
     worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
     out = _pair(m, ref, worst, "selection_rate", ("n",))

@@ -7,7 +7,8 @@ The monitor exports each group's score histogram as cumulative counts per bin ed
 the CDF is ``Σ replicas bucket / Σ replicas scored`` and everything after is elementwise:
 
 * the score reference: the configured reference group when it has ``min_samples`` scored
-  predictions, else the eligible group with the most (on a tie, ``topk`` may pick another group
+  predictions (else none: no distances), or with none configured the eligible group with the
+  most (on a tie, ``topk`` may pick another group
   than the monitor's first index: same distances to the others, maybe another reference);
 * ``KS_g = max_le |F_g − F_ref|``, ``W1_g = Σ_{le < 1} |F_g − F_ref| / B``;
 * ``ε_n = √(ln(4/α) / 2n)``; the worst group's interval is ``KS ± (ε_g + ε_ref)`` (W1:
@@ -50,7 +51,8 @@ def score_rules(confidence: float, default_min_samples: int) -> list[dict[str, A
         _rec(
             REF,
             f"{ELIGIBLE} * 0 + 1 and on (model, attribute, group) fairness:reference_group:info\n"
-            f"or on ({ATTR}) topk by ({ATTR}) (1, {ELIGIBLE}) * 0 + 1\n",
+            f"or on ({ATTR}) (\n  topk by ({ATTR}) (1, {ELIGIBLE}) * 0 + 1\n"
+            "  unless on (model, attribute) fairness:reference_group:info\n)\n",
         ),
         _rec(cdf, f"fairness:score_bucket:sum / on ({GROUP}) group_left {SCORED}"),
         _rec("fairness:score_bins:count", f"count without (le) ({cdf})"),

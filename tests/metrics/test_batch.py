@@ -22,6 +22,7 @@ from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics, disparities, group_metrics
 from monitor.metrics.intervals import mover_ratio, newcombe_diff, wilson
 from monitor.metrics.results import attribute_result, attribute_results
+from monitor.metrics.score_parity import ABSENT
 from monitor.state.windows import CAL, FAV, FN, FP, TN, TP, N, hist_cell, n_cells
 
 CASES = 200
@@ -152,7 +153,13 @@ def test_stacked_results_are_the_reference_bit_for_bit(seed: int) -> None:
             counts, score_bins=spec.score_bins, confidence=confidence, favourable=spec.favourable
         )
         ref_label = spec.reference_groups.get(set_name)
-        reference = labels.index(ref_label) if ref_label in labels else None
+        reference = (  # configured but not in the window: no comparison is made
+            None
+            if ref_label is None
+            else labels.index(ref_label)
+            if ref_label in labels
+            else ABSENT
+        )
         ref_d = disparities(
             ref_gm, min_samples=spec.min_samples, reference=reference, confidence=confidence
         )
@@ -224,3 +231,28 @@ def test_intervals_give_the_same_bits_for_one_pair_and_for_a_stack() -> None:
     one = [wilson(a, b) for a, b in zip(x1, n1, strict=True)]
     assert same_array(lo, np.array([float(o[0]) for o in one]))
     assert same_array(hi, np.array([float(o[1]) for o in one]))
+
+
+@pytest.mark.parametrize("white", [29, 0])
+def test_a_configured_reference_below_min_samples_makes_no_comparison(white: int) -> None:
+    """Found by a review: with ``reference_groups: {race: White}`` and White below min_samples
+    in a short window (or absent from it), the highest-rate group stood in: the DIR became
+    Black vs Asian (0.643 [0.614, 0.673]) and FourFifthsRule paged a comparison nobody
+    configured. It is undefined instead (insufficient data), as the evidence detectors do."""
+    spec = parse_config(
+        {"models": {"m": {"attributes": {"race": {}}, "reference_groups": {"race": "White"}}}}
+    ).models["m"]
+    c = np.zeros((3, n_cells(spec.score_bins)), dtype=np.int64)
+    c[:, N] = [white, 3000, 3000]
+    c[:, FAV] = [white // 2, 1350, 2100]  # Black 0.45, Asian 0.70
+    labels = ["White", "Black", "Asian"] if white else ["__missing__", "Black", "Asian"]
+    r = attribute_results([(c, labels, "race")], spec, confidence=0.95)[0]
+    d = r.disparities
+    assert d.reference is None and math.isnan(d.disparate_impact.value)
+    assert not d.four_fifths_significant
+    assert d.score_reference is None
+    # the gaps compare the groups among themselves and stay defined
+    assert d.statistical_parity_difference.value == pytest.approx(0.25)
+    unset = parse_config({"models": {"m": {"attributes": {"race": {}}}}}).models["m"]
+    r = attribute_results([(c, labels, "race")], unset, confidence=0.95)[0]
+    assert r.disparities.disparate_impact.value == pytest.approx(0.45 / 0.70)  # none configured

@@ -70,12 +70,15 @@ def test_a_configured_reference_is_used_when_it_has_enough_scores() -> None:
     r = attribute_result(counts_from(hists), ["a", "b", "c"], spec(2, 5, "b"), "g", confidence=0.95)
     assert r.disparities.score_reference == 1
     assert r.disparities.score_ks.tolist()[2] == pytest.approx(1.0)
-    # below min_samples the configured reference gives way to the group with most scores
+    # below min_samples the configured reference is not replaced by the group with most
+    # scores (a comparison nobody configured): the distances are undefined
     r = attribute_result(
         counts_from(hists), ["a", "b", "c"], spec(2, 20, "b"), "g", confidence=0.95
     )
-    assert r.disparities.score_reference == 0
-    assert np.isnan(r.disparities.score_ks[1])  # not eligible either
+    assert r.disparities.score_reference is None
+    assert np.isnan(r.disparities.score_ks).all()
+    unset = attribute_result(counts_from(hists), ["a", "b", "c"], spec(2, 20), "g", confidence=0.95)
+    assert unset.disparities.score_reference == 0  # none configured: the most scored group
 
 
 def test_the_dkw_interval_covers_the_true_binned_distance() -> None:
