@@ -18,6 +18,7 @@ from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.sinks import alert_json
 from monitor.config.spec import Config
 from monitor.outputs.report import build_report
+from monitor.state.checkpoint import CheckpointError
 from monitor.state.engine import Engine
 from monitor.state.stores import StateStore, open_for_reading
 
@@ -31,7 +32,10 @@ def restore(cfg: Config, store: StateStore) -> tuple[Engine, dict[str, Any]]:
         cp = store.load(p, parts)  # the state topic: one read for all
         if cp is None:  # gone since the partitions were listed
             continue
-        engine.import_partition(p, cp.meta, cp.arrays)
+        try:
+            engine.import_partition(p, cp.meta, cp.arrays)
+        except (KeyError, TypeError, IndexError) as exc:  # a row that decodes, malformed
+            raise CheckpointError(f"checkpoint partition {p} is damaged ({exc!r})") from None
         offsets[str(p)] = cp.offsets
     return engine, offsets
 

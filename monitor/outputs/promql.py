@@ -180,24 +180,22 @@ def _pair(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -
 
 
 def _disparate_impact() -> list[dict[str, Any]]:
-    """Lowest rate over the reference's (configured, else the highest; a configured one below
-    min_samples makes no comparison, as in the engine), MOVER-R interval with
+    """Lowest rate over the reference's (configured, else the highest), MOVER-R interval with
     1 = the lowest group, 2 = the reference:
     L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
     U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
     m, sr = "disparate_impact", "fairness:selection_rate:ratio"
     ref = (
         f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
-        f"or on ({ATTR}) (\n  topk by ({ATTR}) (1, {sr})\n"
-        "  unless on (model, attribute) fairness:reference_group:info\n)\n"
+        f"or on ({ATTR}) (topk by ({ATTR}) (1, {sr})\n"
+        "  unless on (model, attribute) fairness:reference_group:info)\n"
     )
     worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
     out = _pair(m, ref, worst, "selection_rate", ("n",))
     p1, l1, u1 = (f"fairness:{m}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
     p2, l2, u2 = (f"fairness:{m}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
-    pp = f"{p1} * {p2}"
     out.append(_rec(f"fairness:{m}:ratio", f"{p1} / ({p2} > 0)"))
-    den_lo, den_hi = f"{u2} * (2 * {p2} - {u2})", f"{l2} * (2 * {p2} - {l2})"
+    pp, den_lo, den_hi = f"{p1} * {p2}", f"{u2} * (2 * {p2} - {u2})", f"{l2} * (2 * {p2} - {l2})"
     lower = (
         f"clamp_min(\n  (\n    {pp}\n    - sqrt(clamp_min(({pp}) ^ 2 - {l1} * (2 * {p1} - {l1})"
         f" * {den_lo}, 0))\n  ) / ({den_lo}),\n  0)\nand on ({ATTR}) fairness:{m}:ratio\n"
