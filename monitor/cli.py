@@ -183,7 +183,7 @@ def _check_config(args: argparse.Namespace) -> int:
         raise ConfigError("", "give a configuration file (or --schema)")
     cfg = load_config(args.config)
     for name, m in cfg.models.items():
-        sets = ", ".join("&".join(s) for s in m.attribute_sets)
+        sets = ", ".join(m.set_names)
         wins = ", ".join(w.name for w in m.windows)
         print(f"model {name}: attributes [{sets}] windows [{wins}] favourable={m.favourable}")
     print(f"{args.config}: OK")

@@ -208,10 +208,7 @@ class AlertEvaluator:
         rules = self._rule_cache.get((window, attribute))
         if rules is None:
             rules = self._rule_cache[(window, attribute)] = [
-                r
-                for r in self.spec.rules
-                if (not r.windows or window in r.windows)
-                and (not r.attributes or attribute in r.attributes)
+                r for r in self.spec.rules if r.applies(window, attribute)
             ]
         return rules
 

@@ -26,16 +26,14 @@ def raised_by(config: Config, labels: Mapping[str, str]) -> bool:
     if model is None:
         return False
     attribute, window = labels.get("attribute"), labels.get("window")
-    if attribute is not None and attribute not in {"&".join(s) for s in model.attribute_sets}:
+    if attribute is not None and attribute not in model.set_names:
         return False
     if window is not None and window not in {w.name for w in model.windows}:
         return False
     name, severity, alerts = labels.get("alertname"), labels.get("severity"), config.alerts
     for rule in alerts.rules:
         if rule.name == name and rule.severity == severity and window is not None:
-            return (not rule.windows or window in rule.windows) and (
-                not rule.attributes or attribute in rule.attributes
-            )
+            return rule.applies(window, attribute or "")
     if name == DRIFT_ALERT:
         drift = alerts.drift
         return (

@@ -48,7 +48,7 @@ def check_rule_scopes(alerts: AlertsSpec, models: Mapping[str, ModelSpec]) -> No
     """A rule's ``windows`` and ``attributes`` name what some model has: a typo would make the
     rule apply to nothing, and the alert would never fire."""
     windows = sorted({w.name for m in models.values() for w in m.windows})
-    sets = sorted({"&".join(s) for m in models.values() for s in m.attribute_sets})
+    sets = sorted({s for m in models.values() for s in m.set_names})
     for i, rule in enumerate(alerts.rules):
         for key_, names, known in (
             ("windows", rule.windows, windows),

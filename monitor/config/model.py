@@ -88,6 +88,11 @@ class ModelSpec:
         return tuple((a.name,) for a in self.attributes) + self.intersections
 
     @property
+    def set_names(self) -> tuple[str, ...]:
+        """The attribute sets as labels name them (an intersection's parts joined by ``&``)."""
+        return tuple("&".join(s) for s in self.attribute_sets)
+
+    @property
     def ring_buckets(self) -> int:
         """Buckets the ring must hold: the longest window (with its lag) plus lateness."""
         span = max(w.length + w.lag for w in self.windows) + self.lateness

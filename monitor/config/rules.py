@@ -60,6 +60,12 @@ class AlertRule:
     windows: tuple[str, ...] = ()  # empty: every window
     attributes: tuple[str, ...] = ()  # empty: every attribute set
 
+    def applies(self, window: str, attribute: str) -> bool:
+        """Whether the rule judges this window and attribute set (its lists, empty: all)."""
+        return (not self.windows or window in self.windows) and (
+            not self.attributes or attribute in self.attributes
+        )
+
     def breached(self, value: float, lower: float, upper: float) -> bool:
         """Is the condition met? With significance, the whole interval must be beyond."""
         v = (upper if self.op == "<" else lower) if self.significant else value

@@ -22,7 +22,7 @@ def fingerprint(models: Sequence[ModelSpec], n_sets: int) -> list[dict[str, Any]
             "bucket": m.bucket,
             "ring_buckets": m.ring_buckets,
             "cells": n_cells(m.score_bins),
-            "sets": ["&".join(s) for s in m.attribute_sets],
+            "sets": list(m.set_names),
             "n_sets": n_sets,
             "favourable": m.favourable,
             "threshold": m.threshold,

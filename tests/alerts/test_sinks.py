@@ -26,19 +26,36 @@ from tests.services import alertmanager
 
 
 class Receiver:
-    """A real local HTTP receiver that fails the first ``fail`` requests, or hangs."""
+    """A real local HTTP receiver that fails the first ``fail`` requests, or hangs; or
+    answers every POST with a ``redirect`` (an ALB's http -> https) to a path where a GET
+    answers 200 (as Alertmanager's GET /api/v2/alerts does); or, past ``hold_after``
+    requests, holds each until ``gate`` is set."""
 
-    def __init__(self, fail: int = 0, hang: float = 0.0) -> None:
+    def __init__(
+        self, fail: int = 0, hang: float = 0.0, redirect: int = 0, hold_after: int | None = None
+    ) -> None:
         self.fail, self.hang = fail, hang
         self.bodies: list[object] = []
         self.times: list[float] = []
+        self.posts: list[str] = []  # the paths POSTed to
+        self.gets: list[str] = []
+        self.gate = threading.Event()
         self.calls = 0
         outer = self
 
         class H(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 outer.calls += 1
+                outer.posts.append(self.path)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if redirect:
+                    self.send_response(redirect)
+                    self.send_header("Location", f"{outer.url}/moved{self.path}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if hold_after is not None and len(outer.bodies) >= hold_after:
+                    outer.gate.wait(30)
                 if outer.hang:
                     # a server that hangs before answering: the delay is the behaviour under
                     # test (the sink's timeout), not a wait (allowed in tests/test_no_sleeps.py)
@@ -51,6 +68,13 @@ class Receiver:
                 outer.times.append(time.time())  # when (to study a failure)
                 self.send_response(200)
                 self.end_headers()
+
+            def do_GET(self) -> None:
+                outer.gets.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"[]")
 
             def log_message(self, *a: object) -> None:
                 return
@@ -324,40 +348,6 @@ def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     assert not permanent(urllib.error.HTTPError("u", 429, "slow", None, None))  # type: ignore[arg-type]
 
 
-class Redirecting:
-    """A real HTTP server behind a redirect (an ALB's http -> https): POST answers 301 to
-    another path, where a GET answers 200 (as Alertmanager's GET /api/v2/alerts does)."""
-
-    def __init__(self, code: int) -> None:
-        self.posts: list[str] = []
-        self.gets: list[str] = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                outer.posts.append(self.path)
-                self.send_response(code)
-                self.send_header("Location", f"http://127.0.0.1:{port}/moved{self.path}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_GET(self) -> None:
-                outer.gets.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"[]")
-
-            def log_message(self, *a: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
 def test_a_redirected_sink_is_a_counted_rejection_naming_the_location_never_a_delivery(
     code: int, caplog: pytest.LogCaptureFixture
@@ -366,7 +356,7 @@ def test_a_redirected_sink_is_a_counted_rejection_naming_the_location_never_a_de
     receiver answered 200: every page was lost and counted as delivered, and no health alert
     could fire. Now no redirect is followed: the pages are given up (counted), and the log
     says which URL to configure."""
-    am, hook = Redirecting(code), Redirecting(code)
+    am, hook = Receiver(redirect=code), Receiver(redirect=code)
     d = Dispatcher(SinkSpec(alertmanager_url=am.url, webhook_url=hook.url, log=False))
     d.start()
     d.submit(transition("firing"))
@@ -376,34 +366,8 @@ def test_a_redirected_sink_is_a_counted_rejection_naming_the_location_never_a_de
     assert am.posts == ["/api/v2/alerts"] and hook.posts == ["/"]
     assert f"HTTP {code} redirect to 'http://127.0.0.1:" in caplog.text
     d.close()
-    am.server.shutdown()
-    hook.server.shutdown()
-
-
-class Gated:
-    """A real webhook receiver that answers the first ``free`` requests at once and holds each
-    later one until ``gate`` is set."""
-
-    def __init__(self, free: int) -> None:
-        self.gate = threading.Event()
-        self.names: list[str] = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if len(outer.names) >= free:
-                    outer.gate.wait(30)
-                outer.names.append(body["labels"]["model"])
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *a: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    am.close()
+    hook.close()
 
 
 def test_settled_counts_what_was_delivered_while_later_pages_are_still_owed() -> None:
@@ -412,19 +376,20 @@ def test_settled_counts_what_was_delivered_while_later_pages_are_still_owed() ->
     recorded none and the next deliverer sent all 10 again; now it is the ticket through which
     every sink has its pages, and an abandon stops the sending at once (the page in flight
     may still arrive)."""
-    hook = Gated(free=4)
+    hook = Receiver(hold_after=4)
     d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False))
     d.start()
     for i in range(10):
         d.submit(Transition(alert(f"m{i}"), "pending"))
-    wait_for(lambda: d.settled == 4 and len(hook.names) == 4)  # the 5th is held in flight
+    wait_for(lambda: d.settled == 4 and len(hook.bodies) == 4)  # the 5th is held in flight
     d.abandon()
     hook.gate.set()
     wait_for(lambda: d.settled == d.accepted == 10 and not d.abandoning.is_set())
-    wait_for(lambda: len(hook.names) == 5)
-    assert hook.names == [f"m{i}" for i in range(5)]  # not one page after the abandon
+    wait_for(lambda: len(hook.bodies) == 5)
+    names = [b["labels"]["model"] for b in hook.bodies]  # type: ignore[index]
+    assert names == [f"m{i}" for i in range(5)]  # not one page after the abandon
     d.close()
-    hook.server.shutdown()
+    hook.close()
 
 
 def test_a_full_queue_is_counted_per_sink_and_exported(tmp_path: Path) -> None:
