@@ -155,6 +155,12 @@ class CarefulPath:
                             Reason.BAD_SCORE, f"score {str(score)[:40]!r} is not a finite number"
                         )
                     score = float(score)
+                    if not 0.0 <= score <= 1.0:  # a logit or a percentage is no probability
+                        raise Invalid(
+                            Reason.BAD_SCORE,
+                            f"score {score!r} is outside [0, 1] (a probability: map logits or "
+                            "percentages onto it before publishing)",
+                        )
                 raw_pred = get_pred(e)
                 if raw_pred is None:
                     if score is None or threshold[m] is None:

@@ -200,6 +200,8 @@ class FastPath:
         ts = self._times(events, rb)
         model = self._models(events)
         score = np.array([e.score for e in events], dtype=np.float64)  # None becomes NaN
+        if ((score < 0) | (score > 1)).any():  # NaN compares False: absent scores pass
+            raise _GiveUp  # the careful path names the event
         n = len(events)
         pred = np.empty(n, dtype=np.int64)
         groups = np.full((n, d.max_sets), -1, dtype=np.int32)

@@ -242,6 +242,17 @@ def test_nan_and_inf_scores_are_dead_lettered(score: float) -> None:
     assert len(b) == 1 and [d.reason for d in dead] == [Reason.BAD_SCORE]
 
 
+@pytest.mark.parametrize("score", [-0.01, 1.0000001, 73, -2.3])
+def test_a_score_outside_the_unit_interval_is_dead_lettered_naming_it(score: float) -> None:
+    """A logit or a percentage is no probability: counted as a decision (through the threshold)
+    it was binned as "unscored", so calibration and score parity went quiet without a word."""
+    engine = Engine(cfg(), clock=lambda: NOW)
+    edge = [RawRecord(good(f"e{s}", score=s)) for s in (0, 0.0, 1, 1.0)]  # the ends are scores
+    b, dead = engine.decoder.decode_predictions([RawRecord(good("s", score=score)), *edge])
+    assert len(b) == 4 and [d.reason for d in dead] == [Reason.BAD_SCORE]
+    assert "outside [0, 1]" in dead[0].detail and repr(float(score)) in dead[0].detail
+
+
 def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
     """The typed fast path and the per-record path decode valid input identically."""
     import random
