@@ -36,6 +36,8 @@ from kafka import errors as Errors
 from kafka.consumer.fetcher import Fetcher
 from kafka.record import MemoryRecords as KafkaMemoryRecords
 
+from monitor.ingest.lenient_batch import lenient_records
+
 log = logging.getLogger(__name__)
 
 try:  # private names: their absence means kafka-python changed (see install)
@@ -155,7 +157,7 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
                         f"Record batch for {self._where(start)} (offset {batch.base_offset}) "
                         "failed crc check"
                     )
-                recs = [] if magic >= 2 and batch.is_control_batch else list(batch)
+                recs = [] if magic >= 2 and batch.is_control_batch else self._records(batch, start)
             except Errors.KafkaError:
                 raise
             except Exception as exc:  # aiokafka's own errors: unreadable records, a codec
@@ -177,6 +179,17 @@ class CPartitionRecords(_BASE):  # type: ignore[misc]
             self._held, self._held_end = recs, end
             return True
         return False
+
+    def _records(self, batch: Any, start: int) -> list[Any]:
+        """The batch's records; a v2 batch whose header keys are not UTF-8 (which the compiled
+        reader refuses whole) read leniently, as Java clients do (``lenient_batch.py``)."""
+        try:
+            return list(batch)
+        except UnicodeDecodeError:
+            if batch.magic < 2:
+                raise
+            log.warning("%s: a header key is not UTF-8; read as U+FFFD", self._where(start))
+            return lenient_records(bytes(self._buf[start : self._pos]), batch)
 
     def _where(self, start: int) -> str:
         """Where a broken batch is, for its error (built only then: not per batch)."""

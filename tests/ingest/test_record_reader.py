@@ -205,3 +205,59 @@ def test_an_unknown_fetcher_shape_keeps_kafka_pythons_parser(
     assert record_reader.install(c) is False
     assert c._fetcher.PartitionRecords is OtherFetcher.PartitionRecords
     assert "kafka-python's own record parser" in caplog.text
+
+
+def _unreadable_key(buf: bytes, *, gzip: bool = False, append_time: bool = False) -> bytes:
+    """A v2 batch (from :func:`batch` with headers) whose header key "h" of every record
+    reads b"\\xff" (not UTF-8; the broker stores it as it is), optionally gzip-compressed
+    afterwards and with log-append time; its length and CRC made right again."""
+    body = bytearray(buf[61:])
+    for i in range(len(body) - 1):  # a header key of length 1 (zig-zag 2) spelled "h"
+        if body[i] == 2 and body[i + 1] == ord("h"):
+            body[i + 1] = 0xFF
+    b = bytearray(buf[:61])
+    if gzip:
+        from aiokafka.codec import gzip_encode
+
+        body = bytearray(gzip_encode(bytes(body)))
+        b[22] |= 0x01
+    if append_time:
+        b[22] |= 0x08
+    b += body
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+@pytest.mark.parametrize("append_time", [False, True])
+def test_a_header_key_that_is_not_utf8_is_read_replaced_never_stopping_the_partition(
+    gzip: bool, append_time: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The compiled reader (and kafka-python's) refused such a batch whole and the fetch
+    offset stayed on it: the partition stopped for good and the monitor reported a Kafka
+    outage. Its records are read as Java clients read them (U+FFFD for the bad bytes), and the
+    batches after it too."""
+    good = batch(0, 30, with_keys=False, headers=True)
+    bad = _unreadable_key(good, gzip=gzip, append_time=append_time)
+    want, end, _ = consume(parts(Fetcher.PartitionRecords, good + batch(30, 5), 0), 7)
+    with caplog.at_level(logging.WARNING):
+        got, got_end, _ = consume(parts(CPartitionRecords, bad + batch(30, 5), 0), 7)
+    assert "header key is not UTF-8" in caplog.text
+    assert got_end == end == 35 and len(got) == 35
+    ts = BASE_TS + 29_000  # log-append time: the batch's max timestamp for every record
+    for (o, t, k, v, h), (wo, wt, wk, wv, wh) in zip(got[:30], want[:30], strict=True):
+        assert (o, k, v) == (wo, wk, wv)
+        assert t == (ts if append_time else wt)
+        assert h == [("\ufffd", wh[0][1]), wh[1]]
+    assert got[30:] == want[30:]
+
+
+def test_a_batch_that_lies_about_its_records_is_still_an_error() -> None:
+    """The lenient reading is no back door for garbage: a record length past its batch is a
+    corrupt batch, as before."""
+    bad = bytearray(_unreadable_key(batch(0, 3, headers=True)))
+    bad[61] = 0x7E  # the first record's length: 63, far past this small record
+    struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
+    with pytest.raises(Errors.CorruptRecordError):
+        consume(parts(CPartitionRecords, bytes(bad), 0), None)
