@@ -8,6 +8,8 @@ production exactly.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -28,8 +30,13 @@ from monitor.metrics.results import (
 )
 from monitor.state.view import CountsView
 
+log = logging.getLogger(__name__)
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
 BoundaryHook = Callable[[str, float, list[tuple[str, str, AttributeResult]]], None]
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
 class SeriesPoint(NamedTuple):
@@ -57,6 +64,7 @@ class AlertEvaluator:
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
         self.history: list[Transition] = []
+        self.skipped: dict[str, int] = {}  # model -> boundaries not judged (see _skip)
         # (model, window, attribute) -> the headline disparities at each closed boundary
         self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
         self.series_points = series_points
@@ -98,11 +106,31 @@ class AlertEvaluator:
             start = max(last + 1, head - spec.ring_buckets + 1)
             if limit is not None:
                 wm = min(wm, start + limit - 1)
+            gone: list[int] = []
             for k in range(start, wm + 1):
-                out += self._evaluate(m, spec, k)
+                out += self._evaluate(m, spec, k, gone)
+            if gone:
+                self._skip(spec, gone)
             self.last[m] = max(last, wm)
         self.history += out
         return out
+
+    def _skip(self, spec: ModelSpec, gone: list[int]) -> None:
+        """Windows that had partly left the ring when their boundary was judged (the rings moved
+        on by more than ``lateness`` first: a catch-up poll spanning hours of a quiet model, or
+        a partition far ahead of another) are skipped, counted and logged: judged, their
+        truncated counts would page on numbers no window has, and differently from a replay of
+        the same events. ``gone``: the boundary of each skipped window (or evidence step)."""
+        self.skipped[spec.name] = self.skipped.get(spec.name, 0) + len(gone)
+        log.warning(
+            "alerts: %d windows of model %s ending %s to %s were not judged: they had left the "
+            "ring before evaluation reached them (it fell behind by more than lateness %ss)",
+            len(gone),
+            spec.name,
+            _utc(gone[0] * spec.bucket),
+            _utc(gone[-1] * spec.bucket),
+            spec.lateness,
+        )
 
     def _frontier(
         self, m: int, spec: ModelSpec, head: int, caught_up: Callable[[int], bool] | None
@@ -117,12 +145,15 @@ class AlertEvaluator:
             wm = min(wm, reached if reached is not None else -(2**62))
         return max(wm, head - spec.lateness // spec.bucket)
 
-    def _evaluate(self, m: int, spec: ModelSpec, k: int) -> list[Transition]:
+    def _evaluate(self, m: int, spec: ModelSpec, k: int, gone: list[int]) -> list[Transition]:
         out: list[Transition] = []
         at = float(k * spec.bucket)
         sets = self._sets(m)
         results: list[tuple[str, str, AttributeResult]] = []
-        for w, set_name, result in self._window_results(m, spec, k, sets):
+        held = self.engine.ring_holds  # never judge a window that has partly left the ring
+        windows = [w for w in spec.windows if held(m, k - (w.length + w.lag) // spec.bucket, at=k)]
+        gone += [k] * (len(spec.windows) - len(windows))
+        for w, set_name, result in self._window_results(m, spec, k, sets, windows):
             self._record(spec.name, w, set_name, at, result)
             results.append((w, set_name, result))
             for rule in self._rules(w, set_name):
@@ -168,19 +199,29 @@ class AlertEvaluator:
                     cohort=c,
                     blind=blind_metrics(counts, result, spec.favourable),
                 )
-        out += self.evidence.update(m, spec, k, self.book)
+        if held(m, k - 1, at=k):
+            out += self.evidence.update(m, spec, k, self.book)
+        else:
+            gone.append(k)
         if self.on_boundary is not None:  # after the evidence: the timeline shows this boundary's
             self.on_boundary(spec.name, at, results)
         return out
 
     def _window_results(
-        self, m: int, spec: ModelSpec, k: int, sets: list[tuple[str, Any, list[str]]]
+        self,
+        m: int,
+        spec: ModelSpec,
+        k: int,
+        sets: list[tuple[str, Any, list[str]]],
+        windows: list[Any],
     ) -> list[tuple[str, str, AttributeResult]]:
         """(window, attribute set, result) of every window ending at boundary ``k``: the windows
         read at once, kept up to date between boundaries (``state/window_sums.py``), and the
         results computed stacked (``metrics/batch.py``)."""
-        ends = [k - w.lag // spec.bucket for w in spec.windows]
-        ranges = [(e - w.length // spec.bucket, e) for w, e in zip(spec.windows, ends, strict=True)]
+        if not windows:
+            return []
+        ends = [k - w.lag // spec.bucket for w in windows]
+        ranges = [(e - w.length // spec.bucket, e) for w, e in zip(windows, ends, strict=True)]
         live = [(name, gidx, labels) for name, gidx, labels in sets if labels]
         items = [
             (c[gidx], labels, name)
@@ -190,7 +231,7 @@ class AlertEvaluator:
         # score distances only when a rule judges them or the timeline shows every metric
         scores = self._score_rules or self.on_boundary is not None
         results = attribute_results(items, spec, confidence=self.config.confidence, scores=scores)
-        keys = [(w.name, name) for w in spec.windows for name, _, _ in live]
+        keys = [(w.name, name) for w in windows for name, _, _ in live]
         return [(w, name, r) for (w, name), r in zip(keys, results, strict=True)]
 
     def _sets(self, m: int) -> list[tuple[str, Any, list[str]]]:

@@ -7,6 +7,7 @@ monitor consumed gives the same counts (as long as nothing was late for the live
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Sequence
 
@@ -76,15 +77,23 @@ def replay(
     order = np.argsort(ts, kind="stable")
     n_pred = len(preds)
     total = len(order)
-    for start in range(0, total, batch_size):
-        chunk = order[start : start + batch_size]
+    cuts = set(range(0, total, batch_size))
+    if evaluator is not None and total and engine.models:
+        # the rules judge every bucket as the stream reaches it, whatever --batch-size: a batch
+        # spanning more than lateness moved the rings past windows not yet judged
+        step = min(spec.bucket for spec in engine.models)
+        crossed = np.flatnonzero(np.diff(np.floor_divide(ts[order], step))) + 1
+        cuts.update(crossed.tolist())
+    bounds = [*sorted(cuts), total]
+    for start, stop in itertools.pairwise(bounds):
+        chunk = order[start:stop]
         pi = chunk[chunk < n_pred]
         li = chunk[chunk >= n_pred] - n_pred
         engine.apply(0, preds.take(pi), labs.take(li))
         if evaluator is not None:
             evaluator.advance()
         if progress is not None:
-            progress(min(start + batch_size, total), total)
+            progress(stop, total)
     return dead
 
 

@@ -17,11 +17,16 @@ from monitor.metrics.results import AttributeResult
 
 class ReferenceEvaluator(AlertEvaluator):
     def _window_results(
-        self, m: int, spec: ModelSpec, k: int, sets: list[tuple[str, Any, list[str]]]
+        self,
+        m: int,
+        spec: ModelSpec,
+        k: int,
+        sets: list[tuple[str, Any, list[str]]],
+        windows: list[Any],
     ) -> list[tuple[str, str, AttributeResult]]:
         out = []
         confidence = self.config.confidence
-        for w in spec.windows:
+        for w in windows:
             end = k - w.lag // spec.bucket
             counts = self.engine.counts_between(m, end - w.length // spec.bucket, end, as_of=k)
             for set_name, gidx, labels in sets:

@@ -85,8 +85,8 @@ class Recording:
         self.results: list[tuple[int, str, str, AttributeResult]] = []
         inner = ev._window_results
 
-        def wrapped(m: int, spec: Any, k: int, sets: Any) -> Any:
-            out = inner(m, spec, k, sets)
+        def wrapped(m: int, spec: Any, k: int, sets: Any, windows: Any) -> Any:
+            out = inner(m, spec, k, sets, windows)
             self.results += [(k, w, s, r) for w, s, r in out]
             return out
 

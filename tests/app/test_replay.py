@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from monitor.cli import main
 from monitor.config.spec import load_config
@@ -139,3 +141,63 @@ def test_replay_survives_hostile_lines(tmp_path: Path) -> None:
     assert report["invalid"] == dict.fromkeys(hostile, 1)
     dead = [json.loads(line) for line in dead_file.read_text().splitlines()]
     assert sorted(d["reason"] for d in dead) == sorted(hostile)
+
+
+SHORT_LATENESS = CONFIG.replace("lateness: 6h", "lateness: 5m")
+
+
+def _backtest(tmp_path: Path, batch_size: int) -> tuple[list, dict]:  # type: ignore[type-arg]
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.app.replay import replay
+    from monitor.ingest.events import RawRecord
+
+    (tmp_path / "c.yaml").write_text(SHORT_LATENESS)
+    cfg = load_config(tmp_path / "c.yaml")
+    preds, labels = make_events(3, n=6000)
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    rec = [RawRecord(json.dumps(e).encode()) for e in preds]
+    replay(engine, rec, [RawRecord(json.dumps(e).encode()) for e in labels], batch_size=batch_size,
+           evaluator=ev)  # fmt: skip
+    return [
+        (t.alert.name, t.alert.labels, t.alert.state, t.alert.at) for t in ev.history
+    ], ev.skipped
+
+
+def test_a_backtest_judges_the_same_whatever_the_batch_size(tmp_path: Path) -> None:
+    """A batch spanning more than ``lateness`` moved the ring past windows not yet judged:
+    ``--batch-size 10000`` (the default) judged them on truncated counts and paged at other
+    times than ``--batch-size 100`` on the same file."""
+    small, skipped = _backtest(tmp_path, 50)
+    assert len(small) >= 4 and not skipped, "the case must page"
+    for size in (1000, 100_000):
+        assert _backtest(tmp_path, size) == (small, {})
+
+
+def test_a_boundary_whose_window_left_the_ring_is_skipped_and_counted_not_judged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fed one batch spanning 6 h (a catch-up poll), the evaluator finds most boundaries'
+    windows gone: it judges none of them on what is left, and says how many it skipped."""
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.ingest.events import RawRecord
+
+    (tmp_path / "c.yaml").write_text(SHORT_LATENESS)
+    cfg = load_config(tmp_path / "c.yaml")
+    preds, _ = make_events(4)
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine, series_points=None)
+    pb, _ = engine.decoder.decode_predictions([RawRecord(json.dumps(e).encode()) for e in preds])
+    engine.apply(0, pb, engine.decoder.decode_labels([])[0])
+    with caplog.at_level(logging.WARNING):
+        ev.advance()
+    ring = engine.partitions[0].rings[0]
+    held = ring.head - ring.n_buckets + 1  # the oldest bucket the ring still holds
+    first, last = engine.first_bucket(0), ring.head
+    skipped = 0
+    for w, reach in (("1h", 60), ("6h", 360), ("1h_lag2h", 180)):
+        judged = [int(p.at // 60) for p in ev.series[("credit", w, "sex")]]
+        assert judged == list(range(held + reach, last + 1)), w  # every whole window, no other
+        skipped += held + reach - (first + 1)
+    assert ev.skipped["credit"] == skipped > 300  # the evidence's buckets are all held
+    assert "were not judged" in caplog.text
