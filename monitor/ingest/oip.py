@@ -207,13 +207,12 @@ def _flatten(t: Tensor) -> list[Any]:
     level: list[Any] = t.data
     if len(level) == total and not any(isinstance(v, list) for v in level):
         return level
-    for depth, size in enumerate(t.shape[:-1]):
-        if len(level) != size * (math.prod(t.shape[:depth]) if depth else 1) or not all(
-            isinstance(v, list) for v in level
-        ):
+    level = [level]
+    for size in t.shape:  # every list at each level as long as the shape says: no ragged rows
+        if not all(isinstance(v, list) and len(v) == size for v in level):
             raise Invalid(Reason.BAD_TENSOR, f"tensor {t.name!r}: data do not match {t.shape}")
         level = [v for sub in level for v in sub]
-    if len(level) != total or any(isinstance(v, list) for v in level):
+    if any(isinstance(v, list) for v in level):
         raise Invalid(Reason.BAD_TENSOR, f"tensor {t.name!r}: data do not match {t.shape}")
     return level
 

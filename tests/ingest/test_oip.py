@@ -116,6 +116,18 @@ def test_a_mapping_that_misses_the_payload_says_which_way() -> None:
         (request(tensor("x", [2, 2], "FP32", [1, 2, 3])), Reason.BAD_TENSOR, "do not match"),
         (request(tensor("x", [2, 2], "FP32", [[1, 2], [3]])), Reason.BAD_TENSOR, "do not match"),
         (request(tensor("x", [2], "FP32", [[1], [2]])), Reason.BAD_TENSOR, "do not match"),
+        # ragged rows with the right total (found by a review: [2, 3] as rows of 2 and 4 was
+        # accepted, row 1's column 1 read 50 instead of 40)
+        (
+            request(tensor("x", [2, 3], "FP32", [[1, 2], [3, 4, 5, 6]])),
+            Reason.BAD_TENSOR,
+            "do not match",
+        ),
+        (
+            request(tensor("x", [2, 2, 2], "FP32", [[[1, 2, 3], [4]], [[5, 6], [7, 8]]])),
+            Reason.BAD_TENSOR,
+            "do not match",
+        ),
         (request(tensor("x", [2], "FP8", [1, 2])), Reason.BAD_TENSOR, "unknown datatype"),
         (request(tensor("x", [2], "INT32", [1, True])), Reason.BAD_TENSOR, "not INT32"),
         (request(tensor("x", [1], "INT64", [2**63])), Reason.BAD_TENSOR, "not INT64"),
