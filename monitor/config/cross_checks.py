@@ -17,6 +17,9 @@ from monitor.config.settings import CheckpointSpec
 # buckets a model's ring may hold (its longest window, lag and lateness over its bucket): the
 # counts are kept per bucket, group and partition, so a 1-second bucket over a year is refused
 MAX_RING_BUCKETS = 100_000
+# groups a model may have over all its attribute sets (with each set's __missing__ and
+# __other__): the label join stores a pending decision's group indices as int16
+MAX_MODEL_GROUPS = 32_767
 
 # formats whose requests do not name their model: one model per monitor reads them
 ONE_MODEL = {
@@ -116,4 +119,19 @@ def check_ring_sizes(models: Mapping[str, ModelSpec]) -> None:
                 f"{format_duration(m.bucket)} buckets over the longest window and lateness "
                 f"({format_duration(span)}) are {m.ring_buckets:,}, over {MAX_RING_BUCKETS:,} "
                 "(each group keeps counts per bucket): use a longer bucket or a shorter window",
+            )
+
+
+def check_group_counts(models: Mapping[str, ModelSpec]) -> None:
+    """Each model's groups, at their caps, within ``MAX_MODEL_GROUPS`` (past it a label was
+    counted in no group, or in another one)."""
+    for name, m in models.items():
+        caps = [a.max_groups for a in m.attributes]
+        caps += [m.max_intersection_groups] * len(m.intersections)
+        total = sum(caps) + 2 * len(caps)
+        if total > MAX_MODEL_GROUPS:
+            raise ConfigError(
+                f"models.{name}.attributes",
+                f"max_groups over the attributes and intersections allow {total:,} groups, over "
+                f"{MAX_MODEL_GROUPS:,} per model: lower max_groups or max_intersection_groups",
             )

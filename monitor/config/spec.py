@@ -33,6 +33,7 @@ from msgspec import Meta
 from msgspec import field as key
 
 from monitor.config.cross_checks import (
+    check_group_counts,
     check_output_topics,
     check_ring_sizes,
     check_rule_scopes,
@@ -183,6 +184,7 @@ def parse_config(data: object) -> Config:
     if not 0.5 <= doc.confidence < 1:
         raise ConfigError("confidence", f"{doc.confidence} must be in [0.5, 1)")
     check_ring_sizes(models)
+    check_group_counts(models)
     kafka = resolve_kafka(doc.kafka, "kafka")
     check_serving_topics(kafka, models)
     alerts = resolve_alerts(doc.alerts, "alerts")

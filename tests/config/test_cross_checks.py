@@ -113,6 +113,19 @@ def test_attribute_sets_with_one_name_are_refused(
             "ten years",
         ),
         ({"models__m__score_bins": 10_000_000}, "models.m.score_bins", "1000"),
+        (  # the label join keeps group indices as int16: a label past 32,767 hit no group
+            {"models__m__attributes": {"zip": {"max_groups": 40_000}}},
+            "models.m.attributes",
+            "over 32,767",
+        ),
+        (
+            {
+                "models__m__intersections": [["g", "s"]],
+                "models__m__max_intersection_groups": 32_764,
+            },
+            "models.m.attributes",
+            "32,870 groups",  # 50 + 50 + 32,764, and two more per set
+        ),
         ({"alerts__sinks__timeout": 0}, "alerts.sinks.timeout", "more than zero"),
         ({"alerts__drift__threshold": -8}, "alerts.drift.threshold", "more than zero"),
         ({"alerts__drift__delta": 0}, "alerts.drift.delta", "more than zero"),
@@ -165,3 +178,8 @@ def test_environment_overrides_match_the_files_keys_case_aside() -> None:
     two = {"models": {"m": {"attributes": {"Race": {}, "race": {}}}}}
     with pytest.raises(ConfigError, match="matches keys"):
         apply_env_overrides(two, {"FAIRNESS_MONITOR__MODELS__M__ATTRIBUTES__RACE__MAX_GROUPS": "5"})
+
+
+def test_a_model_just_within_the_group_limit_is_accepted() -> None:
+    doc = config(models__m__attributes={"g": {"max_groups": 32_763}})  # + __missing__, __other__
+    assert parse_config(doc).models["m"].attributes[0].max_groups == 32_763
