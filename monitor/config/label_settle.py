@@ -47,7 +47,19 @@ def check_drift_fits(alerts: AlertsSpec, models: Mapping[str, ModelSpec], path: 
     """A configured ``label_settle`` must leave each cohort in its model's ring (a cohort that
     left it cannot be read): fail at start, naming the key, rather than feed partial cohorts."""
     d = alerts.drift
-    if not d.enabled or d.label_settle is None:
+    if not d.enabled:
+        return
+    for name, model in models.items():  # not even one cohort fits: drift would never run
+        if cohort_room(d, model) < 0:
+            keeps = max(w.length + w.lag for w in model.windows) + model.lateness
+            raise ConfigError(
+                sub(sub(path, "drift"), "bucket"),
+                f"a drift cohort of {format_duration(d.bucket)} is more than model {name!r} "
+                f"keeps ({format_duration(keeps)}: its longest window with its lag, plus "
+                "lateness), so drift would never be judged; shorten the drift bucket, raise "
+                "the model's lateness, or disable drift",
+            )
+    if d.label_settle is None:
         return
     key_path = sub(sub(path, "drift"), "label_settle")
     for name, model in models.items():

@@ -113,6 +113,11 @@ def test_attribute_sets_with_one_name_are_refused(
             "ten years",
         ),
         ({"models__m__score_bins": 10_000_000}, "models.m.score_bins", "1000"),
+        (  # found by a review: the ring never held an hour's cohort, drift was silently off
+            {"models__m__windows": ["30m"], "models__m__lateness": "5m"},
+            "alerts.drift.bucket",
+            "model 'm' keeps (35m",
+        ),
         (  # the label join keeps group indices as int16: a label past 32,767 hit no group
             {"models__m__attributes": {"zip": {"max_groups": 40_000}}},
             "models.m.attributes",
@@ -183,3 +188,8 @@ def test_environment_overrides_match_the_files_keys_case_aside() -> None:
 def test_a_model_just_within_the_group_limit_is_accepted() -> None:
     doc = config(models__m__attributes={"g": {"max_groups": 32_763}})  # + __missing__, __other__
     assert parse_config(doc).models["m"].attributes[0].max_groups == 32_763
+
+
+def test_short_windows_fit_drift_once_lateness_covers_the_cohort() -> None:
+    """The same 30-minute window with the default lateness (1 h) keeps a drift cohort."""
+    assert parse_config(config(models__m__windows=["30m"])).alerts.drift.enabled
