@@ -65,6 +65,8 @@ class AlertEvaluator:
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
         self.history: list[Transition] = []
         self.skipped: dict[str, int] = {}  # model -> boundaries not judged (see _skip)
+        # partition -> holds no boundary back (no decisions for a while: app/idle.py)
+        self.idle: Callable[[int], bool] | None = None
         # (model, window, attribute) -> the headline disparities at each closed boundary
         self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
         self.series_points = series_points
@@ -95,7 +97,7 @@ class AlertEvaluator:
             out += retire(self.book, self.config)
             self.restored = False
         for m, spec in enumerate(self.engine.models):
-            head = self.engine.low_watermark(m)
+            head = self.engine.low_watermark(m, self.idle)
             if head is None:
                 continue
             wm = self._frontier(m, spec, head, labels_caught_up)
@@ -139,7 +141,7 @@ class AlertEvaluator:
             return head
         wm = head
         for p in self.engine.partitions:
-            if caught_up(p):
+            if caught_up(p) or (self.idle is not None and self.idle(p)):
                 continue
             reached = self.engine.label_frontier(m, p)
             wm = min(wm, reached if reached is not None else -(2**62))

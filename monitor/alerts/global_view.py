@@ -15,6 +15,7 @@ reason the first partial of a partition is a marker sent as soon as it has data.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,7 +141,8 @@ class GlobalView:
     def partitions(self) -> dict[int, object]:
         return {p: None for parts in self._parts for p in parts}
 
-    def low_watermark(self, m: int) -> int | None:
+    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
+        # every replica's progress: an idle partition is its replica's to judge
         parts = self._parts[m]
         if not parts or (self.expected is not None and len(self._known) < self.expected):
             return None

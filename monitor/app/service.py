@@ -35,6 +35,7 @@ from monitor.alerts.sinks import Dispatcher, alert_json
 from monitor.app.alerting import make_alerting
 from monitor.app.checkpointing import FAILURES_BEFORE_PAUSE, Checkpointer
 from monitor.app.endpoints import start_http, stop_servers
+from monitor.app.idle import IdlePartitions
 from monitor.app.intake import Intake
 from monitor.app.label_ends import LabelEnds
 from monitor.app.outage import PollGuard
@@ -92,6 +93,8 @@ class Monitor:
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.alerting = make_alerting(config, self.engine, self.checkpoints)  # local / global
         self.evaluator = self.alerting.evaluator
+        self.idle = IdlePartitions(self.ownership, clock, self.k.idle_partition_timeout)
+        self.evaluator.idle = self.idle  # an idle partition holds no boundary back
         self.dispatcher = Dispatcher(config.alerts.sinks, kafka_send=_alert_producer(config))
         self.recent_transitions: deque[dict[str, Any]] = deque(maxlen=20)
         self.listeners: list[Callable[[Transition], None]] = []  # e.g. the demo's console
@@ -181,7 +184,9 @@ class Monitor:
         log.info("stopped")
 
     def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        self.checkpoints.record(self.intake.apply(self.ownership.accept(batch)))
+        accepted = self.ownership.accept(batch)
+        self.idle.saw(accepted)
+        self.checkpoints.record(self.intake.apply(accepted))
 
     def _alerts(self) -> None:
         """Judge the closed boundaries; hand transitions to sinks, status page and listeners."""

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, get_args
 from msgspec import Meta
 
 from monitor.config.decode import ConfigError, Doc, sub
+from monitor.config.durations import Duration, seconds
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -45,6 +46,9 @@ class KafkaSpec:
     max_poll_records: int = 10_000
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     session_timeout_ms: int = 30_000
+    # seconds without a decision record after which a read-to-its-end partition stops holding
+    # back the boundaries the alerts judge (0: never)
+    idle_partition_timeout: int = 300
 
     @property
     def prediction_topics(self) -> tuple[str, ...]:
@@ -108,6 +112,13 @@ class KafkaDoc(Doc, frozen=True):
     max_poll_records: Positive = KafkaSpec.max_poll_records
     auto_offset_reset: Literal["earliest", "latest"] = KafkaSpec.auto_offset_reset
     session_timeout_ms: Annotated[int, Meta(ge=1000)] = KafkaSpec.session_timeout_ms
+    idle_partition_timeout: Annotated[
+        Duration,
+        Meta(
+            description="a partition without decisions this long, read to its end, stops "
+            "holding back alert evaluation (0: never)"
+        ),
+    ] = KafkaSpec.idle_partition_timeout
 
 
 def _secret(doc: KafkaDoc, key: str, path: str) -> str | None:
@@ -177,4 +188,7 @@ def resolve_kafka(doc: KafkaDoc | None, path: str) -> KafkaSpec:
         max_poll_records=doc.max_poll_records,
         auto_offset_reset=doc.auto_offset_reset,
         session_timeout_ms=doc.session_timeout_ms,
+        idle_partition_timeout=seconds(
+            doc.idle_partition_timeout, sub(path, "idle_partition_timeout")
+        ),
     )

@@ -223,13 +223,15 @@ class Engine:
             self.models, self.registries, list(self.partitions.values()), self.counters()
         )
 
-    def low_watermark(self, m: int) -> int | None:
+    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
         """Oldest head bucket over the partitions that have data for model ``m``: every bucket
         before it is closed everywhere (for in-order streams), so windows ending there are final.
-        """
-        heads = [st.rings[m].head for st in self.partitions.values()]
-        live = [h for h in heads if h is not None]
-        return min(live) if live else None
+        ``idle(p)``: a partition that says so holds no boundary back (all idle: the newest head,
+        which no partition holds back)."""
+        heads = {p: st.rings[m].head for p, st in self.partitions.items()}
+        live = {p: h for p, h in heads.items() if h is not None}
+        busy = [h for p, h in live.items() if idle is None or not idle(p)]
+        return (min(busy) if busy else max(live.values())) if live else None
 
     def first_bucket(self, m: int) -> int | None:
         firsts = [st.rings[m].first for st in self.partitions.values()]

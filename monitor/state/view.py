@@ -8,7 +8,7 @@ one replica judging all partitions runs the very code a single instance runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from monitor.config.spec import ModelSpec
@@ -28,8 +28,9 @@ class CountsView(Protocol):
     @property
     def partitions(self) -> Mapping[int, object]: ...
 
-    def low_watermark(self, m: int) -> int | None:
-        """The newest boundary every partition with data for model ``m`` has closed."""
+    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
+        """The newest boundary every partition with data for model ``m`` has closed (those
+        ``idle`` names aside)."""
         ...
 
     def first_bucket(self, m: int) -> int | None: ...

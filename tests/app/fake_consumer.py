@@ -28,11 +28,19 @@ class Coordinator:
         return self.unknown
 
 
+class Paused(set[TopicPartition]):
+    """The paused partitions, read as a set by tests and called as kafka-python's
+    ``KafkaConsumer.paused()`` by the code under test."""
+
+    def __call__(self) -> set[TopicPartition]:
+        return set(self)
+
+
 class FakeConsumer:
     def __init__(self, tps: set[TopicPartition], high: dict[TopicPartition, int] | None = None):
         self.tps = set(tps)
         self.high = dict(high or {})
-        self.paused: set[TopicPartition] = set()
+        self.paused: set[TopicPartition] = Paused()
         self.commits: list[dict[TopicPartition, int]] = []
         self.sought: dict[TopicPartition, int] = {}
         self.ends: dict[TopicPartition, int] = {}  # the broker's end offsets (else ``high``)
@@ -44,10 +52,10 @@ class FakeConsumer:
         return set(self.tps)
 
     def pause(self, *tps: TopicPartition) -> None:
-        self.paused |= set(tps)
+        self.paused = Paused(self.paused | set(tps))
 
     def resume(self, *tps: TopicPartition) -> None:
-        self.paused -= set(tps)
+        self.paused = Paused(self.paused - set(tps))
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.sought[tp] = offset
