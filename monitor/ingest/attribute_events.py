@@ -31,6 +31,7 @@ from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.fields import text_id
 from monitor.ingest.keys import id_keys
+from monitor.ingest.serving import is_number
 
 SCALARS = (str, int, float, bool, type(None))
 
@@ -55,6 +56,8 @@ class AttributeDecoder:
             if spec.serving is not None and spec.serving.stream
         ]
         self.dtype = attribute_dtype(len(plan.models), plan.max_sets)
+        # attributes a reading model bins: finite numbers (or null), as in the monitor's events
+        self.binned = {a.name for m in self.readers for a in plan.models[m].attributes if a.bins}
 
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], list[DeadLetter]]:
         """(attribute rows, dead letters) of one batch of records."""
@@ -78,6 +81,11 @@ class AttributeDecoder:
                             Reason.BAD_ATTRIBUTE,
                             f"attribute {str(name)[:60]!r} is a JSON {type(v).__name__}, "
                             "not a text, number or boolean",
+                        )
+                    if name in self.binned and v is not None and not is_number(v):
+                        raise Invalid(
+                            Reason.BAD_ATTRIBUTE,
+                            f"attribute {name} must be a finite number, got {str(v)[:40]!r}",
                         )
                 times.append(plan.event_time(e.get("timestamp"), rb.timestamps_ms[i], lo, hi))
                 values.append(attrs)

@@ -11,6 +11,7 @@ from typing import Any
 
 from monitor.config.serving import Column, TensorMapping
 from monitor.ingest.events import Invalid, Reason
+from monitor.ingest.fields import finite
 from monitor.ingest.oip import Table
 
 
@@ -29,11 +30,28 @@ def decisions(
     return scores, preds
 
 
-def groups(table: Table, m: TensorMapping) -> dict[str, list[Any]]:
+def groups(table: Table, m: TensorMapping, binned: frozenset[str]) -> dict[str, list[Any]]:
     """Per attribute, the raw value of each row of a request: text and integers name groups,
     numbers are binned by the attribute's ``bins`` (the group registry does both, as for the
-    monitor's own events)."""
-    return {name: table.column(where) for name, where in m.attributes.items()}
+    monitor's own events). A ``binned`` attribute's values must be finite numbers, as in the
+    monitor's own events: text, a boolean or an infinity would be filed under a bin or as
+    missing (missingness is itself a fairness signal)."""
+    out = {name: table.column(where) for name, where in m.attributes.items()}
+    for name in binned & out.keys():
+        for v in out[name]:
+            if v is not None and not is_number(v):
+                where = m.attributes[name].tensor
+                raise Invalid(
+                    Reason.BAD_ATTRIBUTE,
+                    f"tensor {where!r}: attribute {name} must be a finite number, got "
+                    f"{str(v)[:40]!r}",
+                )
+    return out
+
+
+def is_number(v: Any) -> bool:
+    """A finite int or float, not a bool (what a binned attribute takes)."""
+    return type(v) in (int, float) and finite(v)
 
 
 def _score(v: Any, where: Column) -> float:

@@ -29,7 +29,7 @@ from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.keys import id_keys
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.seldon_fast import SeldonFast
-from monitor.ingest.serving import decisions, groups
+from monitor.ingest.serving import decisions, groups, is_number
 from monitor.ingest.serving_fast import ServingFast, header
 
 
@@ -75,6 +75,7 @@ class ServingDecoder:
         self.plan, self.fmt, self.responses_topic = plan, fmt, responses_topic
         self.mappings: list[TensorMapping | None] = [m.serving for m in plan.models]
         self.serving = [i for i, m in enumerate(self.mappings) if m is not None]
+        self.binned = [frozenset(a.name for a in m.attributes if a.bins) for m in plan.models]
         # one model's traffic (the common case) is decoded whole batches at a time
         only = self.mappings[self.serving[0]] if len(self.serving) == 1 else None
         self.fast: ServingFast | SeldonFast | None = None
@@ -83,10 +84,21 @@ class ServingDecoder:
         elif only is not None:
             self.fast = ServingFast(plan, fmt, self.serving[0], only)
 
+    def _numbers(self, columns: Sequence[Sequence[Any]]) -> bool:
+        """Are the fast path's binned attribute columns all finite numbers (or missing)?"""
+        attrs = self.plan.models[self.serving[0]].attributes
+        return all(
+            all(v is None or is_number(v) for v in col)
+            for a, col in zip(attrs, columns, strict=False)
+            if a.bins
+        )
+
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any], list[DeadLetter]]:
         """(request rows, response rows, dead letters) of one batch of records."""
         plan = self.plan
         fast = self.fast.decode(rb) if self.fast is not None else None
+        if fast is not None and not self._numbers(fast[0][2]):
+            fast = None  # a binned attribute that is no number: the careful path names it
         if fast is not None:
             (ids, ts, values), (r_ids, r_ts, scores, preds, where) = fast
             m = self.serving[0]
@@ -172,7 +184,7 @@ class ServingDecoder:
             mapping = self.mappings[m]
             assert mapping is not None
             ts = self.plan.event_time(when, record_ms, lo, hi)
-            cols = groups(table, mapping)  # none when they come on the attributes topic
+            cols = groups(table, mapping, self.binned[m])  # none with the attributes topic
             ids = self._checked(table.row_ids(rid))
             req = asked[m]
             req.ids += ids

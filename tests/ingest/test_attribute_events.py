@@ -86,6 +86,11 @@ def test_a_record_is_decoded_field_by_field(decoder: tuple[AttributeDecoder, Eng
         ({"id": "a"}, "bad_attribute"),
         ({"id": "a", "attributes": ["F"]}, "bad_attribute"),
         ({"id": "a", "attributes": {"sex": {"deep": "F"}}}, "bad_attribute"),
+        # a binned attribute takes finite numbers, as in the monitor's own events (found by a
+        # review: these were filed under __missing__, '>=50' or '<30')
+        ({"id": "a", "attributes": {"age": "41"}}, "bad_attribute"),
+        ({"id": "a", "attributes": {"age": True}}, "bad_attribute"),
+        ({"id": "a", "attributes": {"age": 10**400}}, "bad_attribute"),
         ({"id": "a", "attributes": {"sex": "F"}, "timestamp": "yesterday"}, "bad_timestamp"),
         ({"id": "a", "attributes": {"sex": "F"}, "timestamp": NOW + 86400}, "timestamp_in_future"),
         (b"x" * (2 << 20), "record_too_large"),

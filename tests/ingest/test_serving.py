@@ -106,11 +106,14 @@ def test_groups_are_the_raw_values_of_their_columns() -> None:
         ],
     }
     table = decode_request(json.dumps(req).encode())
-    assert groups(table, resolve(MAPPING)) == {"sex": ["F", "M"], "age": [3, 1]}
+    assert groups(table, resolve(MAPPING), frozenset()) == {"sex": ["F", "M"], "age": [3, 1]}
     binned = resolve(
         {**MAPPING, "attributes": {"sex": {"tensor": "sex"}, "age": {"tensor": "income"}}}
     )
-    assert groups(table, binned)["age"] == [1.5, 2.5]  # binned by the attribute's bins later
+    assert groups(table, binned, frozenset({"age"}))["age"] == [1.5, 2.5]  # binned later
+    with pytest.raises(Invalid) as info:  # text is no number to bin
+        groups(table, resolve(MAPPING), frozenset({"sex"}))
+    assert info.value.reason == Reason.BAD_ATTRIBUTE
     with pytest.raises(Invalid) as info:
         groups(
             table,
@@ -120,6 +123,7 @@ def test_groups_are_the_raw_values_of_their_columns() -> None:
                     "attributes": {"sex": {"tensor": "gender"}, "age": {"tensor": "income"}},
                 }
             ),
+            frozenset(),
         )
     assert info.value.reason == Reason.MISSING_TENSOR
 
@@ -172,7 +176,7 @@ def test_the_groups_of_a_request_become_the_models_group_indices() -> None:
             t("features", [3, 2], "INT32", [0, 1, 0, 3, 0, 2]),
         ],
     }
-    got = groups(decode_request(json.dumps(req).encode()), m)
+    got = groups(decode_request(json.dumps(req).encode()), m, frozenset({"age"}))
     reg = GroupRegistry(spec)
     idx = reg.encode([got[a.name] for a in spec.attributes])
     names = [[reg.labels[g] for g in row] for row in idx.tolist()]
