@@ -8,12 +8,15 @@ they fit runs once both are resolved (:func:`monitor.config.spec.parse_config`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from monitor.config.decode import ConfigError, sub
 from monitor.config.durations import format_duration
 from monitor.config.model import ModelSpec
 from monitor.config.rules import AlertsSpec, DriftSpec
+
+log = logging.getLogger(__name__)
 
 
 def label_settle(d: DriftSpec, model: ModelSpec) -> int:
@@ -43,22 +46,28 @@ def cohort_room(d: DriftSpec, model: ModelSpec) -> int:
     return room - room % model.bucket
 
 
-def check_drift_fits(alerts: AlertsSpec, models: Mapping[str, ModelSpec], path: str) -> None:
+def check_drift_fits(
+    alerts: AlertsSpec, models: Mapping[str, ModelSpec], path: str, *, explicit: bool = True
+) -> None:
     """A configured ``label_settle`` must leave each cohort in its model's ring (a cohort that
-    left it cannot be read): fail at start, naming the key, rather than feed partial cohorts."""
+    left it cannot be read): fail at start, naming the key, rather than feed partial cohorts.
+    A model that cannot hold even one drift cohort would never be judged for drift: refused
+    when ``alerts.drift`` is configured (``explicit``), else a warning names the model."""
     d = alerts.drift
     if not d.enabled:
         return
     for name, model in models.items():  # not even one cohort fits: drift would never run
         if cohort_room(d, model) < 0:
             keeps = max(w.length + w.lag for w in model.windows) + model.lateness
-            raise ConfigError(
-                sub(sub(path, "drift"), "bucket"),
+            why = (
                 f"a drift cohort of {format_duration(d.bucket)} is more than model {name!r} "
                 f"keeps ({format_duration(keeps)}: its longest window with its lag, plus "
                 "lateness), so drift would never be judged; shorten the drift bucket, raise "
-                "the model's lateness, or disable drift",
+                "the model's lateness, or disable drift"
             )
+            if explicit:
+                raise ConfigError(sub(sub(path, "drift"), "bucket"), why)
+            log.warning("%s: %s", sub(sub(path, "drift"), "bucket"), why)
     if d.label_settle is None:
         return
     key_path = sub(sub(path, "drift"), "label_settle")

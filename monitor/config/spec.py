@@ -188,7 +188,8 @@ def parse_config(data: object) -> Config:
     kafka = resolve_kafka(doc.kafka, "kafka")
     check_serving_topics(kafka, models)
     alerts = resolve_alerts(doc.alerts, "alerts")
-    check_drift_fits(alerts, models, "alerts")
+    explicit = doc.alerts is not None and doc.alerts.drift is not None
+    check_drift_fits(alerts, models, "alerts", explicit=explicit)
     check_rule_scopes(alerts, models)
     checkpoint = resolve_checkpoint(doc.checkpoint, "checkpoint")
     check_output_topics(kafka, alerts, checkpoint)

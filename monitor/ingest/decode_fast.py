@@ -138,6 +138,8 @@ class FastPath:
             ids = [x if type(x) is str else str(x) for x in ids]
         if max(map(len, ids), default=0) > self.plan.limits.max_id_length:
             raise _GiveUp
+        if "\0" in "".join(ids):  # rare: the careful path refuses a trailing one
+            raise _GiveUp
         return ids
 
     def _times(self, events: list[Any], rb: Records) -> np.ndarray[Any, Any]:

@@ -79,6 +79,8 @@ def text_id(raw: Any, limit: int) -> str:
                 Reason.ID_TOO_LONG,
                 f"prediction id of {len(raw)} characters > limits.max_id_length {limit}",
             )
+        if raw[-1] == "\0":  # keys ignore trailing NULs (keys.py): "a\0" would be "a"
+            raise Invalid(Reason.BAD_ID, "prediction id ends in a NUL character")
         return str(raw)
     if t is int:
         text = str(raw)

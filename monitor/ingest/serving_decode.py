@@ -97,8 +97,10 @@ class ServingDecoder:
         """(request rows, response rows, dead letters) of one batch of records."""
         plan = self.plan
         fast = self.fast.decode(rb) if self.fast is not None else None
-        if fast is not None and not self._numbers(fast[0][2]):
-            fast = None  # a binned attribute that is no number: the careful path names it
+        if fast is not None and (
+            not self._numbers(fast[0][2]) or "\0" in "".join(fast[0][0]) + "".join(fast[1][0])
+        ):
+            fast = None  # a binned attribute that is no number, a NUL: the careful path names it
         if fast is not None:
             (ids, ts, values), (r_ids, r_ts, scores, preds, where) = fast
             m = self.serving[0]
@@ -212,6 +214,8 @@ class ServingDecoder:
                 Reason.ID_TOO_LONG,
                 f"decision id of {longest} characters > limits.max_id_length {limit}",
             )
+        if ids and ids[-1][-1:] == "\0":  # keys ignore trailing NULs: "a\0" would be "a"
+            raise Invalid(Reason.BAD_ID, "decision id ends in a NUL character")
         return ids
 
     def _model(self, name: str | None, table: Table) -> int:

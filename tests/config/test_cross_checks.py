@@ -114,7 +114,11 @@ def test_attribute_sets_with_one_name_are_refused(
         ),
         ({"models__m__score_bins": 10_000_000}, "models.m.score_bins", "1000"),
         (  # found by a review: the ring never held an hour's cohort, drift was silently off
-            {"models__m__windows": ["30m"], "models__m__lateness": "5m"},
+            {
+                "models__m__windows": ["30m"],
+                "models__m__lateness": "5m",
+                "alerts__drift__enabled": True,
+            },
             "alerts.drift.bucket",
             "model 'm' keeps (35m",
         ),
@@ -193,3 +197,15 @@ def test_a_model_just_within_the_group_limit_is_accepted() -> None:
 def test_short_windows_fit_drift_once_lateness_covers_the_cohort() -> None:
     """The same 30-minute window with the default lateness (1 h) keeps a drift cohort."""
     assert parse_config(config(models__m__windows=["30m"])).alerts.drift.enabled
+
+
+def test_drift_by_default_that_cannot_fit_a_model_says_so_at_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Drift is on by default: a short-window model is no configuration error, but a warning
+    names it (before, the only sign was a log line blaming evaluation for falling behind)."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        parse_config(config(models__m__windows=["30m"], models__m__lateness="5m"))
+    assert "drift would never be judged" in caplog.text and "model 'm'" in caplog.text

@@ -253,6 +253,17 @@ def test_a_score_outside_the_unit_interval_is_dead_lettered_naming_it(score: flo
     assert "outside [0, 1]" in dead[0].detail and repr(float(score)) in dead[0].detail
 
 
+def test_an_id_ending_in_nul_is_a_bad_id_not_a_duplicate_of_another() -> None:
+    """Keys ignore trailing NULs (old checkpoints hold keys made so): "a\\0" was taken for
+    "a" and counted as its duplicate, its decision lost without a word. A NUL inside an id
+    is part of it."""
+    engine = Engine(cfg(), clock=lambda: NOW)
+    recs = [RawRecord(good(i)) for i in ("a", "a\0", "a\0b", "c")]
+    b, dead = engine.decoder.decode_predictions(recs)
+    assert len(b) == 3 and [d.reason for d in dead] == [Reason.BAD_ID]
+    assert "NUL" in dead[0].detail
+
+
 def test_fast_and_careful_paths_agree_on_valid_batches() -> None:
     """The typed fast path and the per-record path decode valid input identically."""
     import random

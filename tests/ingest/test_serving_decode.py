@@ -261,3 +261,17 @@ def test_a_binned_attribute_that_is_no_number_is_a_bad_attribute(
     assert list(asked["key"]) == list(id_keys(["ok"]))
     assert [d.reason for d in dead] == [Reason.BAD_ATTRIBUTE]
     assert "attribute age must be a finite number" in dead[0].detail
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_call_id_ending_in_nul_is_a_bad_id(fast: bool) -> None:
+    _, dec = setup("oip-json")
+    if not fast:
+        dec.fast = None
+    sex = {"name": "sex", "shape": [1], "datatype": "BYTES", "data": ["F"]}
+    feats = {"name": "features", "shape": [1, 2], "datatype": "INT64", "data": [700, 41]}
+    recs = [rec(json.dumps({"id": i, "inputs": [sex, feats]}).encode(), [], 1.7672256e9)
+            for i in ("a", "a\0")]  # fmt: skip
+    asked, _, dead = dec.decode(batch(*recs))
+    assert list(asked["key"]) == list(id_keys(["a"]))
+    assert [d.reason for d in dead] == [Reason.BAD_ID]
