@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.evidence_alerts import EvidenceTracker
-from monitor.alerts.lifecycle import AlertBook, Transition
+from monitor.alerts.lifecycle import Alert, AlertBook, Transition
 from monitor.alerts.retire import retire
 from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import AlertRule
@@ -60,6 +60,7 @@ class AlertEvaluator:
         self.spec = config.alerts
         self.book = AlertBook()
         self.restored = False  # alerts restored from a checkpoint, not yet checked (retire.py)
+        self.owed_at_restore: list[Alert] = []  # notifications the checkpoint still owed
         self.last: dict[int, int] = {}  # model -> last evaluated boundary (bucket index)
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}
         self.drift_quiet: dict[tuple[str, str, str], int] = {}

@@ -7,18 +7,23 @@ Why a schema: a pickle ties the checkpoint to this code's classes and module pat
 layout moved; river's ADWIN is a Rust object) and runs code when read.
 
 The checkpoint stores this document in the same SQLite transaction as the partition rows it was
-evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 2::
+evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 3::
 
-    {"version": 2,
+    {"version": 3,
      "last": [[model_index, bucket], ...],          # last evaluated boundary per model
      "alerts": [{name, labels, state, since, at, value, annotations}, ...],
      "quiet": [[[model, attribute, metric], n], ...],
      "trackers": [{key, metric, detector, history, warmup, warmup_se, baseline, scale, seen,
                    fed}, ...],
      "evidence": [{model, sets, labels, refs, first, pool_block,
-                   arrays: {name: {dtype, shape, data}}}, ...]}
+                   arrays: {name: {dtype, shape, data}}}, ...],
+     "owed": [{name, labels, state, since, at, value, annotations}, ...]}
 
-Version 1 (no ``evidence``) is still read: the evidence detectors then start afresh. The
+``owed``: the notifications judged before the checkpoint and not yet known delivered to every
+sink (the newest state of each alert), sent again after a restart: a page owed through a
+receiver's outage survives the restart (delivered twice at worst, with one notification id).
+Versions 1 (no ``evidence``) and 2 (no ``owed``) are still read: the evidence detectors then
+start afresh, nothing is owed. The
 evidence detectors' state is their arrays as they are (``alerts/evidence.py``: evidence per
 arm, recovery evidence, the arm that fired, frozen baselines, the hourly baseline blocks and the
 last hour's buckets), with the group labels per slot; a model whose attribute sets or baseline
@@ -46,8 +51,8 @@ from monitor.alerts.evidence import ModelEvidence
 from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import Alert, AlertBook
 
-VERSION = 2
-READS = (1, 2)  # version 1: no evidence detectors yet
+VERSION = 3
+READS = (1, 2, 3)  # version 1: no evidence detectors yet; 2: no owed notifications
 
 
 class AlertStateError(ValueError):
@@ -100,6 +105,9 @@ class EvaluatorState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     quiet: list[tuple[tuple[str, str, str], int]]
     trackers: list[TrackerState]
     evidence: list[EvidenceState] = []
+    # version 3: notifications judged and not yet known delivered (the newest state of each
+    # alert), sent again after a restart — a page owed during a receiver's outage survives it
+    owed: list[AlertState] = []
 
 
 def evidence_to_state(me: ModelEvidence) -> EvidenceState:
@@ -177,7 +185,7 @@ def alert_from_state(s: AlertState) -> Alert:
     return Alert(s.name, dict(s.labels), s.state, s.since, s.at, s.value, dict(s.annotations))
 
 
-def to_state(ev: AlertEvaluator) -> EvaluatorState:
+def to_state(ev: AlertEvaluator, owed: list[Alert] | None = None) -> EvaluatorState:
     return EvaluatorState(
         version=VERSION,
         last=sorted(ev.last.items()),
@@ -185,6 +193,7 @@ def to_state(ev: AlertEvaluator) -> EvaluatorState:
         quiet=sorted(ev.drift_quiet.items()),
         trackers=[tracker_to_state(k, t) for k, t in sorted(ev.trackers.items())],
         evidence=[evidence_to_state(me) for _, me in sorted(ev.evidence.models.items())],
+        owed=[alert_to_state(a) for a in owed or ()],
     )
 
 
@@ -207,6 +216,7 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
             tracker.models[got[0]] = got[1]
     ev.book, ev.last, ev.trackers, ev.evidence = book, dict(s.last), trackers, tracker
     ev.restored = True
+    ev.owed_at_restore = [alert_from_state(a) for a in s.owed]
     ev.drift_quiet = {k: n for k, n in s.quiet}
 
 
@@ -215,9 +225,9 @@ def encode(state: EvaluatorState) -> str:
     return json.dumps(msgspec.to_builtins(state), separators=(",", ":"))
 
 
-def dumps(ev: AlertEvaluator) -> str:
-    """The evaluator's state as stored."""
-    return encode(to_state(ev))
+def dumps(ev: AlertEvaluator, owed: list[Alert] | None = None) -> str:
+    """The evaluator's state as stored (with the notifications still ``owed``)."""
+    return encode(to_state(ev, owed))
 
 
 def loads(text: str) -> EvaluatorState:
@@ -235,13 +245,17 @@ def loads(text: str) -> EvaluatorState:
         )
     if version == 1 and isinstance(doc, dict) and "evidence" in doc:
         raise AlertStateError("alert state does not match schema version 1: evidence in it")
+    if version in (1, 2) and isinstance(doc, dict) and "owed" in doc:
+        raise AlertStateError(f"alert state does not match schema version {version}: owed in it")
     try:
         state = msgspec.convert(doc, EvaluatorState)
     except msgspec.ValidationError as exc:
         raise AlertStateError(
             f"alert state does not match schema version {version}: {exc}"
         ) from None
-    if any(not math.isfinite(a.since) or not math.isfinite(a.at) for a in state.alerts):
+    if any(
+        not math.isfinite(a.since) or not math.isfinite(a.at) for a in state.alerts + state.owed
+    ):
         raise AlertStateError("alert state has an alert without a finite time")
     return state
 

@@ -166,7 +166,8 @@ class Dispatcher:
 
     def _last_attempt(self) -> None:
         """At close: try once more whatever the backoff says (the receiver may be back), then
-        say in the log what stays undelivered: it is not kept across the restart."""
+        say in the log what stays undelivered (the last checkpoint keeps what it owed, and the
+        restarted monitor sends that again: ``app/alerting.py``)."""
         for box in self.outboxes.values():
             box.next_try = -math.inf
         self._flush()
@@ -174,9 +175,9 @@ class Dispatcher:
             if box.owed:
                 names = sorted({a.name for a in box.owed.values()})
                 log.error(
-                    "stopping with %d alert notification(s) to %s undelivered (%s): they are "
-                    "not sent after the restart; read them on the status page before it stops "
-                    "or in this log",
+                    "stopping with %d alert notification(s) to %s undelivered (%s): those the "
+                    "last checkpoint owed are sent again after the restart (with scope local "
+                    "or global); the rest are in this log",
                     len(box.owed),
                     sink,
                     ", ".join(names),

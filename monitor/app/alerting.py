@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.lifecycle import Alert, Key, Transition
+from monitor.alerts.outbox import MAX_OWED
 from monitor.alerts.sinks import Dispatcher
 from monitor.app.checkpointing import Checkpointer
 from monitor.app.global_alerts import GlobalAlerts
@@ -23,6 +24,10 @@ class LocalAlerts:
     def __init__(self, config: Config, engine: Engine, checkpoints: Checkpointer) -> None:
         self.evaluator = AlertEvaluator(config, engine)
         self.checkpoints = checkpoints
+        # alert -> (dispatcher ticket, newest state) of notifications not yet known delivered:
+        # saved with each checkpoint, sent again after a restart (persist.py, version 3)
+        self.owed: dict[Key, tuple[int, Alert]] = {}
+        self.dispatcher: Dispatcher | None = None
 
     def start(self, partitions: int) -> None:
         self.checkpoints.restore_alerts(self.evaluator)
@@ -32,8 +37,29 @@ class LocalAlerts:
     ) -> list[Transition]:
         out = self.evaluator.advance(caught_up, limit=limit)
         for t in out:
-            dispatcher.submit(t)
+            self._submit(dispatcher, t)
         return out
+
+    def submit_owed(self, dispatcher: Dispatcher) -> None:
+        """Send again what the restored checkpoint still owed (after ``dispatcher.start``)."""
+        owed, self.evaluator.owed_at_restore = self.evaluator.owed_at_restore, []
+        for alert in owed:
+            self._submit(dispatcher, Transition(alert, None))
+
+    def _submit(self, dispatcher: Dispatcher, t: Transition) -> None:
+        self.dispatcher = dispatcher
+        ticket = dispatcher.submit(t)
+        if ticket is not None and t.alert.state != "pending":
+            self.owed.pop(t.alert.key, None)  # its newest state replaces an older one
+            self.owed[t.alert.key] = (ticket, t.alert)
+            while len(self.owed) > MAX_OWED:
+                del self.owed[next(iter(self.owed))]
+
+    def _still_owed(self) -> list[Alert]:
+        settled = self.dispatcher.settled if self.dispatcher is not None else 0
+        for key in [k for k, (ticket, _) in self.owed.items() if ticket <= settled]:
+            del self.owed[key]
+        return [a for _, a in self.owed.values()]
 
     def not_ready(self) -> str | None:
         return None
@@ -45,7 +71,7 @@ class LocalAlerts:
         return True
 
     def checkpoint_text(self) -> str | None:
-        return persist.dumps(self.evaluator)
+        return persist.dumps(self.evaluator, self._still_owed())
 
     def close(self) -> None:
         pass

@@ -153,6 +153,9 @@ class GlobalAlerts:
     def not_ready(self) -> str | None:
         return self.lost
 
+    def submit_owed(self, dispatcher: Dispatcher) -> None:
+        """Owed notifications are this class's own (``owed``, in the state it saves)."""
+
     def firing_at_start(self) -> list[Alert]:
         return []  # only the delivering replica posts: it re-posts them when it takes over
 

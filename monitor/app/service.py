@@ -133,6 +133,7 @@ class Monitor:
         self.intake.dlq = subscribe(consumer, self.k, self.listener)
         self.alerting.start(len(consumer.partitions_for_topic(self.k.predictions_topic)))
         self.dispatcher.start(self.alerting.firing_at_start())  # Alertmanager: re-posted at once
+        self.alerting.submit_owed(self.dispatcher)  # what the checkpoint still owed: sent again
         tune_gc()
         revoked = partial(self.checkpoint, commit=False)  # a commit would fail in a rebalance
         self.seconds["start"] = time.perf_counter() - started

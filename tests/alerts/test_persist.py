@@ -104,7 +104,11 @@ def restored_copy(ev: AlertEvaluator) -> AlertEvaluator:
     "text, why",
     [
         (pickle.dumps(({}, {}, {}, {})).hex(), "not JSON"),  # a monitor before version 1
-        ('{"version": 3, "alerts": []}', "version 3"),
+        ('{"version": 4, "alerts": []}', "version 4"),
+        (
+            '{"version": 2, "last": [], "alerts": [], "quiet": [], "trackers": [], "owed": []}',
+            "owed in it",
+        ),
         ('{"alerts": []}', "version None"),
         ("[1, 2]", "version None"),
         ('{"version": 1, "last": "x", "alerts": [], "quiet": [], "trackers": []}', "schema"),
@@ -123,3 +127,9 @@ def test_stored_text_of_another_version_or_damaged_is_a_clear_error(text: str, w
     with pytest.raises(persist.AlertStateError):
         persist.restore(ev, text)
     assert ev.book.active == {} and ev.last == {}  # all or nothing: untouched
+
+
+def test_a_version_2_document_is_read_owing_nothing() -> None:
+    """Written before owed notifications were saved (version 3): read, nothing owed."""
+    state = persist.loads('{"version": 2, "last": [], "alerts": [], "quiet": [], "trackers": []}')
+    assert state.owed == [] and state.version == 2

@@ -1,0 +1,89 @@
+"""Local alert judging (``app/alerting.py``): what is owed to the sinks survives a restart.
+
+Found by a review: a page that a webhook had not taken (an outage) when the monitor restarted
+was logged as undelivered and lost — the restored alert was firing, but nothing sent its page
+again (Alertmanager is re-posted the active set; a webhook is sent transitions only)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from monitor.alerts import persist
+from monitor.alerts.lifecycle import Transition
+from monitor.alerts.sinks import Dispatcher
+from monitor.app.alerting import LocalAlerts
+from monitor.config.rules import SinkSpec
+from monitor.config.spec import parse_config
+from monitor.state.engine import Engine
+from tests.alerts.test_sinks import Receiver, transition, wait_for
+
+CONFIG = {"models": {"m": {"attributes": {"race": {}}, "windows": ["1h"]}}}
+
+
+def judging(transitions: list[Transition]) -> LocalAlerts:
+    """Local alerts whose evaluator judges ``transitions`` at its next turn (a fake of the
+    evaluator's judging: the owed bookkeeping is under test)."""
+    config = parse_config(CONFIG)
+    alerting = LocalAlerts(config, Engine(config), checkpoints=None)  # type: ignore[arg-type]
+    todo = list(transitions)
+
+    def advance(*_: Any, **__: Any) -> list[Transition]:
+        out, todo[:] = list(todo), []
+        return out
+
+    alerting.evaluator.advance = advance  # type: ignore[method-assign]
+    return alerting
+
+
+def dispatcher(url: str) -> Dispatcher:
+    d = Dispatcher(SinkSpec(webhook_url=url, log=False, resend_interval=3600))
+    d.backoff = 0.01
+    return d
+
+
+def test_a_page_owed_through_an_outage_is_sent_after_a_restart() -> None:
+    down, up = Receiver(fail=10**9), Receiver()
+    fired = transition("firing")
+    before = judging([fired])
+    d = dispatcher(down.url)
+    d.start()
+    before.turn(lambda p: True, d, 100)
+    wait_for(lambda: d.failures["webhook"] >= 2)  # tried, and failing
+    text = before.checkpoint_text()
+    assert text is not None
+    d.close(timeout=0.5)
+    owed = json.loads(text)["owed"]
+    assert [(a["name"], a["state"]) for a in owed] == [("FourFifthsRule", "firing")]
+
+    after = judging([])  # the restarted monitor: its checkpoint restored, the receiver back
+    persist.restore(after.evaluator, text)
+    d2 = dispatcher(up.url)
+    d2.start(after.firing_at_start())
+    after.submit_owed(d2)
+    wait_for(lambda: len(up.bodies) == 1)
+    page = up.bodies[0]
+    assert page["state"] == "firing" and page["labels"] == fired.alert.labels  # type: ignore[index]
+    wait_for(lambda: d2.settled >= 1)
+    again = after.checkpoint_text()
+    assert again is not None and json.loads(again)["owed"] == []  # delivered: owed no more
+    d2.close()
+    down.close()
+    up.close()
+
+
+def test_only_the_newest_state_of_an_alert_is_owed_and_delivered_ones_are_not() -> None:
+    up = Receiver()
+    alerting = judging([transition("firing"), transition("resolved")])
+    d = dispatcher(up.url)
+    d.start()
+    alerting.turn(lambda p: True, d, 100)
+    text = alerting.checkpoint_text()
+    assert text is not None
+    assert [a["state"] for a in json.loads(text)["owed"]] in (["resolved"], [])
+    wait_for(lambda: d.settled >= 2)
+    text = alerting.checkpoint_text()
+    assert text is not None and json.loads(text)["owed"] == []
+    assert [b["state"] for b in up.bodies] == ["firing", "resolved"]  # type: ignore[index]
+    d.close()
+    up.close()
