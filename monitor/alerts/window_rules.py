@@ -93,7 +93,7 @@ def check_rule(
     blind = None
     if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
         blind = r.blind(favourable).disparities(r.disparities).get(rule.metric)
-        enough = breached = enough and blind is None
+        enough, breached = enough and blind is None, breached and blind is None
         if not active and not breached:
             return None
     # resolving needs evidence of recovery (the symmetric test on the interval); too few

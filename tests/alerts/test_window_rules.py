@@ -152,3 +152,33 @@ def test_a_blind_gap_neither_fires_nor_resolves() -> None:
     r = attribute_result(cell_counts(*blind), ["a", "b"], spec, "g", confidence=0.95)
     assert check_rule(fresh, rule, r, "m", "1h", "g", T0, confidence=0.95) is None
     assert not fresh.active
+
+
+@pytest.mark.parametrize("metric", ["tpr_gap", "equalized_odds_difference"])
+def test_a_pending_label_rule_fires_only_if_still_breached_when_for_has_passed(
+    metric: str,
+) -> None:
+    """Found replaying a fair stream: a label-based rule (EOD, TPR/FPR gap) set ``breached``
+    to "enough samples, not blind" once an alert was pending, so one boundary past the bound
+    paged ``for`` later whatever came between (EqualizedOddsGap fired with CI [0.006, 0.331]
+    against a bound of 0.1; one fair 48-h run in six paged)."""
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}})
+    spec = cfg.models["m"]
+    rule = AlertRule("Gap", metric, ">", 0.1, significant=True, min_samples=30, for_=600)
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    gap = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
+           {"n": 400, "fav": 120, "tp": 80, "fn": 120, "fp": 40, "tn": 160})  # fmt: skip
+    near = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
+            {"n": 400, "fav": 180, "tp": 125, "fn": 75, "fp": 50, "tn": 150})  # fmt: skip
+    assert judge(*gap, T0) == "pending"  # TPR 0.75 vs 0.40: the interval is past 0.1
+    assert judge(*near, T0 + 300) is None  # TPR 0.75 vs 0.625: interval [~0.03, ~0.22]
+    assert not book.active  # no longer breached: the pending alert is dropped
+    assert judge(*near, T0 + 600) is None and not book.active  # and never fires
+    assert judge(*gap, T0 + 900) == "pending"  # breached again: a new pending period
+    assert judge(*gap, T0 + 1500) == "firing"  # breached throughout `for`
