@@ -239,13 +239,13 @@ class Engine:
         return min(live) if live else None
 
     def ring_holds(self, m: int, start: int, *, at: int) -> bool:
-        """Whether every partition's ring of model ``m`` still holds bucket ``start`` (now:
-        ``at`` is the boundary being read, which the rings have reached)."""
-        for st in self.partitions.values():
-            ring = st.rings[m]
-            if ring.head is not None and start < ring.head - ring.n_buckets + 1:
-                return False
-        return True
+        """Whether every partition's ring of model ``m`` still holds what it counted from bucket
+        ``start`` on (``at``: the boundary being read, which the rings have reached). Buckets
+        the head jumped over (a silence) held nothing: a window over them is whole."""
+        rings = [st.rings[m] for st in self.partitions.values()]
+        gone = [r.head - r.n_buckets if r.gone_through is None else r.gone_through for r in rings
+                if r.head is not None]  # fmt: skip
+        return all(start > g for g in gone)
 
     def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
         """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``.

@@ -226,6 +226,7 @@ class PartitionState:
                     ring.expired[new] += expired[old]
             ring.head = _bucket(meta["heads"][m])
             ring.first = _bucket(meta.get("firsts", meta["heads"])[m])
+            ring.gone_through = None  # what left the ring before the checkpoint is not known
             ledger = arrays.get(f"ledger{m}")
             if ledger is not None:
                 st.ledgers[m].load(ring, ledger, remap)

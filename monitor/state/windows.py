@@ -64,6 +64,9 @@ class WindowRing:
         self.expired: I64 = np.zeros((n_groups, n_cells), dtype=np.int64)
         self.head: int | None = None
         self.first: int | None = None  # the first bucket ever seen (where alerting starts)
+        # the newest bucket whose counts left the ring (a window reaching back to it is no longer
+        # whole; buckets the head jumped over held nothing to lose). None: not known (restored)
+        self.gone_through: int | None = -(2**62)
         # set by a reader that keeps window sums up to date (window_sums.py): what add() added
         self.journal: list[tuple[I64, I64, I64]] | None = None
         self.journaled = 0  # entries in it
@@ -100,6 +103,10 @@ class WindowRing:
         if reused.any():
             self.expired += reused.sum(axis=0)
             self.counts[slots] = 0
+            held = np.flatnonzero(reused.reshape(k, -1).any(axis=1))  # slot i held this bucket:
+            newest = self.head + 1 + int(held[-1]) - self.n_buckets  # head + 1 + i − n
+            if self.gone_through is not None:
+                self.gone_through = max(self.gone_through, newest)
         self.head = int(new_head)
 
     def admit(self, buckets: I64) -> tuple[Bool, Bool]:
@@ -120,6 +127,8 @@ class WindowRing:
         self.advance(int(running[-1]))
         assert self.head is not None
         gone = ~late & (buckets <= self.head - self.n_buckets)
+        if self.gone_through is not None and gone.any():  # counted, gone at once (expired)
+            self.gone_through = max(self.gone_through, int(buckets[gone].max()))
         return late, gone
 
     def is_live(self, buckets: I64) -> Bool:

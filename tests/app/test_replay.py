@@ -177,14 +177,15 @@ def test_a_backtest_judges_the_same_whatever_the_batch_size(tmp_path: Path) -> N
 def test_a_boundary_whose_window_left_the_ring_is_skipped_and_counted_not_judged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Fed one batch spanning 6 h (a catch-up poll), the evaluator finds most boundaries'
+    """Fed one batch spanning 12 h (a catch-up poll), the evaluator finds most boundaries'
     windows gone: it judges none of them on what is left, and says how many it skipped."""
     from monitor.alerts.evaluator import AlertEvaluator
     from monitor.ingest.events import RawRecord
 
     (tmp_path / "c.yaml").write_text(SHORT_LATENESS)
     cfg = load_config(tmp_path / "c.yaml")
-    preds, _ = make_events(4)
+    preds, _ = make_events(4, n=6000, span=12 * 3600)  # the ring holds 6 h and 6 min
+    preds.sort(key=lambda e: e["timestamp"])  # a catch-up poll: in time order, all counted
     engine = Engine(cfg)
     ev = AlertEvaluator(cfg, engine, series_points=None)
     pb, _ = engine.decoder.decode_predictions([RawRecord(json.dumps(e).encode()) for e in preds])
@@ -192,12 +193,43 @@ def test_a_boundary_whose_window_left_the_ring_is_skipped_and_counted_not_judged
     with caplog.at_level(logging.WARNING):
         ev.advance()
     ring = engine.partitions[0].rings[0]
-    held = ring.head - ring.n_buckets + 1  # the oldest bucket the ring still holds
+    gone = ring.gone_through  # the newest bucket whose counts left the ring
+    assert gone is not None and gone >= ring.head - ring.n_buckets - 5
     first, last = engine.first_bucket(0), ring.head
     skipped = 0
     for w, reach in (("1h", 60), ("6h", 360), ("1h_lag2h", 180)):
         judged = [int(p.at // 60) for p in ev.series[("credit", w, "sex")]]
-        assert judged == list(range(held + reach, last + 1)), w  # every whole window, no other
-        skipped += held + reach - (first + 1)
-    assert ev.skipped["credit"] == skipped > 300  # the evidence's buckets are all held
+        assert judged == list(range(gone + reach + 1, last + 1)), w  # every whole window only
+        skipped += max(0, gone + reach + 1 - max(first + 1, last - ring.n_buckets + 1))
+    # boundaries older than the ring are not even looked at; of the others, the windows that
+    # reach back past ``gone`` are counted as skipped, and the evidence steps of a gone bucket
+    looked_at = max(first + 1, last - ring.n_buckets + 1)
+    skipped += max(0, gone + 2 - looked_at)
+    assert ev.skipped["credit"] == skipped > 300
     assert "were not judged" in caplog.text
+
+
+def test_a_silence_longer_than_the_ring_skips_nothing(tmp_path: Path) -> None:
+    """The head jumping over a silence (a model quiet overnight) leaves nothing behind: the
+    buckets it jumped over held no counts. The windows reaching into the silence are judged
+    (on what they hold), none is reported as gone."""
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.app.replay import replay
+    from monitor.ingest.events import RawRecord
+
+    (tmp_path / "c.yaml").write_text(SHORT_LATENESS)
+    cfg = load_config(tmp_path / "c.yaml")
+    day, night = make_events(6, n=2000, span=3 * 3600)
+    later, later_labels = make_events(7, n=2000, span=3 * 3600)
+    for e in later + later_labels:
+        e["timestamp"] += 3 * 86400  # three days later
+        e["prediction_id"] = "x" + e["prediction_id"]
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine, series_points=None)
+    enc = [RawRecord(json.dumps(e).encode()) for e in day + later]
+    replay(engine, enc, [RawRecord(json.dumps(e).encode()) for e in night + later_labels],
+           evaluator=ev)  # fmt: skip
+    assert ev.skipped == {}
+    start = int(min(e["timestamp"] for e in later) // 60)
+    judged = {int(p.at // 60) for p in ev.series[("credit", "6h", "sex")]}
+    assert set(range(start + 1, start + 3 * 60)) <= judged  # right after the silence too

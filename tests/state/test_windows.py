@@ -171,3 +171,24 @@ def test_batch_with_big_jump_counts_in_time_events_as_expired_not_late() -> None
     late, gone = ring.admit(np.array([5, 6, 100, 7]))
     assert list(late) == [False, False, False, True]
     assert list(gone) == [True, True, False, False]  # late events are not also "gone"
+
+
+def test_gone_through_is_the_newest_bucket_whose_counts_left_the_ring() -> None:
+    """What a window reaching back needs to know: were counts of its buckets evicted? A head
+    jumping over a silence evicts nothing (no window there lost data); counts leaving the
+    ring, or counted and gone within one batch, do."""
+    ring = WindowRing(n_buckets=10, n_cells=1)
+    ring.grow(1)
+    one = np.ones((1, 1), dtype=np.int64)
+    late, gone = ring.admit(np.array([100]))
+    cell = np.zeros((1, 1), dtype=np.int64)  # cell 0 of group 0, weight 1
+    ring.scatter(np.array([100]), np.zeros((1, 1), np.int32), cell, one, ~late & ~gone, gone)
+    assert ring.counts.sum() == 1
+    ring.advance(105)
+    assert ring.gone_through < 0  # nothing has left
+    ring.advance(115)  # bucket 100 (with a count) leaves; 101..105 were empty
+    assert ring.gone_through == 100
+    ring.advance(500)  # a silence: slots 106..115 held nothing
+    assert ring.gone_through == 100
+    late, gone = ring.admit(np.array([495, 700]))  # 495 counted, then gone in the same batch
+    assert gone.tolist() == [True, False] and ring.gone_through == 495
