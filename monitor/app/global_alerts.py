@@ -188,8 +188,9 @@ class GlobalAlerts:
             self._save(dispatcher, True)  # took over: this turn's were submitted as owed
         elif self.leading:
             first = self.seq - len(out) + 1
-            for i, t in enumerate(out):
-                self._submit(dispatcher, first + i, t)
+            for i, t in enumerate(out):  # a replica behind the last deliverer's mark judges
+                if first + i > self.delivered:  # again what it sent: not sent twice
+                    self._submit(dispatcher, first + i, t)
             self._save(dispatcher, bool(out))
         return out
 

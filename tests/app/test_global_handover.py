@@ -279,3 +279,22 @@ def test_what_is_owed_through_a_long_outage_is_each_alerts_newest_state() -> Non
     assert [(n, s) for n, s, _ in hook.sent] == [
         ("A1", "resolved"), ("A2", "firing"), ("A0", "resolved")
     ]  # fmt: skip
+
+
+def test_a_takeover_by_a_replica_behind_sends_nothing_the_last_one_delivered() -> None:
+    """Found by a review: the new deliverer learnt ``delivered = 2`` at the takeover, but when
+    it caught up and judged those two transitions itself (a replica just started, restoring
+    the state saved a moment ago), it sent them again: every page twice."""
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old, j_old = replica(store, readers)
+    new, el_new, j_new = replica(store, readers)
+    el_old.owns = True
+    j_old.append([fired("A", 60.0), fired("B", 60.0)])
+    old.turn(lambda p: True, hook, 32)
+    new.turn(lambda p: True, hook, 32)  # behind: it has judged nothing yet
+    el_old.owns, el_new.owns = False, True
+    old.turn(lambda p: True, hook, 32)  # steps down
+    new.turn(lambda p: True, hook, 32)  # takes over, still behind
+    j_new.append([fired("A", 60.0), fired("B", 60.0), fired("C", 120.0)])  # it catches up
+    new.turn(lambda p: True, hook, 32)
+    assert hook.sent == [("A", "firing", 60.0), ("B", "firing", 60.0), ("C", "firing", 120.0)]
