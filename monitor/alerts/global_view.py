@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.alerts.partials import BoundaryPartial, window_ranges
-from monitor.config.spec import Config
+from monitor.alerts.partials_codec import PartialError
+from monitor.config.spec import Config, ModelSpec
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.windows import I64, n_cells
 
@@ -77,12 +78,19 @@ class GlobalView:
     # -- receiving -----------------------------------------------------------------------------
     def add(self, partial: BoundaryPartial, offset: int = -1) -> bool:
         """Take one partial (``offset``: where it was read, see :meth:`resume_offset`);
-        ``False`` when it was a duplicate (or of an unknown model)."""
-        self._known.add(partial.partition)
+        ``False`` when it was a duplicate (or of an unknown model). :class:`PartialError` when
+        it does not fit this monitor's configuration (another deployment's, or a replica on
+        another configuration during a rolling update): judged, it crashed every replica."""
+        if self.expected is not None and not 0 <= partial.partition < self.expected:
+            raise PartialError(f"partition {partial.partition} of {self.expected}")
         m = self._index.get(partial.model)
         if m is None:
+            self._known.add(partial.partition)
             self.unknown_models += 1
             return False
+        if not partial.marker:
+            _check_shape(self.models[m], partial)
+        self._known.add(partial.partition)
         parts = self._parts[m]
         st = parts.get(partial.partition)
         if st is None:
@@ -227,3 +235,18 @@ class GlobalView:
                 b.held[rng[0]] = b.held.get(rng[0], True) and held
         self._read[m] = b
         return b
+
+
+def _check_shape(spec: ModelSpec, p: BoundaryPartial) -> None:
+    """A partial's arrays as this model's configuration makes them: its windows, its cells per
+    group, its attribute sets (the codec checks only that a record agrees with itself)."""
+    assert p.windows is not None and p.bucket is not None and p.arrivals is not None
+    g, c = len(p.labels), n_cells(spec.score_bins)
+    sets = len(spec.attribute_sets)
+    if p.windows.shape != (len(spec.windows), g, c) or p.bucket.shape != (g, c):
+        raise PartialError(
+            f"model {spec.name}: arrays {p.windows.shape} where this configuration has "
+            f"{len(spec.windows)} windows of {c} cells"
+        )
+    if any(not 0 <= s < sets for s in p.set_of):
+        raise PartialError(f"model {spec.name}: an attribute set outside 0..{sets - 1}")

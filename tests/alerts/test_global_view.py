@@ -235,3 +235,37 @@ def test_a_view_restored_from_its_progress_judges_on_alike() -> None:
     assert ev2.history == whole.history[saved[2] :]
     assert any(t.alert.state == "firing" for t in ev2.history)
     assert view2.missing == 0
+
+
+def test_a_partial_that_does_not_fit_this_configuration_is_refused_not_judged() -> None:
+    """Found by a review: a partial with one more window, other score bins or an attribute
+    set this model lacks (a replica on another configuration during a rolling update, or a
+    foreign record) passed the codec and crashed every replica's evaluator at its boundary,
+    again after each restart; a partition past the topic's count held every boundary back."""
+    from dataclasses import replace
+
+    from monitor.alerts.partials_codec import PartialError
+
+    cfg = config()
+    partials = published(cfg, stream(0, 4, 2), 2)
+    p = next(x for x in partials if x.partition == 1 and not x.marker and x.boundary > x.first)
+    g, c = p.bucket.shape  # type: ignore[union-attr]
+    wider = replace(p, windows=np.zeros((len(p.windows) + 1, g, c), np.int64))  # type: ignore[arg-type]
+    cells = replace(p, windows=np.zeros((len(p.windows), g, c + 5), np.int64),  # type: ignore[arg-type]
+                    bucket=np.zeros((g, c + 5), np.int64))  # fmt: skip
+    sets = replace(p, set_of=(99, *p.set_of[1:]))
+    foreign = replace(p, partition=99)
+    for bad in (wider, cells, sets, foreign):
+        view = GlobalView(cfg, partitions=2)
+        with pytest.raises(PartialError):
+            view.add(bad)
+        assert 99 not in view.progress({})["known"]  # type: ignore[operator]
+    view = GlobalView(cfg, partitions=2)  # the service counts and skips it; the rest is judged
+    ev = AlertEvaluator(cfg, view)
+    for x in [wider, *partials]:
+        try:
+            view.add(x)
+        except PartialError:
+            continue
+        ev.advance()
+    assert_same_judgement(ev, single(cfg, stream(0, 4, 2)))
