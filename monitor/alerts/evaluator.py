@@ -107,6 +107,9 @@ class AlertEvaluator:
                 first = self.engine.first_bucket(m)
                 last = first if first is not None else wm
             start = max(last + 1, head - spec.ring_buckets + 1)
+            silent = getattr(self.engine, "silent_through", None)  # the global view's: what
+            if silent is not None:  # every owner skipped (past its ring), one instance too
+                start = max(start, silent(m) + 1)
             if limit is not None:
                 wm = min(wm, start + limit - 1)
             gone: list[int] = []

@@ -39,6 +39,7 @@ class _Boundary:
     arrivals: I64
     cohorts: dict[tuple[int, int], I64] = field(default_factory=dict)
     held: dict[int, bool] = field(default_factory=dict)  # cohort start -> every ring held it
+    silent: bool = False  # every partition said it has nothing here (a silence)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class _Partition:
     waiting: dict[int, tuple[BoundaryPartial, I64, int]] = field(default_factory=dict)
     labels: tuple[str, ...] = ()  # the owner's groups the remap below was built for
     remap: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    skipped: int = -(2**62)  # through here the owner said it has nothing more (a silence)
 
 
 class GlobalView:
@@ -95,12 +97,15 @@ class GlobalView:
         st = parts.get(partial.partition)
         if st is None:
             st = parts[partial.partition] = _Partition(partial.first, partial.first)
+        if partial.marker and partial.boundary > st.reached:  # nothing through it: a silence
+            st.skipped = max(st.skipped, partial.boundary)
+            _settle(st)
+            return True
         if partial.marker or partial.boundary <= st.reached or partial.boundary in st.waiting:
             self.duplicates += not partial.marker or partial.boundary != st.first
             return False
         st.waiting[partial.boundary] = (partial, self._remap(m, st, partial), offset)
-        while st.reached + 1 in st.waiting:
-            st.reached += 1
+        _settle(st)
         return True
 
     def hello(self, partition: int) -> None:
@@ -156,6 +161,12 @@ class GlobalView:
             return None
         return min(st.reached for st in parts.values())
 
+    def silent_through(self, m: int) -> int:
+        """The newest boundary every partition skipped (past its ring, after a silence): one
+        instance owning them all would not judge it either."""
+        parts = self._parts[m]
+        return min((st.skipped for st in parts.values()), default=-(2**62))
+
     def first_bucket(self, m: int) -> int | None:
         parts = self._parts[m]
         return min(st.first for st in parts.values()) if parts else None
@@ -172,6 +183,8 @@ class GlobalView:
             raise ValueError("the global view holds counts as of closed boundaries only")
         b = self._boundary(m, as_of)
         got = b.bucket if (start, end) == (as_of - 1, as_of) else b.cohorts.get((start, end))
+        if got is None and b.silent:  # nothing was published in a silence: nothing counted
+            got = np.zeros_like(b.bucket)
         if got is None:
             raise KeyError(f"buckets {start}..{end} as of {as_of} were not published")
         return got.copy()
@@ -203,12 +216,16 @@ class GlobalView:
             return cached
         spec = self.models[m]
         taken: list[tuple[I64, BoundaryPartial]] = []
+        silent = 0
         for p, st in self._parts[m].items():
             for old in [b for b in st.waiting if b < k]:
                 del st.waiting[old]  # read before (boundaries are read in order)
             if st.first >= k:
                 continue  # nothing of this partition is older than k
             got = st.waiting.pop(k, None)
+            if got is None and k <= st.skipped:
+                silent += 1
+                continue  # the owner published nothing through a silence: nothing to add
             if got is None:
                 self.missing += 1
                 log.warning("model %s: partition %d sent nothing for boundary %d", spec.name, p, k)
@@ -221,6 +238,7 @@ class GlobalView:
             np.zeros((g, c), np.int64),
             np.zeros((g, c), np.int64),
         )
+        b.silent = not taken and silent > 0
         for remap, partial in taken:
             assert partial.windows is not None
             assert partial.bucket is not None and partial.arrivals is not None
@@ -250,3 +268,17 @@ def _check_shape(spec: ModelSpec, p: BoundaryPartial) -> None:
         )
     if any(not 0 <= s < sets for s in p.set_of):
         raise PartialError(f"model {spec.name}: an attribute set outside 0..{sets - 1}")
+
+
+def _settle(st: _Partition) -> None:
+    """Move ``reached`` over the consecutive boundaries that are here, and over a silence the
+    owner skipped once the boundary after it is here (the owner publishes them together, as
+    one instance's head jumps over the silence at once: judged on the way, the boundaries of
+    the silence would be judged here and not there)."""
+    while True:
+        if st.reached + 1 in st.waiting:
+            st.reached += 1
+        elif st.reached < st.skipped and st.skipped + 1 in st.waiting:
+            st.reached = st.skipped + 1
+        else:
+            return

@@ -97,6 +97,8 @@ class PartialPublisher:
                     last = st.published[m] = ring.first
                 wm = self._frontier(p, m, spec, labels_caught_up)
                 start = max(last + 1, ring.head - spec.ring_buckets + 1)
+                if start > last + 1:  # boundaries past the ring (a silence): none will come
+                    out.append(BoundaryPartial(spec.name, p, start - 1, ring.first, (), ()))
                 if limit is not None:
                     wm = min(wm, start + limit - 1)
                 for k in range(start, wm + 1):

@@ -269,3 +269,39 @@ def test_a_partial_that_does_not_fit_this_configuration_is_refused_not_judged() 
             continue
         ev.advance()
     assert_same_judgement(ev, single(cfg, stream(0, 4, 2)))
+
+
+def _quiet(batches: list[Any], parts: set[int], start_h: float, end_h: float) -> list[Any]:
+    """The stream with no predictions on ``parts`` between the two hours."""
+    from monitor.ingest.events import PredictionBatch as PB
+
+    t0 = min(b[1].ts.min() for b in batches if len(b[1].ts))
+    out = []
+    for p, preds, labels in batches:
+        keep = ~((preds.ts > t0 + start_h * 3600) & (preds.ts < t0 + end_h * 3600)) | (
+            p not in parts
+        )
+        preds = PB(preds.key[keep], preds.model[keep], preds.ts[keep], preds.pred[keep],
+                   preds.score[keep], preds.groups[keep])  # fmt: skip
+        out.append((p, preds, labels))
+    return out
+
+
+def test_a_silence_longer_than_the_ring_does_not_stop_global_judging() -> None:
+    """Found by a review: after a silence longer than the ring (a business-hours model
+    overnight) each publisher skipped the boundaries that had left its ring and the view
+    waited for them for good — no page again, partials kept forever. The owner now says it
+    skipped them; the view judges on, as one instance does."""
+    cfg = config()
+    night = _quiet(stream(0, 36, 2), {0, 1}, 8, 18)  # every partition quiet for 10 h
+    got, ref = judged(cfg, published(cfg, night, 2)), single(cfg, night)
+    assert got.last == ref.last and len(ref.history) > 10
+    assert_same_judgement(got, ref)
+    one = _quiet(stream(0, 36, 2), {1}, 8, 32)  # one partition quiet for a day
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    for partial in published(cfg, one, 2):
+        view.add(partial)
+        ev.advance()
+    assert ev.last == single(cfg, one).last  # judged to the end
+    assert all(not st.waiting for st in view._parts[0].values())  # nothing kept forever
