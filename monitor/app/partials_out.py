@@ -22,6 +22,9 @@ from monitor.ingest.kafka import client_config
 log = logging.getLogger("monitor.app.partials_out")
 
 FLUSH_TIMEOUT = 30.0
+# the producer's max_request_size (kafka-python's default, 1 MiB) less room for the record's
+# key, headers and batch framing: a larger partial would be refused by the producer
+MAX_PARTIAL_BYTES = 1_000_000
 
 
 class PartialsOut:
@@ -32,26 +35,55 @@ class PartialsOut:
         self.producer = KafkaProducer(**client_config(config.kafka), acks="all", linger_ms=5)
         self.unsent: list[tuple[bytes, bytes]] = []
         self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
-        self.sent = self.failed = 0
+        self.sent = self.failed = self.too_large = 0
 
     def publish(self, partials: list[BoundaryPartial]) -> None:
         for p in partials:
-            self._send((f"{p.model}/{p.partition}".encode(), encode(p)))
+            value = encode(p)
+            if len(value) > MAX_PARTIAL_BYTES:
+                value = self._too_large(p, len(value))
+            self._send((f"{p.model}/{p.partition}".encode(), value))
+
+    def _too_large(self, p: BoundaryPartial, size: int) -> bytes:
+        """A partial over the producer's request size (thousands of groups): refused by the
+        producer, it stopped the replica, and every replica after it at the same boundary.
+        Sent instead: a marker that this partition has nothing through that boundary, so the
+        others are judged on; this partition's counts are missing there (logged, counted)."""
+        self.too_large += 1
+        if self.too_large == 1 or self.too_large % 1000 == 0:
+            log.error(
+                "partials topic %s: the partial of model %s partition %d at boundary %d is "
+                "%d bytes, over %d: its counts are left out of the global judgement (%d so "
+                "far); fewer groups (max_groups) keep partials smaller",
+                self.topic,
+                p.model,
+                p.partition,
+                p.boundary,
+                size,
+                MAX_PARTIAL_BYTES,
+                self.too_large,
+            )
+        return encode(BoundaryPartial(p.model, p.partition, p.boundary, p.first, (), ()))
 
     def send(self, key: bytes, value: bytes) -> None:
         """Another record (the delivering replica's mark), sent like a partial."""
         self._send((key, value))
 
     def _send(self, record: tuple[bytes, bytes]) -> None:
-        self.futures.append(
-            (self.producer.send(self.topic, key=record[0], value=record[1]), record)
-        )
+        try:
+            future = self.producer.send(self.topic, key=record[0], value=record[1])
+        except KafkaError as exc:  # refused at once (a buffer full, no metadata): sent again
+            log.error("partials topic %s: send failed: %s", self.topic, exc)
+            self.failed += 1
+            self.unsent.append(record)
+            return
+        self.futures.append((future, record))
 
     def flush(self) -> bool:
         """Whether everything published so far is acknowledged (failures are sent again)."""
-        for record in self.unsent:
+        again, self.unsent = self.unsent, []
+        for record in again:
             self._send(record)
-        self.unsent = []
         try:
             self.producer.flush(timeout=FLUSH_TIMEOUT)
         except KafkaError as exc:

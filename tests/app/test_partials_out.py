@@ -1,0 +1,81 @@
+"""Sending partials (``app/partials_out.py``): what the producer would refuse never stops the
+replica."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
+
+from monitor.alerts.partials import BoundaryPartial
+from monitor.alerts.partials_codec import decode
+from monitor.app.partials_out import PartialsOut
+
+
+class Done:
+    is_done = True
+
+    def succeeded(self) -> bool:
+        return True
+
+
+class Producer:
+    """kafka-python's producer as far as PartialsOut uses it: refuses a record over 1 MiB at
+    once (``MessageSizeTooLargeError``, as its ``send`` does), or fails ``fail`` sends."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.fail = fail
+
+    def send(self, topic: str, *, key: bytes, value: bytes) -> Done:
+        if len(value) > 1_048_576:
+            raise MessageSizeTooLargeError(f"{len(value)} bytes")
+        if self.fail:
+            self.fail -= 1
+            raise KafkaTimeoutError("no metadata")
+        self.sent.append((key, value))
+        return Done()
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+
+def out(producer: Producer) -> PartialsOut:
+    o = PartialsOut.__new__(PartialsOut)  # no broker: the producer is the fake above
+    o.topic, o.producer, o.unsent, o.futures = "partials", producer, [], []
+    o.sent = o.failed = o.too_large = 0
+    return o
+
+
+def partial(groups: int) -> Any:
+    rng = np.random.default_rng(0)
+    arr = lambda *s: rng.integers(0, 10**6, s).astype(np.int64)  # noqa: E731
+    return BoundaryPartial("m", 0, 10, 1, tuple([0] * groups), tuple(f"z{i}" for i in range(groups)),
+                           windows=arr(2, groups, 58), bucket=arr(groups, 58),
+                           arrivals=arr(groups, 58))  # fmt: skip
+
+
+def test_a_partial_over_the_request_size_is_sent_as_a_marker_not_a_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by a review: at ~3,000 groups a boundary's partial is over 1 MiB; the producer
+    refused it from ``send``, the replica died, and every replica after it at that boundary."""
+    producer = Producer()
+    o = out(producer)
+    with caplog.at_level(logging.ERROR):
+        o.publish([partial(3000), partial(10)])
+    assert o.too_large == 1 and "left out of the global judgement" in caplog.text
+    big, small = (decode(v) for _, v in producer.sent)
+    assert big.marker and big.boundary == 10  # nothing through 10 from this partition
+    assert not small.marker and small.windows is not None
+
+
+def test_a_send_refused_at_once_is_sent_again_at_the_flush() -> None:
+    producer = Producer(fail=1)
+    o = out(producer)
+    o.publish([partial(10)])
+    assert producer.sent == [] and o.failed == 1
+    assert o.flush() and len(producer.sent) == 1
