@@ -108,8 +108,14 @@ class GlobalView:
         _settle(st)
         return True
 
-    def hello(self, partition: int) -> None:
-        """Partition ``partition`` has an owner (with or without data)."""
+    def hello(self, value: bytes | None) -> None:
+        """A hello record: partition ``int(value)`` has an owner (with or without data)."""
+        try:
+            partition = int(value or b"")
+        except ValueError:
+            raise PartialError("a hello record without a partition number") from None
+        if self.expected is not None and not 0 <= partition < self.expected:
+            raise PartialError(f"hello from partition {partition} of {self.expected}")
         self._known.add(partition)
 
     def resume_offset(self) -> int | None:

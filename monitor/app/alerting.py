@@ -4,7 +4,7 @@ through the same four calls: ``start``, ``turn``, ``flush`` + ``checkpoint_text`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
@@ -28,6 +28,7 @@ class LocalAlerts:
         # saved with each checkpoint, sent again after a restart (persist.py, version 3)
         self.owed: dict[Key, tuple[int, Alert]] = {}
         self.dispatcher: Dispatcher | None = None
+        self.owned: Callable[[], Iterable[int]] = set  # read by GlobalAlerts only
 
     def start(self, partitions: int) -> None:
         self.checkpoints.restore_alerts(self.evaluator)

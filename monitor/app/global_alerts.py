@@ -26,13 +26,12 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from threading import Event
-from typing import Any, cast
+from typing import cast
 
 import msgspec
 from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
@@ -44,7 +43,13 @@ from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
 from monitor.app.checkpointing import Checkpointer
 from monitor.app.global_state import GlobalState, Mark, OwedState
-from monitor.app.partials_out import PartialsOut, ensure_partials_topic, partials_lost
+from monitor.app.partials_out import (
+    HELLO_KEY,
+    PartialsOut,
+    ensure_partials_topic,
+    partials_lost,
+)
+from monitor.app.step_down import STEP_DOWN_SECONDS, StepDown
 from monitor.config.spec import Config
 from monitor.ingest.kafka import client_config
 from monitor.ingest.kafka_join import finish_unawaited_joins
@@ -55,7 +60,6 @@ log = logging.getLogger("monitor.app.global_alerts")
 
 SAVE_EVERY = 1.0  # seconds between saves of the judging state while nothing new was delivered
 FLUSH_TIMEOUT = 30.0
-STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way
 DELIVERED_KEY = b"delivered"  # the key of the delivering replica's mark on the partials topic
 
 
@@ -87,6 +91,7 @@ class GlobalAlerts:
         # a revocation (on kafka-python's thread) waits until the loop has stepped down
         self.revoking, self.stepped_down, self.stopped = Event(), Event(), Event()
         self.in_poll, self.dispatcher = False, cast("Dispatcher | None", None)
+        self.owned: Callable[[], Iterable[int]] = set  # the input partitions owned (service)
 
     def start(self, partitions: int) -> None:
         """Restore the last saved judging state and start reading (``partitions``: of the
@@ -115,7 +120,7 @@ class GlobalAlerts:
             session_timeout_ms=k.session_timeout_ms,
             heartbeat_interval_ms=max(1000, k.session_timeout_ms // 10),
         )
-        self.elector.subscribe([self.topic.topic], listener=_StepDown(self))
+        self.elector.subscribe([self.topic.topic], listener=StepDown(self))
         finish_unawaited_joins(self.elector)
 
     def _restore(self) -> int | None:
@@ -168,14 +173,17 @@ class GlobalAlerts:
         """Publish this replica's partials; read everyone's, judge, and (when leading) deliver
         and save the judging state. Returns the new transitions."""
         assert self.reader is not None and self.elector is not None and self.out is not None
+        self.out.hello(self.owned())
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
             for r in records:
-                if r.key == DELIVERED_KEY:
-                    self._delivered_elsewhere(r.value)
-                    continue
                 try:
-                    self.view.add(decode(r.value), r.offset)
+                    if r.key == DELIVERED_KEY:
+                        self._delivered_elsewhere(r.value)
+                    elif r.key == HELLO_KEY:
+                        self.view.hello(r.value)
+                    else:
+                        self.view.add(decode(r.value), r.offset)
                 except PartialError as exc:
                     self.bad += 1
                     log.error("partials topic offset %d: %s", r.offset, exc)
@@ -319,29 +327,3 @@ class GlobalAlerts:
                 c.close()
         if self.out is not None:
             self.out.close()
-
-
-class _StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Holds the group's rebalance until the delivering replica has recorded what it
-    delivered (else the next one would deliver it again), at most ``STEP_DOWN_SECONDS``."""
-
-    def __init__(self, owner: GlobalAlerts) -> None:
-        self.owner = owner
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        o = self.owner
-        if o.topic not in set(revoked):
-            return
-        o.granted = False
-        if not o.leading:
-            return
-        if o.in_poll:  # the loop waits in poll(): nothing else touches the state meanwhile
-            o._step_down()
-            return
-        o.stepped_down.clear()
-        o.revoking.set()
-        o.stepped_down.wait(STEP_DOWN_SECONDS + 2)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        if self.owner.topic in set(assigned):
-            self.owner.granted = True

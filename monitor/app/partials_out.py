@@ -8,6 +8,7 @@ a partition's next owner never leaves a gap.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from kafka import KafkaProducer
@@ -25,6 +26,7 @@ FLUSH_TIMEOUT = 30.0
 # the producer's max_request_size (kafka-python's default, 1 MiB) less room for the record's
 # key, headers and batch framing: a larger partial would be refused by the producer
 MAX_PARTIAL_BYTES = 1_000_000
+HELLO_KEY = b"hello"  # "this partition has an owner" (value: its number), with or without data
 
 
 class PartialsOut:
@@ -36,6 +38,7 @@ class PartialsOut:
         self.unsent: list[tuple[bytes, bytes]] = []
         self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
         self.sent = self.failed = self.too_large = 0
+        self.said: set[int] = set()  # partitions this replica said it owns
 
     def publish(self, partials: list[BoundaryPartial]) -> None:
         for p in partials:
@@ -64,6 +67,14 @@ class PartialsOut:
                 self.too_large,
             )
         return encode(BoundaryPartial(p.model, p.partition, p.boundary, p.first, (), ()))
+
+    def hello(self, owned: Iterable[int]) -> None:
+        """Say once that this replica owns each partition: the view waits to hear from every
+        partition, and one without data (a producer keyed onto a few) said nothing else, so
+        nothing was ever judged."""
+        for p in sorted(set(owned) - self.said):
+            self.said.add(p)
+            self._send((HELLO_KEY, str(p).encode()))
 
     def send(self, key: bytes, value: bytes) -> None:
         """Another record (the delivering replica's mark), sent like a partial."""

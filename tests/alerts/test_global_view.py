@@ -305,3 +305,25 @@ def test_a_silence_longer_than_the_ring_does_not_stop_global_judging() -> None:
         ev.advance()
     assert ev.last == single(cfg, one).last  # judged to the end
     assert all(not st.waiting for st in view._parts[0].values())  # nothing kept forever
+
+
+def test_a_partition_without_data_is_not_waited_for_once_its_owner_says_hello() -> None:
+    """Found by a review: the view waits to hear from every input partition, and nothing
+    said hello for one without data (a producer keyed onto a few partitions): nothing was
+    ever judged. A hello record names it; a malformed or foreign one is refused."""
+    from monitor.alerts.partials_codec import PartialError
+
+    cfg = config()
+    partials = published(cfg, stream(0, 6, 2), 2)
+    view = GlobalView(cfg, partitions=3)  # partition 2 has no data
+    ev = AlertEvaluator(cfg, view)
+    for p in partials:
+        view.add(p)
+    ev.advance()
+    assert not ev.history and ev.last == {}  # waiting for partition 2
+    for bad in (b"", b"two", b"7", None):
+        with pytest.raises(PartialError):
+            view.hello(bad)
+    view.hello(b"2")
+    ev.advance()
+    assert ev.history == single(cfg, stream(0, 6, 2)).history

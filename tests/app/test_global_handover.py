@@ -15,7 +15,8 @@ from typing import Any
 from kafka import TopicPartition
 
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.app.global_alerts import GlobalAlerts, _StepDown
+from monitor.app.global_alerts import GlobalAlerts
+from monitor.app.step_down import StepDown
 from monitor.state.engine import Engine
 from tests.alerts.test_global_view import config
 
@@ -43,7 +44,7 @@ class Elector:
 
     def poll(self, timeout_ms: int = 0) -> dict[Any, Any]:
         assert self.owner is not None
-        listener = _StepDown(self.owner)
+        listener = StepDown(self.owner)
         if self.bounce or self.limbo or self.had != self.owns:
             if self.had:
                 listener.on_partitions_revoked([self.topic])
@@ -104,6 +105,9 @@ class Out:
         self.readers = readers
 
     def publish(self, partials: Any) -> None:
+        pass
+
+    def hello(self, owned: Any) -> None:
         pass
 
     def send(self, key: bytes, value: bytes) -> None:

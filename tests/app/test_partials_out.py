@@ -79,3 +79,14 @@ def test_a_send_refused_at_once_is_sent_again_at_the_flush() -> None:
     o.publish([partial(10)])
     assert producer.sent == [] and o.failed == 1
     assert o.flush() and len(producer.sent) == 1
+
+
+def test_each_owned_partition_is_said_once() -> None:
+    from monitor.app.partials_out import HELLO_KEY
+
+    producer = Producer()
+    o = out(producer)
+    o.said = set()
+    o.hello({0, 2})
+    o.hello({0, 2, 3})
+    assert producer.sent == [(HELLO_KEY, b"0"), (HELLO_KEY, b"2"), (HELLO_KEY, b"3")]
