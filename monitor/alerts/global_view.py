@@ -65,6 +65,7 @@ class GlobalView:
         is slow to start is waited for rather than left out."""
         self.expected = partitions
         self._known: set[int] = set()
+        self._idle: set[int] = set()  # partitions their owners said are idle (until a partial)
         self.models = list(config.models.values())
         self.registries = [
             GroupRegistry(m, max_label_length=config.limits.max_value_length) for m in self.models
@@ -92,6 +93,7 @@ class GlobalView:
             return False
         if not partial.marker:
             _check_shape(self.models[m], partial)
+            self._idle.discard(partial.partition)  # busy again
         self._known.add(partial.partition)
         parts = self._parts[m]
         st = parts.get(partial.partition)
@@ -110,13 +112,21 @@ class GlobalView:
 
     def hello(self, value: bytes | None) -> None:
         """A hello record: partition ``int(value)`` has an owner (with or without data)."""
+        self._known.add(self._partition_of(value, "hello"))
+
+    def idle(self, value: bytes | None) -> None:
+        """An idle record: partition ``int(value)`` holds no boundary back until its next
+        partial (its owner's ``kafka.idle_partition_timeout`` passed without a decision)."""
+        self._idle.add(self._partition_of(value, "idle"))
+
+    def _partition_of(self, value: bytes | None, kind: str) -> int:
         try:
             partition = int(value or b"")
         except ValueError:
-            raise PartialError("a hello record without a partition number") from None
+            raise PartialError(f"a {kind} record without a partition number") from None
         if self.expected is not None and not 0 <= partition < self.expected:
-            raise PartialError(f"hello from partition {partition} of {self.expected}")
-        self._known.add(partition)
+            raise PartialError(f"{kind} record of partition {partition} of {self.expected}")
+        return partition
 
     def resume_offset(self) -> int | None:
         """The lowest offset of a partial taken but not read yet: reading again from there
@@ -140,7 +150,7 @@ class GlobalView:
                 ]
                 for p, st in parts.items()
             }
-        return {"known": sorted(self._known), "models": models}
+        return {"known": sorted(self._known), "models": models, "idle": sorted(self._idle)}
 
     def restore(self, progress: dict[str, object]) -> None:
         """The inverse of :meth:`progress` (models no longer configured are left out)."""
@@ -148,6 +158,8 @@ class GlobalView:
         models = progress.get("models", {})
         assert isinstance(known, list) and isinstance(models, dict)
         self._known = {int(p) for p in known}
+        idle = progress.get("idle", [])  # absent: saved before idle records
+        self._idle = {int(p) for p in idle} if isinstance(idle, list) else set()
         for name, parts in models.items():
             m = self._index.get(name)
             if m is None:
@@ -161,11 +173,13 @@ class GlobalView:
         return {p: None for parts in self._parts for p in parts}
 
     def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
-        # every replica's progress: an idle partition is its replica's to judge
+        """Every partition's progress, but those their owners said are idle (``idle``: this
+        replica's own word, which the owners' idle records already carry)."""
         parts = self._parts[m]
         if not parts or (self.expected is not None and len(self._known) < self.expected):
             return None
-        return min(st.reached for st in parts.values())
+        busy = [st.reached for p, st in parts.items() if p not in self._idle]
+        return min(busy) if busy else max(st.reached for st in parts.values())
 
     def silent_through(self, m: int) -> int:
         """The newest boundary every partition skipped (past its ring, after a silence): one
@@ -229,9 +243,9 @@ class GlobalView:
             if st.first >= k:
                 continue  # nothing of this partition is older than k
             got = st.waiting.pop(k, None)
-            if got is None and k <= st.skipped:
-                silent += 1
-                continue  # the owner published nothing through a silence: nothing to add
+            if got is None and (k <= st.skipped or p in self._idle):
+                silent += k <= st.skipped
+                continue  # nothing published through a silence, or by an idle partition
             if got is None:
                 self.missing += 1
                 log.warning("model %s: partition %d sent nothing for boundary %d", spec.name, p, k)

@@ -29,6 +29,7 @@ class LocalAlerts:
         self.owed: dict[Key, tuple[int, Alert]] = {}
         self.dispatcher: Dispatcher | None = None
         self.owned: Callable[[], Iterable[int]] = set  # read by GlobalAlerts only
+        self.idle: Callable[[int], bool] = lambda p: False  # likewise (the evaluator has its own)
 
     def start(self, partitions: int) -> None:
         self.checkpoints.restore_alerts(self.evaluator)

@@ -45,6 +45,7 @@ from monitor.app.checkpointing import Checkpointer
 from monitor.app.global_state import GlobalState, Mark, OwedState
 from monitor.app.partials_out import (
     HELLO_KEY,
+    IDLE_KEY,
     PartialsOut,
     ensure_partials_topic,
     partials_lost,
@@ -92,6 +93,7 @@ class GlobalAlerts:
         self.revoking, self.stepped_down, self.stopped = Event(), Event(), Event()
         self.in_poll, self.dispatcher = False, cast("Dispatcher | None", None)
         self.owned: Callable[[], Iterable[int]] = set  # the input partitions owned (service)
+        self.idle: Callable[[int], bool] = lambda p: False  # app/idle.py (service)
 
     def start(self, partitions: int) -> None:
         """Restore the last saved judging state and start reading (``partitions``: of the
@@ -174,14 +176,15 @@ class GlobalAlerts:
         and save the judging state. Returns the new transitions."""
         assert self.reader is not None and self.elector is not None and self.out is not None
         self.out.hello(self.owned())
+        self.out.idle([p for p in self.owned() if self.idle(p)])
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
             for r in records:
                 try:
                     if r.key == DELIVERED_KEY:
                         self._delivered_elsewhere(r.value)
-                    elif r.key == HELLO_KEY:
-                        self.view.hello(r.value)
+                    elif r.key in (HELLO_KEY, IDLE_KEY):
+                        (self.view.hello if r.key == HELLO_KEY else self.view.idle)(r.value)
                     else:
                         self.view.add(decode(r.value), r.offset)
                 except PartialError as exc:

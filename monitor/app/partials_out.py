@@ -27,6 +27,7 @@ FLUSH_TIMEOUT = 30.0
 # key, headers and batch framing: a larger partial would be refused by the producer
 MAX_PARTIAL_BYTES = 1_000_000
 HELLO_KEY = b"hello"  # "this partition has an owner" (value: its number), with or without data
+IDLE_KEY = b"idle"  # "this partition is idle": it holds no boundary back until its next partial
 
 
 class PartialsOut:
@@ -39,6 +40,7 @@ class PartialsOut:
         self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
         self.sent = self.failed = self.too_large = 0
         self.said: set[int] = set()  # partitions this replica said it owns
+        self.idled: set[int] = set()  # partitions said idle, not busy since
 
     def publish(self, partials: list[BoundaryPartial]) -> None:
         for p in partials:
@@ -75,6 +77,14 @@ class PartialsOut:
         for p in sorted(set(owned) - self.said):
             self.said.add(p)
             self._send((HELLO_KEY, str(p).encode()))
+
+    def idle(self, idle: Iterable[int]) -> None:
+        """Say once per quiet spell that a partition is idle (app/idle.py): in the view, as in
+        one instance, it then holds no boundary back."""
+        now = set(idle)
+        for p in sorted(now - self.idled):
+            self._send((IDLE_KEY, str(p).encode()))
+        self.idled = now
 
     def send(self, key: bytes, value: bytes) -> None:
         """Another record (the delivering replica's mark), sent like a partial."""

@@ -94,7 +94,7 @@ class Monitor:
         self.alerting = make_alerting(config, self.engine, self.checkpoints)  # local / global
         self.evaluator = self.alerting.evaluator
         self.idle = IdlePartitions(self.ownership, clock, self.k.idle_partition_timeout)
-        self.evaluator.idle = self.idle  # an idle partition holds no boundary back
+        self.evaluator.idle = self.alerting.idle = self.idle  # holds no boundary back
         self.alerting.owned = lambda: self.ownership.owned  # global: said on the partials topic
         self.dispatcher = Dispatcher(config.alerts.sinks, kafka_send=_alert_producer(config))
         self.recent_transitions: deque[dict[str, Any]] = deque(maxlen=20)

@@ -327,3 +327,38 @@ def test_a_partition_without_data_is_not_waited_for_once_its_owner_says_hello() 
     view.hello(b"2")
     ev.advance()
     assert ev.history == single(cfg, stream(0, 6, 2)).history
+
+
+def test_a_partition_its_owner_says_is_idle_holds_no_boundary_back() -> None:
+    """Found by a review: the idle fix of the local scope did nothing in the global one — a
+    partition that got one batch and then nothing stopped every page. Its owner's idle record
+    lets the others be judged; its next partial makes it count again; a restarted view keeps
+    knowing it (its progress)."""
+    cfg = config()
+    one = _quiet(stream(0, 36, 2), {1}, 8, 40)  # partition 1 has nothing after hour 8
+    partials = published(cfg, one, 2)
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    for partial in partials:
+        view.add(partial)
+    ev.advance()
+    held = ev.last[0]
+    assert held == max(p.boundary for p in partials if p.partition == 1)  # held back
+    copy = GlobalView(cfg, partitions=2)
+    view.idle(b"1")
+    copy.restore(json.loads(json.dumps(view.progress(ev.last))))
+    ev.advance()
+    ends = max(p.boundary for p in partials if p.partition == 0)
+    assert ev.last[0] == ends > held + 100  # judged on to partition 0's end
+    assert copy.low_watermark(0) == copy._parts[0][0].reached  # the restarted view knows it
+    later = replace_boundary(partials, partition=1, boundary=ends + 1)
+    view.add(later)  # partition 1 busy again: it holds the boundaries back again
+    assert view.low_watermark(0) == view._parts[0][1].reached
+
+
+def replace_boundary(partials: list[Any], *, partition: int, boundary: int) -> Any:
+    from dataclasses import replace
+
+    last = max((p for p in partials if p.partition == partition and not p.marker),
+               key=lambda p: p.boundary)  # fmt: skip
+    return replace(last, boundary=boundary)

@@ -110,6 +110,9 @@ class Out:
     def hello(self, owned: Any) -> None:
         pass
 
+    def idle(self, idle: Any) -> None:
+        pass
+
     def send(self, key: bytes, value: bytes) -> None:
         for r in self.readers:
             r.records.append(SimpleNamespace(key=key, value=value, offset=0))

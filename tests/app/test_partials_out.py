@@ -90,3 +90,16 @@ def test_each_owned_partition_is_said_once() -> None:
     o.hello({0, 2})
     o.hello({0, 2, 3})
     assert producer.sent == [(HELLO_KEY, b"0"), (HELLO_KEY, b"2"), (HELLO_KEY, b"3")]
+
+
+def test_a_partition_is_said_idle_once_per_quiet_spell() -> None:
+    from monitor.app.partials_out import IDLE_KEY
+
+    producer = Producer()
+    o = out(producer)
+    o.idled = set()
+    o.idle([1])
+    o.idle([1])  # still idle: said already
+    o.idle([])  # busy again
+    o.idle([1, 2])  # a new quiet spell
+    assert producer.sent == [(IDLE_KEY, b"1"), (IDLE_KEY, b"1"), (IDLE_KEY, b"2")]
