@@ -52,6 +52,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
             Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
         ),
         evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
+        windows_skipped=dict(m.evaluator.skipped),
         groups=tuple(
             GroupBounds(spec.name, name, short, over, undeclared)
             for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)

@@ -68,6 +68,7 @@ class OpsSnapshot:
     seconds: Mapping[str, float] = field(default_factory=dict)  # main-loop time by phase
     firing: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (name, severity)
     evaluation_behind: Mapping[str, float] = field(default_factory=dict)  # model -> seconds
+    windows_skipped: Mapping[str, int] = field(default_factory=dict)  # model -> not judged
     groups: tuple[GroupBounds, ...] = ()
     dead_letters: Mapping[str, int] | None = None  # sent/truncated/failed; None: no DLQ topic
     checkpoint_wall: float | None = None  # wall time of the last good checkpoint
@@ -220,6 +221,16 @@ def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
     for model, secs in sorted(s.evaluation_behind.items()):
         behind.add_metric([model], secs)
     yield behind
+    skipped = CounterMetricFamily(
+        "fairness_alert_windows_skipped",
+        "Windows (and evidence steps) the alert rules did not judge because counts they held "
+        "had left the ring before evaluation reached them (it fell behind by more than the "
+        "model's lateness): judged, their truncated counts would page on numbers no window has.",
+        labels=["model"],
+    )
+    for model, n in sorted(s.windows_skipped.items()):
+        skipped.add_metric([model], n)
+    yield skipped
 
 
 def _bounds(s: OpsSnapshot) -> Iterator[Any]:

@@ -167,6 +167,30 @@ def test_alert_evaluation_behind_shows_boundaries_waiting_for_labels(tmp_path: P
     m.store.close()
 
 
+def test_windows_the_rules_could_not_judge_are_counted_on_metrics(tmp_path: Path) -> None:
+    """Evaluation fallen behind by more than lateness (a backlog judged at once): the windows
+    whose counts left the ring are skipped, counted per model on /metrics (not only logged)."""
+    cfg = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"g": {}}, "windows": ["1h"], "bucket": "1m", "lateness": "5m"}
+            },
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    run(m.engine, [pred(f"p{i}", T0 + 60 * i, "ab"[i % 2], i % 2) for i in range(200)], [])
+    m.evaluator.advance()
+    m.publish(force=True)
+    text = generate_latest(m.registry).decode()
+    fam = {f.name: f for f in text_string_to_metric_families(text)}
+    (sample,) = [
+        s for s in fam["fairness_alert_windows_skipped"].samples if s.name.endswith("_total")
+    ]
+    assert sample.labels == {"model": "m"} and sample.value == m.evaluator.skipped["m"] > 0
+    m.store.close()
+
+
 def test_the_collector_reads_only_the_published_snapshot(tmp_path: Path) -> None:
     """A scrape sees the moment the loop last published, never the live state: records
     applied since do not show until the next publish, and the snapshot cannot be changed."""
