@@ -137,6 +137,14 @@ HEALTH_GROUP = """\
         summary: "{{ $value }} decisions of {{ $labels.model }} had a new value of {{ $labels.attribute }} past its max_groups in the last hour ({{ $labels.instance }})"
         description: "Every place of the attribute is taken, so new values are counted as __other__: those groups have no rates, no disparities and no alerts of their own. Raise max_groups, or declare the attribute's values so that odd values cannot take places."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessgroupsoverflowing"
+    - alert: FairnessAlertWindowsSkipped
+      expr: sum by (instance, model) (increase(fairness_alert_windows_skipped_total[1h])) > 0
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $value }} windows of {{ $labels.model }} were not judged in the last hour: their counts had left the ring ({{ $labels.instance }})"
+        description: "Alert evaluation fell behind the data by more than the model's lateness (a catch-up after a restart or an outage, a partition far ahead of another): those windows were skipped rather than judged on truncated counts, so no alert could fire for them."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertwindowsskipped"
     - alert: FairnessAlertEvaluationBehind
       expr: max by (instance, model) (fairness_alert_evaluation_behind_seconds) > 3600
       for: 15m
