@@ -41,7 +41,7 @@ from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
 from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
 from monitor.state.window_sums import WindowSums
-from monitor.state.windows import FN, FP, TN, TP, n_cells
+from monitor.state.windows import FN, FP, TN, TP, late_on_arrival, n_cells
 
 I64 = npt.NDArray[np.int64]
 
@@ -93,7 +93,8 @@ class Engine:
     def _predictions(self, st: PartitionState, b: PredictionBatch) -> None:
         # one sort of the batch's keys serves the duplicate check, the lookups and the insert
         order = key_order(b.key)
-        dup = ~first_occurrences(b.key, order) | (st.pending.find(b.key, order) >= 0)
+        old = late_on_arrival(st.rings, [m.bucket for m in self.models], b.model, b.ts)
+        dup = ~first_occurrences(b.key, order, ~old) | (st.pending.find(b.key, order) >= 0)
         st.count("duplicate_predictions", dup.sum())
         kept = ~dup
         b = b.take(kept)  # arrival order is kept: lateness depends on it

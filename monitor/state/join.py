@@ -260,11 +260,15 @@ def key_order(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
 
 
 def first_occurrences(
-    keys: npt.NDArray[np.uint64], order: npt.NDArray[np.int64] | None = None
+    keys: npt.NDArray[np.uint64],
+    order: npt.NDArray[np.int64] | None = None,
+    eligible: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Mask of the first occurrence of each key (later repeats are duplicates).
 
     With a stable order, the first of each run of equal sorted keys is the earliest to arrive.
+    ``eligible``: only those can be the first (a copy already too old to count does not make
+    a later one a duplicate); the others are marked first unless an eligible copy came earlier.
     """
     if order is None:
         order = key_order(keys)
@@ -272,7 +276,13 @@ def first_occurrences(
     run_start = np.ones(len(keys), dtype=bool)
     run_start[1:] = sk[1:] != sk[:-1]
     first = np.empty(len(keys), dtype=bool)
-    first[order] = run_start
+    if eligible is None:
+        first[order] = run_start
+        return first
+    el = eligible[order].astype(np.int64)
+    before = np.cumsum(el) - el  # eligible copies before each sorted position
+    runs = np.cumsum(run_start) - 1
+    first[order] = before == before[np.flatnonzero(run_start)][runs]
     return first
 
 

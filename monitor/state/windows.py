@@ -210,3 +210,12 @@ class WindowRing:
         """Everything accepted so far: the ring plus what has expired from it."""
         out: I64 = self.counts.sum(axis=0) + self.expired
         return out
+
+
+def late_on_arrival(
+    rings: list[WindowRing], widths: list[int], model: npt.NDArray[Any], ts: npt.NDArray[Any]
+) -> Bool:
+    """Events already too old for their model's ring before a batch moves it: late however the
+    batch is cut, so such a copy of an id never makes a later one a duplicate."""
+    oldest = np.array([-(2**62) if r.head is None else r.head - r.n_buckets for r in rings])
+    return np.asarray((ts // np.asarray(widths)[model]).astype(np.int64) <= oldest[model])

@@ -210,3 +210,35 @@ def test_random_batches_with_repeats_match_a_dictionary_oracle() -> None:
     assert c["predictions"] == len(preds_seen)
     assert c["early_labels"] == early
     assert c["labels"] == len(labels_seen) - len(held)
+
+
+def test_a_late_first_copy_does_not_make_an_in_time_retry_a_duplicate() -> None:
+    """Found by a review: the duplicate check ran before the late check, so when the first
+    copy of an id was too old for the ring, an in-time retry in the same poll batch was
+    dropped as its duplicate — and counted when the two came in separate batches."""
+    cfg = config(bucket="1m", lateness="5m")
+
+    def counted(split: bool) -> tuple[int, int, int]:
+        e = Engine(cfg)
+        run(e, [pred(f"w{i}", T0 + 60 * i, "a", 1) for i in range(200)])  # head at minute 199
+        late, retry = pred("x", T0 + 5, "a", 1), pred("x", T0 + 199 * 60 + 30, "a", 1)
+        if split:
+            run(e, [late])
+            run(e, [retry])
+        else:
+            run(e, [late, retry])
+        c = e.counters()
+        return c["predictions"], c["late_predictions"], c["duplicate_predictions"]
+
+    assert counted(False) == counted(True) == (201, 1, 0)
+
+
+def test_first_occurrences_among_eligible_copies() -> None:
+    from monitor.state.join import first_occurrences
+
+    keys = np.array([7, 7, 7, 9, 9, 5], dtype=np.uint64)
+    eligible = np.array([False, True, True, False, False, True])
+    # 7: the first eligible copy counts, the one after it repeats it; the ineligible one before
+    # it repeats nothing. 9: no eligible copy, neither repeats anything. 5: alone.
+    assert first_occurrences(keys, None, eligible).tolist() == [True, True, False, True, True, True]
+    assert first_occurrences(keys).tolist() == [True, False, False, True, False, True]
