@@ -97,6 +97,8 @@ class WindowRing:
             return
         if new_head <= self.head:
             return
+        if self.gone_through is None:  # restored: what left before the checkpoint is unknown
+            self.gone_through = self.head - self.n_buckets
         k = min(int(new_head) - self.head, self.n_buckets)
         slots = (self.head + 1 + np.arange(k)) % self.n_buckets
         reused = self.counts[slots]
@@ -105,8 +107,7 @@ class WindowRing:
             self.counts[slots] = 0
             held = np.flatnonzero(reused.reshape(k, -1).any(axis=1))  # slot i held this bucket:
             newest = self.head + 1 + int(held[-1]) - self.n_buckets  # head + 1 + i − n
-            if self.gone_through is not None:
-                self.gone_through = max(self.gone_through, newest)
+            self.gone_through = max(self.gone_through, newest)
         self.head = int(new_head)
 
     def admit(self, buckets: I64) -> tuple[Bool, Bool]:

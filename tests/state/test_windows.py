@@ -192,3 +192,15 @@ def test_gone_through_is_the_newest_bucket_whose_counts_left_the_ring() -> None:
     assert ring.gone_through == 100
     late, gone = ring.admit(np.array([495, 700]))  # 495 counted, then gone in the same batch
     assert gone.tolist() == [True, False] and ring.gone_through == 495
+
+
+def test_after_a_restore_a_silence_leaves_only_the_checkpoints_counts_gone() -> None:
+    """Restored, a ring does not know what left it before the checkpoint (its span counts as
+    gone); a silence after it must not make every window since look truncated — else each
+    restart followed by a quiet night raised FairnessAlertWindowsSkipped."""
+    ring = WindowRing(n_buckets=10, n_cells=1)
+    ring.grow(1)
+    ring.head, ring.gone_through = 100, None  # as import_partition leaves it
+    ring.counts[100 % 10, 0, 0] = 3  # bucket 100 holds a count
+    ring.advance(500)  # a silence
+    assert ring.gone_through == 100  # the count of bucket 100 left; nothing after it did
