@@ -211,26 +211,34 @@ def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
         for reason in ("dropped", "given_up"):
             lost.add_metric([sink, reason], d.undelivered(sink, reason))
     yield lost
-    behind = GaugeMetricFamily(
-        "fairness_alert_evaluation_behind_seconds",
-        "Event time from the last bucket boundary the alert rules judged to the newest "
-        "closed one: grows while boundaries wait for a partition's labels (at most the "
-        "model's lateness).",
-        labels=["model"],
+    yield _per_model(
+        GaugeMetricFamily(
+            "fairness_alert_evaluation_behind_seconds",
+            "Event time from the last bucket boundary the alert rules judged to the newest "
+            "closed one: grows while boundaries wait for a partition's labels (at most the "
+            "model's lateness).",
+            labels=["model"],
+        ),
+        s.evaluation_behind,
     )
-    for model, secs in sorted(s.evaluation_behind.items()):
-        behind.add_metric([model], secs)
-    yield behind
-    skipped = CounterMetricFamily(
-        "fairness_alert_windows_skipped",
-        "Windows (and evidence steps) the alert rules did not judge because counts they held "
-        "had left the ring before evaluation reached them (it fell behind by more than the "
-        "model's lateness): judged, their truncated counts would page on numbers no window has.",
-        labels=["model"],
+    yield _per_model(
+        CounterMetricFamily(
+            "fairness_alert_windows_skipped",
+            "Windows (and evidence steps) the alert rules did not judge because counts they "
+            "held had left the ring before evaluation reached them (it fell behind by more than "
+            "the model's lateness): judged, their truncated counts would page on numbers no "
+            "window has.",
+            labels=["model"],
+        ),
+        s.windows_skipped,
     )
-    for model, n in sorted(s.windows_skipped.items()):
-        skipped.add_metric([model], n)
-    yield skipped
+
+
+def _per_model(family: Any, values: Mapping[str, float]) -> Any:
+    """``family`` with one sample per model, in model order."""
+    for model, value in sorted(values.items()):
+        family.add_metric([model], value)
+    return family
 
 
 def _bounds(s: OpsSnapshot) -> Iterator[Any]:

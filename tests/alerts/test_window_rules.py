@@ -4,6 +4,7 @@ test on the interval), never because a group fell silent or below ``min_samples`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -121,23 +122,31 @@ def test_a_small_group_drop_pages_once_per_incident() -> None:
     assert fired_runs >= 3, firings  # a 3-hour window of this group sees the drop most runs
 
 
-def test_a_blind_gap_neither_fires_nor_resolves() -> None:
-    """Selective labels (only approved decisions get an outcome) make TPR = 1 for everyone: the
-    gap reads 0.000 — no news, not good news. A firing TPR-gap alert stays firing and says the
-    metric is blind; a blind gap never starts one."""
-    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}})
-    spec = cfg.models["m"]
-    rule = AlertRule("Tpr", "tpr_gap", ">", 0.1, significant=True, min_samples=30, for_=0)
-    book = AlertBook()
+# TPR 0.75 vs 0.40 (FPR 0.25 vs 0.20): a gap whose interval is past 0.1
+GAP = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
+       {"n": 400, "fav": 120, "tp": 80, "fn": 120, "fp": 40, "tn": 160})  # fmt: skip
+
+
+def gap_judge(book: AlertBook, rule: AlertRule) -> Callable[..., str | None]:
+    """``judge(a, b, at)``: ``rule`` on two groups' counts at ``at``; the new state, if any."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
         r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
         t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
         return None if t is None else t.alert.state
 
-    gap = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
-           {"n": 400, "fav": 120, "tp": 80, "fn": 120, "fp": 40, "tn": 160})  # fmt: skip
-    assert judge(*gap, T0) == "firing"  # TPR 0.75 vs 0.40
+    return judge
+
+
+def test_a_blind_gap_neither_fires_nor_resolves() -> None:
+    """Selective labels (only approved decisions get an outcome) make TPR = 1 for everyone: the
+    gap reads 0.000 — no news, not good news. A firing TPR-gap alert stays firing and says the
+    metric is blind; a blind gap never starts one."""
+    rule = AlertRule("Tpr", "tpr_gap", ">", 0.1, significant=True, min_samples=30, for_=0)
+    book = AlertBook()
+    judge = gap_judge(book, rule)
+    assert judge(*GAP, T0) == "firing"  # TPR 0.75 vs 0.40
     # only decisions with prediction 1 labelled: FN = TN = 0, TPR = FPR = 1 in both groups
     blind = ({"n": 400, "fav": 200, "tp": 150, "fp": 50},
              {"n": 400, "fav": 120, "tp": 80, "fp": 40})  # fmt: skip
@@ -145,12 +154,11 @@ def test_a_blind_gap_neither_fires_nor_resolves() -> None:
     (alert,) = book.firing()
     assert alert.annotations["data"].startswith("blind: selective labels")
     assert alert.value > 0.1  # the last measured gap, not the blind 0.000
-    assert judge(*gap, T0 + 120) is None  # measurable again, still breached: still firing
+    assert judge(*GAP, T0 + 120) is None  # measurable again, still breached: still firing
     fair = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},) * 2
     assert judge(*fair, T0 + 180) == "resolved"
     fresh = AlertBook()
-    r = attribute_result(cell_counts(*blind), ["a", "b"], spec, "g", confidence=0.95)
-    assert check_rule(fresh, rule, r, "m", "1h", "g", T0, confidence=0.95) is None
+    assert gap_judge(fresh, rule)(*blind, T0) is None
     assert not fresh.active
 
 
@@ -162,23 +170,14 @@ def test_a_pending_label_rule_fires_only_if_still_breached_when_for_has_passed(
     to "enough samples, not blind" once an alert was pending, so one boundary past the bound
     paged ``for`` later whatever came between (EqualizedOddsGap fired with CI [0.006, 0.331]
     against a bound of 0.1; one fair 48-h run in six paged)."""
-    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}})
-    spec = cfg.models["m"]
     rule = AlertRule("Gap", metric, ">", 0.1, significant=True, min_samples=30, for_=600)
     book = AlertBook()
-
-    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
-
-    gap = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
-           {"n": 400, "fav": 120, "tp": 80, "fn": 120, "fp": 40, "tn": 160})  # fmt: skip
+    judge = gap_judge(book, rule)
     near = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},
             {"n": 400, "fav": 180, "tp": 125, "fn": 75, "fp": 50, "tn": 150})  # fmt: skip
-    assert judge(*gap, T0) == "pending"  # TPR 0.75 vs 0.40: the interval is past 0.1
+    assert judge(*GAP, T0) == "pending"  # TPR 0.75 vs 0.40: the interval is past 0.1
     assert judge(*near, T0 + 300) is None  # TPR 0.75 vs 0.625: interval [~0.03, ~0.22]
     assert not book.active  # no longer breached: the pending alert is dropped
     assert judge(*near, T0 + 600) is None and not book.active  # and never fires
-    assert judge(*gap, T0 + 900) == "pending"  # breached again: a new pending period
-    assert judge(*gap, T0 + 1500) == "firing"  # breached throughout `for`
+    assert judge(*GAP, T0 + 900) == "pending"  # breached again: a new pending period
+    assert judge(*GAP, T0 + 1500) == "firing"  # breached throughout `for`
