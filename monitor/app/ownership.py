@@ -6,6 +6,8 @@ reflects (or to ``auto_offset_reset`` without a checkpoint); records below the o
 next are skipped, so a record fetched before the seek is never counted twice. On revocation the
 partition's state is checkpointed (not on *lost*: another instance may own it already) and
 dropped. The rebalance listener paused newly assigned partitions; they resume once sought.
+kafka-python rebalances on its network thread: a partition may be taken away again before its
+queued assignment is handled here; it is then left alone (its revocation is queued too).
 
 Without a checkpoint the offset expected next is the consumer's ``position`` after the reset
 seek, which asks the broker: in an outage it raises a Kafka error or gives no answer. Such a
@@ -13,13 +15,12 @@ seek, which asks the broker: in an outage it raises a Kafka error or gives no an
 nothing counted, no offset checkpointed or committed for it), the service is not ready, alerts
 wait, and the position is asked again on every later rebalance pass (once per loop turn) until
 the broker answers; then it resumes from that position, so its first record is counted once.
-
-Everything the consumer is asked goes through ``self.consumer`` (set when the service starts),
-so the logic is tested with a stand-in consumer, without a broker.
+Everything the consumer is asked goes through ``self.consumer`` (a stand-in in unit tests).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple
@@ -87,8 +88,9 @@ class PartitionOwnership:
         asked = False  # a restore asks
         for kind, tps in events:
             if kind in ("revoked", "lost"):
-                self.revoke({tp.partition for tp in tps}, checkpoint if kind == "revoked" else None)
-                log.info("partitions %s %s", sorted({tp.partition for tp in tps}), kind)
+                parts = {tp.partition for tp in tps}
+                self.revoke(parts, checkpoint if kind == "revoked" else None)
+                log.info("partitions %s %s", sorted(parts), kind)
             else:
                 self.restore(tps)
                 asked = True
@@ -114,50 +116,54 @@ class PartitionOwnership:
     def restore(self, tps: set[TopicPartition]) -> None:
         """Restore each newly assigned partition and seek its topics; then resume those whose
         next offset is known (the others once the broker gives their position)."""
-        restored = sorted({tp.partition for tp in tps} - self.owned)
+        assigned = self.consumer.assignment()  # a later rebalance may have taken some away:
+        moved = {tp.partition for tp in tps if tp not in assigned}  # their revocation is queued
+        if moved:
+            log.info("partitions %s moved away before their restore", sorted(moved))
+        restored = sorted({tp.partition for tp in tps} - self.owned - moved)
         sources: dict[int, str] = {}
         for p in restored:
             cp = self.load(p, restored)
+            foreign = sorted(set(cp.offsets) - set(self.k.input_topics)) if cp else []
+            if foreign:  # its counts came from a topic not read now: not this deployment's
+                raise CheckpointError(
+                    f"checkpoint partition {p} holds offsets of {', '.join(foreign)}, which "
+                    f"this configuration does not read ({', '.join(self.k.input_topics)}): "
+                    "it belongs to another deployment, or a topic was renamed (its counts "
+                    "would be mixed with the new topic's); move the checkpoint aside"
+                )
             if cp is not None:
-                foreign = sorted(set(cp.offsets) - set(self.k.input_topics))
-                if foreign:  # its counts came from a topic not read now: not this deployment's
-                    raise CheckpointError(
-                        f"checkpoint partition {p} holds offsets of {', '.join(foreign)}, which "
-                        f"this configuration does not read ({', '.join(self.k.input_topics)}): "
-                        "it belongs to another deployment, or a topic was renamed (its counts "
-                        "would be mixed with the new topic's); move the checkpoint aside"
-                    )
                 try:
                     self.engine.import_partition(p, cp.meta, cp.arrays)
                 except (ValueError, KeyError, TypeError, IndexError) as exc:
                     raise CheckpointError(
                         f"checkpoint partition {p} cannot be restored: {exc}"
                     ) from None
-            for topic in self.k.input_topics:
-                tp = TopicPartition(topic, p)
-                if tp not in tps:
-                    continue
-                if cp is not None and topic in cp.offsets:
-                    self.consumer.seek(tp, cp.offsets[topic])
-                    self.next_offsets[tp] = cp.offsets[topic]
-                else:
-                    self.reset(tp)
-                    self.unknown |= {tp}  # its position, asked below
             self.owned.add(p)
+            try:
+                for topic in self.k.input_topics:
+                    tp = TopicPartition(topic, p)
+                    if tp not in tps:
+                        continue
+                    if cp is not None and topic in cp.offsets:
+                        self.consumer.seek(tp, cp.offsets[topic])
+                        self.next_offsets[tp] = cp.offsets[topic]
+                    else:
+                        self.reset(tp)
+                        self.unknown |= {tp}  # its position, asked below
+            except ValueError:  # kafka-python's "Unassigned partition": moved away meanwhile
+                log.info("partition %d moved away during its restore", p)
+                self.revoke({p}, None)
+                continue
             sources[p] = "checkpoint" if cp else "no checkpoint"
         self.ask_positions()
-        for p in restored:
+        for p, src in sources.items():
+            offsets = self.offsets_of(p)
             log.info(
-                "partition %d restored (%s) from offsets %s%s",
-                p,
-                sources[p],
-                self.offsets_of(p),
-                self.unsure(p),
+                "partition %d restored (%s) from offsets %s%s", p, src, offsets, self.unsure(p)
             )
         # the listener paused them on assignment; fetching starts at the sought offsets
-        self.consumer.resume(
-            *(tp for tp in tps if tp.partition in self.owned and tp not in self.unknown)
-        )
+        self._resume(tp for tp in tps if tp.partition in self.owned and tp not in self.unknown)
         self.pending = False
 
     def reset(self, tp: TopicPartition) -> None:
@@ -168,10 +174,9 @@ class PartitionOwnership:
             self.consumer.seek_to_end(tp)
 
     def ask_positions(self) -> None:
-        """Ask the consumer's position of each (topic, partition) whose next offset is unknown
-        and resume those it answers. A Kafka error or no answer leaves it unknown (and paused)
-        for the next call, and the rest with it: each ask may block for the timeout. The first
-        failure of an outage is logged (with its traceback, if an error)."""
+        """Ask the position of each (topic, partition) whose next offset is unknown; resume
+        those answered. A Kafka error or no answer leaves it and the rest unknown (paused) for
+        the next call (each ask may block). An outage's first failure is logged."""
         for tp in sorted(self.unknown & self.consumer.assignment()):
             exc: KafkaError | None = None
             why = f"no position within {POSITION_TIMEOUT_MS} ms"
@@ -181,18 +186,15 @@ class PartitionOwnership:
                 pos, exc, why = None, e, f"{type(e).__name__}: {e}"
             if pos is None:
                 if not self.trouble:
+                    what = f"position of {tp.topic}[{tp.partition}]"
                     log.warning(
-                        "position of %s[%d] unknown, asked again on the next loop turn: %s",
-                        tp.topic,
-                        tp.partition,
-                        why,
-                        exc_info=exc,
+                        "%s unknown, asked again next loop turn: %s", what, why, exc_info=exc
                     )
                 self.trouble = why
                 return
             self.unknown -= {tp}
             self.next_offsets[tp] = pos
-            self.consumer.resume(tp)
+            self._resume([tp])
             if self.trouble:
                 log.info("position of %s[%d] known again: %d", tp.topic, tp.partition, pos)
         if not self.unknown:
@@ -221,7 +223,8 @@ class PartitionOwnership:
             expected = self.next_offsets.get(tp)
             if expected is None or not records:
                 if records and tp in self.unknown:
-                    self.reset(tp)
+                    with contextlib.suppress(ValueError):  # unless it moved away meanwhile
+                        self.reset(tp)
                 continue
             if records[0].offset < expected:
                 records = [r for r in records if r.offset >= expected]
@@ -255,8 +258,9 @@ class PartitionOwnership:
         decisions = self.k.prediction_topics
         if any(tp.topic in decisions for tp in self.unknown):
             return False
+        assigned = self.consumer.assignment()  # a revoked one waits to be dropped
         for tp, nxt in self.next_offsets.items():
-            if tp.topic not in decisions:
+            if tp.topic not in decisions or tp not in assigned:
                 continue
             st = self.engine.partitions.get(tp.partition)
             if st is not None and any(r.head is not None for r in st.rings):
@@ -267,9 +271,8 @@ class PartitionOwnership:
         return True
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """Records behind the partition end, per (topic, partition), as of the last fetch. Only
-        assigned ones: kafka-python raises for any other (a revoked partition is still in
-        ``next_offsets`` while its last checkpoint is written)."""
+        """Records behind the partition end, per assigned (topic, partition), as of the last
+        fetch (kafka-python raises for a revoked one still in ``next_offsets``)."""
         out, assigned = {}, self.consumer.assignment()
         for tp, nxt in self.next_offsets.items():
             if tp not in assigned:
@@ -280,26 +283,23 @@ class PartitionOwnership:
         return out
 
     def connected(self) -> bool:
-        coordinator = getattr(self.consumer, "_coordinator", None)
-        try:
-            return coordinator is None or not coordinator.coordinator_unknown()
-        except Exception:  # private API of kafka-python: never let a probe crash
-            return True
+        return not self._coordinator("coordinator_unknown")
 
     def rebalancing(self) -> bool:
-        coordinator = getattr(self.consumer, "_coordinator", None)
+        return self._coordinator("rebalance_in_progress")
+
+    def _coordinator(self, ask: str) -> bool:
+        """A question to kafka-python's coordinator, a private API: never let a probe crash."""
         try:
-            return bool(coordinator is not None and coordinator.rebalance_in_progress())
-        except Exception:  # private API of kafka-python
+            return bool(getattr(self.consumer._coordinator, ask)())
+        except Exception:
             return False
 
     # -- consumer actions ------------------------------------------------------------------
     def commit(self, parts: list[int]) -> None:
         """Commit checkpointed offsets, for lag monitoring only (the checkpoint is the source
         of truth). Not while the group rebalances (the revoke path, or a rebalance the
-        coordinator reports): such a commit fails anyway. (A consumer that never rejoined
-        after a quick second rebalance was blamed on such a commit; the cause was a join
-        kafka-python left unfinished, see ``monitor.ingest.kafka_join``.)"""
+        coordinator reports): such a commit fails anyway."""
         if self.rebalancing():
             return
         offsets = {
@@ -325,18 +325,22 @@ class PartitionOwnership:
 
     def pause_all(self) -> None:
         """Every assigned partition, including ones assigned and not restored yet."""
-        self.consumer.pause(*self.consumer.assignment())
+        for tp in self.consumer.assignment():  # one taken away meanwhile raises, as in _resume
+            with contextlib.suppress(KeyError):
+                self.consumer.pause(tp)
 
     def resume_owned(self) -> None:
         """Restored ones only: a partition assigned meanwhile waits for its restore, one
         whose next offset is unknown for its position."""
-        self.consumer.resume(
-            *(
-                tp
-                for tp in self.consumer.assignment()
-                if tp.partition in self.owned and tp not in self.unknown
-            )
-        )
+        owned = (tp for tp in self.consumer.assignment() if tp.partition in self.owned)
+        self._resume(tp for tp in owned if tp not in self.unknown)
+
+    def _resume(self, tps: Iterable[TopicPartition]) -> None:
+        """Each one still assigned: the network thread may take one away at any moment (then
+        kafka-python raises ``KeyError``); its revocation is queued and handled next."""
+        for tp in set(tps) & self.consumer.assignment():
+            with contextlib.suppress(KeyError):
+                self.consumer.resume(tp)
 
     def close(self) -> None:
         """Leave the group (no offset commit: the checkpoint holds the truth)."""

@@ -51,19 +51,31 @@ class FakeConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.tps)
 
+    def _assigned(self, tps: tuple[TopicPartition, ...], exc: type[Exception]) -> None:
+        """kafka-python refuses a partition not assigned (now): ``KeyError`` from pause and
+        resume, ``ValueError`` from the seeks."""
+        for tp in tps:
+            if tp not in self.tps:
+                raise exc(f"Unassigned partition: {tp}")
+
     def pause(self, *tps: TopicPartition) -> None:
+        self._assigned(tps, KeyError)
         self.paused = Paused(self.paused | set(tps))
 
     def resume(self, *tps: TopicPartition) -> None:
+        self._assigned(tps, KeyError)
         self.paused = Paused(self.paused - set(tps))
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._assigned((tp,), ValueError)
         self.sought[tp] = offset
 
     def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self._assigned((tp,), ValueError)
         self.sought[tp] = 0
 
     def seek_to_end(self, tp: TopicPartition) -> None:
+        self._assigned((tp,), ValueError)
         self.sought[tp] = self.high.get(tp, 0)
 
     def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:

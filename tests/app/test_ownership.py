@@ -263,3 +263,49 @@ def test_a_checkpoint_of_a_topic_not_read_now_is_refused_naming_both() -> None:
     with pytest.raises(CheckpointError, match="offsets of preds-old, which this configuration"):
         own.apply([("assigned", tps(0))], lambda parts: None)
     assert own.engine.counters()["predictions"] == 0  # nothing restored
+
+
+def test_a_partition_taken_away_before_its_queued_assignment_is_handled_is_left_alone() -> None:
+    """kafka-python rebalances on its network thread: by the time the loop handles an
+    assignment, a second rebalance may have moved some of it to another replica (seen in CI:
+    the monitor died seeking a partition no longer assigned). Those are not restored; the rest
+    are, and the queued revocation and new assignment then apply as usual."""
+    c = cfg()
+    meta, arrays = saved_state(c)
+    cps = {p: PartitionCheckpoint(p, {PRED: 10, LAB: 4}, meta, arrays, 0.0) for p in range(4)}
+    consumer = FakeConsumer(tps(0, 1))  # the second rebalance's outcome: 2 and 3 went away
+    consumer.paused = tps(0, 1)
+    own = owner(c, cps, consumer)
+    saved: list[set[int]] = []
+    own.apply([("revoked", set()), ("assigned", tps(0, 1, 2, 3))], saved.append)
+    assert own.owned == {0, 1} and set(own.engine.partitions) == {0, 1}
+    assert [p for p, _ in own.loads] == [0, 1]  # 2 and 3 were never loaded
+    assert set(consumer.sought) == tps(0, 1) and consumer.paused == set()
+    # the queued events of the second rebalance
+    own.apply([("revoked", tps(0, 1, 2, 3)), ("assigned", tps(0, 1))], saved.append)
+    assert saved == [{0, 1}] and own.owned == {0, 1}
+    assert own.offsets_of(1) == {PRED: 10, LAB: 4}
+
+
+def test_a_partition_taken_away_during_its_restore_is_dropped_not_owned() -> None:
+    """The race's narrowest form: assigned when asked, gone at the seek."""
+    c = cfg()
+    meta, arrays = saved_state(c)
+    cps = {p: PartitionCheckpoint(p, {PRED: 10, LAB: 4}, meta, arrays, 0.0) for p in (0, 1)}
+
+    class Moving(FakeConsumer):
+        def seek(self, tp: TopicPartition, offset: int) -> None:
+            if tp.partition == 1:
+                self.tps -= tps(1)  # the network thread's rebalance, right now
+            super().seek(tp, offset)
+
+    consumer = Moving(tps(0, 1))
+    consumer.paused = tps(0, 1)
+    own = owner(c, cps, consumer)
+    own.apply([("assigned", tps(0, 1))], lambda parts: None)
+    assert own.owned == {0} and set(own.engine.partitions) == {0}
+    assert own.offsets_of(1) == {} and not own.unknown
+    assert not consumer.paused & consumer.assignment() and own.not_ready() is None
+    own.pause_all()
+    own.resume_owned()  # neither raises for the partition that left
+    assert not consumer.paused & consumer.assignment()
