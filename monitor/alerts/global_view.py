@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from monitor.alerts.partials import BoundaryPartial, window_ranges
@@ -27,6 +28,11 @@ from monitor.ingest.groups import GroupRegistry
 from monitor.state.windows import I64, n_cells
 
 log = logging.getLogger("monitor.alerts.global_view")
+
+
+class _Hello(msgspec.Struct, forbid_unknown_fields=True):
+    partition: int
+    first: dict[str, int]
 
 
 @dataclass
@@ -111,8 +117,22 @@ class GlobalView:
         return True
 
     def hello(self, value: bytes | None) -> None:
-        """A hello record: partition ``int(value)`` has an owner (with or without data)."""
-        self._known.add(self._partition_of(value, "hello"))
+        """A hello record: a partition has an owner. ``{"partition": p, "first": {model:
+        bucket}}`` when it has data (each model's first bucket: it is waited for from there,
+        even before its markers are read); a bare partition number when it has none."""
+        if not value or not value.startswith(b"{"):
+            self._known.add(self._partition_of(value, "hello"))
+            return
+        try:
+            said = msgspec.json.decode(value, type=_Hello)
+        except msgspec.DecodeError as exc:
+            raise PartialError(f"a hello record that is not one: {exc}") from None
+        partition = self._partition_of(str(said.partition).encode(), "hello")
+        for name, first in said.first.items():
+            m = self._index.get(name)
+            if m is not None and partition not in self._parts[m]:
+                self._parts[m][partition] = _Partition(first, first)
+        self._known.add(partition)
 
     def idle(self, value: bytes | None) -> None:
         """An idle record: partition ``int(value)`` holds no boundary back until its next

@@ -106,6 +106,15 @@ class PartialPublisher:
                 st.published[m] = max(last, wm)
         return out
 
+    def firsts(self, p: int) -> dict[str, int]:
+        """Each model's first bucket in partition ``p`` (those with data): what its hello says,
+        so that the view waits for its partials even if they are read after the hello."""
+        st = self.engine.partitions.get(p)
+        if st is None:
+            return {}
+        models = self.engine.models
+        return {models[m].name: r.first for m, r in enumerate(st.rings) if r.first is not None}
+
     def forget(self, p: int) -> None:
         """A revoked partition: its new owner publishes from its checkpoint on."""
         for key in [key for key in self._sums if key[0] == p]:

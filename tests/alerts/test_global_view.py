@@ -329,6 +329,39 @@ def test_a_partition_without_data_is_not_waited_for_once_its_owner_says_hello() 
     assert ev.history == single(cfg, stream(0, 6, 2)).history
 
 
+def test_a_hello_read_before_its_partitions_partials_holds_judgement_back() -> None:
+    """Seen in CI (three replicas starting at once): a replica's hello and its partitions'
+    markers went out in different producer batches, a reader took the hello alone, counted
+    every partition known, and judged the first boundaries without that partition: the
+    evidence baselines were short by a sixth of the decisions, and pages differed from a
+    replay. A hello of a partition with data names each model's first bucket; the view waits
+    for it from there. A hello that is not one is refused."""
+    from monitor.alerts.partials_codec import PartialError
+
+    cfg = config()
+    events = stream(0, 6, 2)
+    partials = published(cfg, events, 2)
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    first = min(p.first for p in partials if p.partition == 1)
+    view.hello(json.dumps({"partition": 1, "first": {"m": first, "gone": 3}}).encode())
+    for p in partials:
+        if p.partition == 0:
+            view.add(p)
+    ev.advance()
+    assert not ev.history and ev.last.get(0, first) <= first  # waiting for partition 1
+    for bad in (b'{"partition": 1}', b'{"partition": 9, "first": {}}', b'{"partition": "1"'):
+        with pytest.raises(PartialError):
+            view.hello(bad)
+    for p in partials:
+        if p.partition == 1:
+            view.add(p)
+            ev.advance()
+    ref = single(cfg, events)
+    assert ev.last == ref.last and len(ref.history) > 0
+    assert_same_judgement(ev, ref)
+
+
 def test_a_partition_its_owner_says_is_idle_holds_no_boundary_back() -> None:
     """Found by a review: the idle fix of the local scope did nothing in the global one — a
     partition that got one batch and then nothing stopped every page. Its owner's idle record

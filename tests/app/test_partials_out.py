@@ -3,6 +3,7 @@ replica."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -87,9 +88,12 @@ def test_each_owned_partition_is_said_once() -> None:
     producer = Producer()
     o = out(producer)
     o.said = set()
-    o.hello({0, 2})
-    o.hello({0, 2, 3})
-    assert producer.sent == [(HELLO_KEY, b"0"), (HELLO_KEY, b"2"), (HELLO_KEY, b"3")]
+    o.hello({0: {}, 2: {}})
+    o.hello({0: {}, 2: {"m": 7}, 3: {"m": 12, "n": 10}})
+    assert producer.sent[:2] == [(HELLO_KEY, b"0"), (HELLO_KEY, b"2")]
+    # one with data says where each model starts in it (the view waits for it from there)
+    assert producer.sent[2][0] == HELLO_KEY and len(producer.sent) == 3
+    assert json.loads(producer.sent[2][1]) == {"partition": 3, "first": {"m": 12, "n": 10}}
 
 
 def test_a_partition_is_said_idle_once_per_quiet_spell() -> None:
