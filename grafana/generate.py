@@ -83,9 +83,11 @@ def timeseries(
     bound: tuple[float, str] | None = None,
     bands: bool = False,
     fill_between: tuple[str, str] | None = None,
+    counts_right: str | None = None,
 ) -> dict[str, Any]:
     """A time series panel; ``bound`` draws a dashed threshold line, ``bands`` styles the
-    series whose legend ends in ' lower' / ' upper' as a thin dashed interval."""
+    series whose legend ends in ' lower' / ' upper' as a thin dashed interval,
+    ``counts_right`` (a legend regex) draws those series as plain counts on a right axis."""
     defaults: dict[str, Any] = {
         "unit": unit,
         "custom": {"lineWidth": 2, "fillOpacity": 0, "spanNulls": False},
@@ -145,6 +147,16 @@ def timeseries(
                 ],
             },
         ]
+    if counts_right is not None:
+        overrides.append(
+            {
+                "matcher": {"id": "byRegexp", "options": counts_right},
+                "properties": [
+                    {"id": "unit", "value": "short"},
+                    {"id": "custom.axisPlacement", "value": "right"},
+                ],
+            }
+        )
     x, y, w, h = grid
     return {
         "type": "timeseries",
@@ -810,16 +822,24 @@ def operations() -> dict[str, Any]:
             "Alert evaluation behind",
             "Event time from the last bucket boundary the alert rules judged to the newest "
             "closed one, per model: above one bucket, boundaries wait for a partition's labels "
-            "(at most the model's lateness), so alerts come that much later.",
+            "(at most the model's lateness), so alerts come that much later. Windows not "
+            "judged (a count, right axis): they had left the ring before evaluation "
+            "reached them (FairnessAlertWindowsSkipped, docs/runbook.md).",
             [
                 target(
                     f"max by (instance, model) (fairness_alert_evaluation_behind_seconds{job})",
                     "{{instance}} {{model}}",
-                )
+                ),
+                target(
+                    f"sum by (instance, model) (increase(fairness_alert_windows_skipped_total{job}[$__rate_interval]))",
+                    "windows not judged {{instance}} {{model}}",
+                    "B",
+                ),
             ],
             unit="s",
             min_=0,
             grid=(0, 24, 12, 8),
+            counts_right="windows not judged .*",
         ),
         timeseries(
             ATTRIBUTE_COVERAGE,

@@ -52,7 +52,8 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
             Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
         ),
         evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
-        windows_skipped=dict(m.evaluator.skipped),
+        # every model from 0: a counter first seen at 3 hides its first rise from increase()
+        windows_skipped={s.name: m.evaluator.skipped.get(s.name, 0) for s in m.engine.models},
         groups=tuple(
             GroupBounds(spec.name, name, short, over, undeclared)
             for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)
