@@ -168,13 +168,8 @@ class GroupRegistry:
         pos = {a.name: j for j, a in enumerate(self.spec.attributes)}
         base = len(self.spec.attributes)
         for k, combo in enumerate(self.spec.intersections):
-            # one int64 per event identifies the combination of the parts' group indices
-            radix = np.int64(len(self.labels) + 1)
-            combined = np.zeros(n, dtype=np.int64)
-            for a in combo:
-                combined = combined * radix + out[:, pos[a]]
-            uniq, inverse = _distinct(combined)
             parts = out[:, [pos[a] for a in combo]]
+            uniq, inverse = _combinations(parts)
             first = np.zeros(len(uniq), dtype=np.int64)
             first[inverse[::-1]] = np.arange(n - 1, -1, -1)  # first event of each combination
             mapped = np.array(
@@ -212,6 +207,22 @@ class GroupRegistry:
             lut[w] = self.index(j, names[w])
         out: npt.NDArray[np.int64] = lut[which]
         return out
+
+
+def _combinations(parts: npt.NDArray[np.int32]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The distinct rows of ``parts`` (an intersection's group indices per event) and each
+    event's row. One int64 per event identifies its combination, in a mixed radix of the
+    indices present, when their product fits (always, but for wide intersections of large
+    sets: in base groups + 1 a five-way code wrapped around past ~6,200 groups and merged two
+    combinations); else the rows are compared whole."""
+    sizes = [int(col.max()) + 1 for col in parts.T] if len(parts) else []
+    if math.prod(sizes) >= 1 << 62:
+        uniq, inverse = np.unique(parts, axis=0, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    combined = np.zeros(len(parts), dtype=np.int64)
+    for col, size in zip(parts.T, sizes, strict=True):
+        combined = combined * size + col
+    return _distinct(combined)
 
 
 def _distinct(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:

@@ -154,3 +154,36 @@ def test_a_dead_letters_detail_header_is_whole_utf8_however_long_the_detail() ->
         text = headers["fm.detail"].decode("utf-8")  # raises if cut inside a character
         assert text.startswith(detail[:5].encode("utf-8", "backslashreplace").decode())
         assert len(text) <= 500 * 6 and headers["fm.source.offset"] == b"7"
+
+
+def test_a_five_way_intersection_of_large_sets_keeps_every_combination_apart() -> None:
+    """An intersection's combinations were coded as one int64 in base (groups + 1): with five
+    parts and over ~6,200 groups in the model the code wrapped around, and two different
+    combinations became one group (their decisions counted together, under one of the two
+    names). Here parts ``a`` = v0 and v4096 differ by 2^12 in group index; with 8,191 groups
+    the old base was 2^13 and 2^12 · (2^13)^4 = 2^64 wrapped to 0."""
+    from monitor.ingest.groups import GroupRegistry, intersection_label
+
+    parts = ["a", "b", "c", "d", "e"]
+    config = parse_config(
+        {
+            "models": {
+                "m": {
+                    "attributes": {p: {"max_groups": 4200 if p == "a" else 1100} for p in parts},
+                    "intersections": [parts],
+                },
+            }
+        }
+    )
+    reg = GroupRegistry(config.models["m"])
+    for i in range(4097):
+        reg.index(0, f"v{i}")
+    filler = 0
+    while len(reg) < 8191:
+        reg.index(1 + filler % 4, f"f{filler}")
+        filler += 1
+    assert reg.index(0, "v4096") - reg.index(0, "v0") == 4096
+    rows = [("v0", "f0", "f1", "f2", "f3"), ("v4096", "f0", "f1", "f2", "f3")]
+    groups = reg.encode([list(col) for col in zip(*rows, strict=True)])
+    labels = [reg.labels[g] for g in groups[:, 5]]
+    assert labels == [intersection_label(r) for r in rows]
