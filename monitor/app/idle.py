@@ -35,6 +35,8 @@ class IdlePartitions:
         for p, got in accepted.items():
             if any(b is not None and len(b) for b in (got.predictions, got.responses)):
                 self.seen[p] = now
+        for p in [p for p in self.seen if p not in self.own.owned]:
+            del self.seen[p]  # given away: owned again later, its timer starts afresh
 
     def __call__(self, p: int) -> bool:
         if self.timeout <= 0:
@@ -42,10 +44,12 @@ class IdlePartitions:
         since = self.seen.setdefault(p, self.clock())  # owned since: the timer starts now
         if self.clock() - since < self.timeout:
             return False
-        paused = self.own.consumer.paused()
+        paused, assigned = self.own.consumer.paused(), self.own.consumer.assignment()
         for topic in self.own.k.prediction_topics:
             tp = TopicPartition(topic, p)
+            if tp in paused or tp not in assigned:  # (taken away since the last drain)
+                return False
             high, nxt = self.own.consumer.highwater(tp), self.own.next_offsets.get(tp)
-            if tp in paused or (high is not None and (nxt is None or nxt < high)):
+            if high is None or nxt is None or nxt < high:  # not fetched yet, or a backlog
                 return False
         return True

@@ -77,8 +77,13 @@ class LabelEnds:
         return got is not None and got[0] == self._read(p) and nxt >= got[1]
 
     def _drained(self, p: int, nxt: int) -> bool:
-        """As of the last fetch parsed: worth asking the broker only then."""
-        high = self.own.consumer.highwater(self._tp(self.own.k.labels_topic, p))
+        """As of the last fetch parsed: worth asking the broker only then. A partition the
+        group took away since the last drain is not (kafka-python raises for it: its
+        revocation is queued, handled on the next loop turn)."""
+        tp = self._tp(self.own.k.labels_topic, p)
+        if tp not in self.own.consumer.assignment():
+            return False
+        high = self.own.consumer.highwater(tp)
         return high is not None and nxt >= high
 
     def _ask(self) -> None:

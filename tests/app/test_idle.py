@@ -174,3 +174,27 @@ checkpoint: {{path: {tmp_path / "cp.sqlite"}}}
         m.request_stop()
         th.join(30)
     assert m.engine.partitions[1].rings[0].head == int((T0 - 3600) // 60)  # it was read
+
+
+def test_a_partition_taken_away_or_given_back_is_not_idle_until_read_to_its_end() -> None:
+    """Found by a review: a partition moved away on kafka-python's thread (its revocation not
+    drained yet) raised IllegalStateError from its highwater; one given back after more than
+    the timeout kept its old timer and was idle at once, its backlog unread, so boundaries
+    were judged without it."""
+    idle, consumer, clock, own = setup()
+    idle(1)
+    clock.t += 1000
+    assert idle(1)
+    consumer.tps -= tps(1)  # taken away, revocation still queued
+    assert not idle(1)
+    own.revoke({1}, None)
+    idle.saw({})
+    clock.t += 5000
+    consumer.tps |= tps(1)  # given back, nothing fetched yet: no highwater
+    del consumer.high[P1]
+    own.restore(tps(1))
+    assert not idle(1)  # the timer starts afresh...
+    clock.t += 1000
+    assert not idle(1)  # ...and a partition not fetched yet is never idle
+    consumer.high[P1] = 0  # fetched: nothing there
+    assert idle(1)

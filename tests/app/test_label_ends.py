@@ -82,3 +82,15 @@ def test_a_partition_restored_elsewhere_in_its_log_needs_a_new_answer() -> None:
     assert ends.caught_up(0)
     assert len(consumer.end_asks) == 2
     assert not ends.caught_up(3)  # not owned: no next offset
+
+
+def test_a_partition_taken_away_since_the_last_drain_is_not_caught_up_and_raises_nothing() -> None:
+    """Found by a review: kafka-python moves a partition on its network thread; until the loop
+    drains the revocation the partition is still owned here, and asking its highwater raised
+    IllegalStateError out of the loop (the monitor died)."""
+    ends, consumer, clock = setup(label_high=4, label_end=4)
+    assert ends.caught_up(0)
+    read_predictions(ends)
+    clock.t += 1.0
+    consumer.tps -= tps(0)  # the network thread's rebalance
+    assert not ends.caught_up(0)
