@@ -99,11 +99,11 @@ class _TimedMonitor(Monitor):
     end: float | None = None
     target: dict[tuple[str, int], int] | None = None
 
-    def _process(self, batch: dict[Any, list[Any]]) -> None:
+    def _process(self, batch: dict[Any, list[Any]], stale: Any = ()) -> None:
         if self.first is None:
             self.first = (time.perf_counter(), sum(len(r) for r in batch.values()))
             self.poll_before_first = self.seconds["poll"]
-        super()._process(batch)
+        super()._process(batch, stale)
         got = {(tp.topic, tp.partition): o for tp, o in self.ownership.next_offsets.items()}
         if self.target and all(got.get(k, -1) >= v for k, v in self.target.items()):
             self.end = time.perf_counter()

@@ -10,11 +10,10 @@ kafka-python rebalances on its network thread: a partition may be taken away aga
 queued assignment is handled here; it is then left alone (its revocation is queued too).
 
 Without a checkpoint the offset expected next is the consumer's ``position`` after the reset
-seek, which asks the broker: in an outage it raises a Kafka error or gives no answer. Such a
-(topic, partition) is then owned with its next offset unknown: it stays paused (nothing fetched,
-nothing counted, no offset checkpointed or committed for it), the service is not ready, alerts
-wait, and the position is asked again on every later rebalance pass (once per loop turn) until
-the broker answers; then it resumes from that position, so its first record is counted once.
+seek, which asks the broker. In an outage (an error or no answer) the (topic, partition) is
+owned with its next offset unknown: paused (nothing fetched, counted, checkpointed or
+committed), not ready, alerts waiting, the position asked again once per loop turn until the
+broker answers; it then resumes from there, so its first record is counted once.
 Everything the consumer is asked goes through ``self.consumer`` (a stand-in in unit tests).
 """
 
@@ -82,22 +81,23 @@ class PartitionOwnership:
         self,
         events: Iterable[tuple[str, set[TopicPartition]]],
         checkpoint: Callable[[set[int]], None],
-    ) -> None:
-        """Rebalance events in order; ``checkpoint(parts)`` saves revoked partitions first.
-        Then the next offsets still unknown are asked again."""
-        asked = False  # a restore asks
+    ) -> set[int]:
+        """Rebalance events in order (``checkpoint(parts)`` saves revoked partitions first);
+        then the next offsets still unknown are asked again. Returns the partitions restored."""
+        asked, restored = False, set()  # a restore asks
         for kind, tps in events:
             if kind in ("revoked", "lost"):
                 parts = {tp.partition for tp in tps}
                 self.revoke(parts, checkpoint if kind == "revoked" else None)
                 log.info("partitions %s %s", sorted(parts), kind)
             else:
-                self.restore(tps)
+                restored |= self.restore(tps)
                 asked = True
         if self.unknown and not asked:
             self.ask_positions()
         if self.pending and self.consumer.assignment():
             self.pending = False
+        return restored
 
     def revoke(self, parts: set[int], checkpoint: Callable[[set[int]], None] | None) -> None:
         mine = parts & self.owned
@@ -113,7 +113,7 @@ class PartitionOwnership:
             self.trouble = ""
         self.owned -= parts
 
-    def restore(self, tps: set[TopicPartition]) -> None:
+    def restore(self, tps: set[TopicPartition]) -> set[int]:
         """Restore each newly assigned partition and seek its topics; then resume those whose
         next offset is known (the others once the broker gives their position)."""
         assigned = self.consumer.assignment()  # a later rebalance may have taken some away:
@@ -165,6 +165,7 @@ class PartitionOwnership:
         # the listener paused them on assignment; fetching starts at the sought offsets
         self._resume(tp for tp in tps if tp.partition in self.owned and tp not in self.unknown)
         self.pending = False
+        return set(sources)
 
     def reset(self, tp: TopicPartition) -> None:
         """Seek by ``auto_offset_reset`` (no I/O: the broker is asked by ``position``)."""
@@ -213,14 +214,17 @@ class PartitionOwnership:
         return f"next offset unknown (Kafka did not give the position) of {names}: {why}"
 
     # -- records ---------------------------------------------------------------------------
-    def accept(self, batch: dict[TopicPartition, list[Any]]) -> Accepted:
-        """The records to apply, per partition: none of a partition not restored yet (it is
-        fetched again after the seek) or whose next offset is unknown (it was paused; should
-        some arrive, the reset seek is made again so that they are fetched again once its
-        position is known), none below the offset expected next."""
+    def accept(
+        self, batch: dict[TopicPartition, list[Any]], stale: Collection[int] = ()
+    ) -> Accepted:
+        """The records to apply, per partition: none below the offset expected next, none of
+        a partition not restored yet or restored since the poll (``stale``: from an older
+        checkpoint, they would skip what lies between), all fetched again after the seek;
+        none whose next offset is unknown (paused: should some arrive, the reset seek is made
+        again, so they are fetched again once its position is known)."""
         out: Accepted = {}
         for tp, records in batch.items():
-            expected = self.next_offsets.get(tp)
+            expected = None if tp.partition in stale else self.next_offsets.get(tp)
             if expected is None or not records:
                 if records and tp in self.unknown:
                     with contextlib.suppress(ValueError):  # unless it moved away meanwhile
@@ -231,15 +235,11 @@ class PartitionOwnership:
                 if not records:
                     continue
             raw = ConsumerBatch(records, tp.topic, tp.partition)
-            got = out.get(tp.partition, Inputs())
-            if tp.topic == self.k.predictions_topic:
-                out[tp.partition] = got._replace(predictions=raw)
-            elif tp.topic == self.k.labels_topic:
-                out[tp.partition] = got._replace(labels=raw)
-            elif tp.topic == self.k.attributes_topic:
-                out[tp.partition] = got._replace(attributes=raw)
-            else:
-                out[tp.partition] = got._replace(responses=raw)
+            got, k = out.get(tp.partition, Inputs()), self.k
+            field = {k.predictions_topic: "predictions", k.labels_topic: "labels"}.get(tp.topic)
+            if field is None:
+                field = "attributes" if tp.topic == k.attributes_topic else "responses"
+            out[tp.partition] = got._replace(**{field: raw})
             self.next_offsets[tp] = records[-1].offset + 1
         return out
 
@@ -275,9 +275,7 @@ class PartitionOwnership:
         fetch (kafka-python raises for a revoked one still in ``next_offsets``)."""
         out, assigned = {}, self.consumer.assignment()
         for tp, nxt in self.next_offsets.items():
-            if tp not in assigned:
-                continue
-            high = self.consumer.highwater(tp)
+            high = self.consumer.highwater(tp) if tp in assigned else None
             if high is not None:
                 out[(tp.topic, tp.partition)] = max(0, high - nxt)
         return out

@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any
 
@@ -143,11 +143,11 @@ class Monitor:
                 t0 = time.perf_counter()
                 batch = self.polls.poll(consumer)
                 t1 = time.perf_counter()
-                self.ownership.apply(self.listener.drain(), revoked)
+                restored = self.ownership.apply(self.listener.drain(), revoked)
                 if self.checkpoints.paused:
                     self.ownership.pause_all()  # also newly assigned
                 if batch:
-                    self._process(batch)
+                    self._process(batch, restored)
                 t2 = time.perf_counter()
                 if self.checkpoints.due():
                     self.checkpoint()
@@ -185,8 +185,8 @@ class Monitor:
         self.checkpoints.close()
         log.info("stopped")
 
-    def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        accepted = self.ownership.accept(batch)
+    def _process(self, batch: dict[TopicPartition, list[Any]], stale: Collection[int] = ()) -> None:
+        accepted = self.ownership.accept(batch, stale)
         self.idle.saw(accepted)
         self.checkpoints.record(self.intake.apply(accepted))
 

@@ -448,9 +448,9 @@ checkpoint: {{path: {tmp_path / "cp.sqlite"}}}
     delivered: list[int] = []
 
     class Counting(Monitor):
-        def _process(self, batch: dict[Any, list[Any]]) -> None:
+        def _process(self, batch: dict[Any, list[Any]], stale: Any = ()) -> None:
             delivered.append(sum(len(r) for r in batch.values()))
-            super()._process(batch)
+            super()._process(batch, stale)
 
     m = Counting(load_config(cfg))
     th = threading.Thread(target=m.run, daemon=True)

@@ -309,3 +309,25 @@ def test_a_partition_taken_away_during_its_restore_is_dropped_not_owned() -> Non
     own.pause_all()
     own.resume_owned()  # neither raises for the partition that left
     assert not consumer.paused & consumer.assignment()
+
+
+def test_records_polled_before_a_restore_from_an_older_checkpoint_are_fetched_again() -> None:
+    """Found by a review: a poll returned records 20-29 of partition 0, then the drain
+    restored it from a checkpoint at 10 (its revocation's checkpoint had failed, or it was
+    lost and came back); 20-29 were accepted, the offset moved to 30, and 10-19, fetched
+    again from the seek, were skipped as read: lost for good."""
+    c = cfg()
+    meta, arrays = saved_state(c)
+    consumer = FakeConsumer(tps(0))
+    own = owner(c, {0: PartitionCheckpoint(0, {PRED: 10, LAB: 0}, meta, arrays, 0.0)}, consumer)
+    own.restore(tps(0))
+    own.next_offsets[TopicPartition(PRED, 0)] = 20  # read on to 20 since
+    value = json.dumps({"prediction_id": "x"}).encode()
+    polled = {TopicPartition(PRED, 0): [Rec(o, value) for o in range(20, 30)]}
+    restored = own.apply([("lost", tps(0)), ("assigned", tps(0))], lambda parts: None)
+    assert restored == {0} and own.offsets_of(0)[PRED] == 10
+    assert own.accept(polled, restored) == {}  # stale: fetched again from 10
+    assert own.offsets_of(0)[PRED] == 10
+    again = {TopicPartition(PRED, 0): [Rec(o, value) for o in range(10, 30)]}
+    (got,) = own.accept(again, set()).values()
+    assert got.predictions is not None and len(got.predictions.records) == 20

@@ -97,9 +97,9 @@ def monitor(tmp_path: Path, consumer: OutageConsumer) -> Monitor:
 def turn(m: Monitor) -> None:
     """One turn of ``Monitor.run``'s loop: poll, rebalance events, records."""
     batch = m.polls.poll(m.ownership.consumer)
-    m.ownership.apply(m.listener.drain(), partial(m.checkpoint, commit=False))
+    restored = m.ownership.apply(m.listener.drain(), partial(m.checkpoint, commit=False))
     if batch:
-        m._process(batch)
+        m._process(batch, restored)
 
 
 def test_a_position_error_mid_restore_waits_paused_then_counts_every_record_once(
