@@ -167,6 +167,7 @@ class GlobalView:
                 str(p): [
                     st.first,
                     st.first if done is None else max(st.first, min(st.reached, done)),
+                    st.skipped,  # a silence's marker may lie before the offset resumed from
                 ]
                 for p, st in parts.items()
             }
@@ -184,7 +185,7 @@ class GlobalView:
             m = self._index.get(name)
             if m is None:
                 continue
-            self._parts[m] = {int(p): _Partition(int(f), int(r)) for p, (f, r) in parts.items()}
+            self._parts[m] = {int(p): _restored(v) for p, v in parts.items()}
             self._read[m] = None
 
     # -- CountsView ----------------------------------------------------------------------------
@@ -308,6 +309,14 @@ def _check_shape(spec: ModelSpec, p: BoundaryPartial) -> None:
         )
     if any(not 0 <= s < sets for s in p.set_of):
         raise PartialError(f"model {spec.name}: an attribute set outside 0..{sets - 1}")
+
+
+def _restored(saved: list[int]) -> _Partition:
+    """[first, reached] (older saves) or [first, reached, skipped]."""
+    st = _Partition(int(saved[0]), int(saved[1]))
+    if len(saved) > 2:
+        st.skipped = int(saved[2])
+    return st
 
 
 def _settle(st: _Partition) -> None:

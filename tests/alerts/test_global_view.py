@@ -395,3 +395,36 @@ def replace_boundary(partials: list[Any], *, partition: int, boundary: int) -> A
     last = max((p for p in partials if p.partition == partition and not p.marker),
                key=lambda p: p.boundary)  # fmt: skip
     return replace(last, boundary=boundary)
+
+
+def test_a_view_restored_after_a_silence_marker_judges_on() -> None:
+    """Found by a review: the saved progress kept each partition's first bucket and the
+    boundary read through, not where its owner said a silence ends; a judging state saved
+    between the silence marker and the boundary after it resumed from an offset past the
+    marker, and the restored view waited for the silence's boundaries forever (no pages)."""
+    from monitor.alerts import persist
+
+    cfg = config()
+    partials = published(cfg, _quiet(stream(0, 36, 2), {0, 1}, 8, 18), 2)
+    whole = judged(cfg, partials)
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    saved = None
+    for off, p in enumerate(partials):
+        view.add(p, off)
+        ev.advance()
+        parts = view._parts[0].values()
+        if saved is None and any(st.reached > st.skipped > ev.last.get(0, -1) for st in parts):
+            resume = view.resume_offset()
+            progress = json.loads(json.dumps(view.progress(ev.last)))
+            saved = (progress, persist.dumps(ev), off + 1 if resume is None else resume)
+    assert saved is not None  # the case arose
+    again = GlobalView(cfg, partitions=2)
+    ev2 = AlertEvaluator(cfg, again)
+    again.restore(saved[0])
+    persist.restore(ev2, saved[1])
+    for off, p in enumerate(partials[saved[2] :], start=saved[2]):
+        again.add(p, off)
+        ev2.advance()
+    assert ev2.last == whole.last and ev2.history[-5:] == whole.history[-5:]
+    assert all(not st.waiting for st in again._parts[0].values())
