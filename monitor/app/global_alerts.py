@@ -27,7 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from threading import Event
+from threading import Event, Lock
 from typing import cast
 
 import msgspec
@@ -91,6 +91,7 @@ class GlobalAlerts:
         self.topic = TopicPartition(config.alerts.partials_topic, 0)
         # a revocation (on kafka-python's thread) waits until the loop has stepped down
         self.revoking, self.stepped_down, self.stopped = Event(), Event(), Event()
+        self.stepping = Lock()
         self.in_poll, self.dispatcher = False, cast("Dispatcher | None", None)
         self.owned: Callable[[], Iterable[int]] = set  # the input partitions owned (service)
         self.idle: Callable[[int], bool] = lambda p: False  # app/idle.py (service)
@@ -271,6 +272,10 @@ class GlobalAlerts:
     def _step_down(self) -> None:
         """The group is moving delivery elsewhere (the listener waits for this): let the
         dispatcher finish what it was handed (bounded), record it, forget the rest."""
+        with self.stepping:  # the listener's thread and the loop may both get here at once
+            self._step_down_once()
+
+    def _step_down_once(self) -> None:
         dispatcher = self.dispatcher
         if self.leading and dispatcher is not None:
             deadline = time.monotonic() + STEP_DOWN_SECONDS

@@ -305,3 +305,61 @@ def test_a_takeover_by_a_replica_behind_sends_nothing_the_last_one_delivered() -
     j_new.append([fired("A", 60.0), fired("B", 60.0), fired("C", 120.0)])  # it catches up
     new.turn(lambda p: True, hook, 32)
     assert hook.sent == [("A", "firing", 60.0), ("B", "firing", 60.0), ("C", "firing", 120.0)]
+
+
+def test_a_step_down_run_by_the_listener_and_the_loop_at_once_runs_once() -> None:
+    """Found by a review: ``poll(0)`` can return while kafka-python's thread is inside the
+    listener's step-down (entered because the loop was in poll); the loop, seeing the grant
+    gone, stepped down too. Both waited for the deliveries, both saved, and the one that came
+    second found the handed-over tickets cleared and could save a delivered mark of 0 last:
+    the next replica would page again. The step-down now runs once."""
+    import threading
+
+    from monitor.app.step_down import StepDown
+    from tests.helpers import wait_for
+
+    class Slow(Dispatcher):
+        """Settles what it took only when released; counts abandons; notes who waits."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.release, self.readers, self.abandons = threading.Event(), set(), 0
+            self._settled = 0
+
+        @property  # type: ignore[override]
+        def settled(self) -> int:
+            self.readers.add(threading.current_thread().name)
+            return self.accepted if self.release.is_set() else self._settled
+
+        @settled.setter
+        def settled(self, n: int) -> None:
+            self._settled = n
+
+        def submit(self, t: Transition) -> int:
+            n = super().submit(t)
+            self._settled = 0  # taken, not settled yet
+            return n
+
+        def abandon(self) -> None:
+            self.abandons += 1
+            super().abandon()
+
+    store, hook = Store(), Slow()
+    g, elector, judged = replica(store)
+    elector.owns = True
+    g.turn(lambda p: True, hook, 32)
+    judged.append([fired("A", 60.0), fired("B", 60.0)])
+    g.turn(lambda p: True, hook, 32)  # handed to the sink, not settled yet
+    g.in_poll = True  # the loop is in poll() when the group revokes
+    listener = threading.Thread(
+        target=StepDown(g).on_partitions_revoked, args=([g.topic],), name="listener"
+    )
+    listener.start()
+    wait_for(lambda: "listener" in hook.readers, 10, lambda: "the listener's step-down")
+    loop = threading.Thread(target=g._step_down, name="loop")
+    loop.start()
+    hook.release.set()
+    listener.join(10)
+    loop.join(10)
+    assert hook.abandons == 1
+    assert store.text is not None and '"delivered":2' in store.text.replace(" ", "")
