@@ -121,7 +121,9 @@ def stacked_results(
         (int(r) if r >= 0 else None, ks[i, :z], w1[i, :z], margin[i, :z], *worst[i])
         for i, (r, z) in enumerate(zip(score_ref.tolist(), sizes, strict=True))
     ]
-    ds = _disparities(n, fav, rates[bounded], lo, hi, references, sizes, min_samples, score_rows)
+    ds = _disparities(
+        n, fav, rates[bounded], d[bounded], lo, hi, references, sizes, min_samples, score_rows
+    )
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
         bounds = dict(
@@ -146,6 +148,7 @@ def _disparities(
     n: I64,
     fav: I64,
     rate: F64,
+    den: F64,
     lo: F64,
     hi: F64,
     references: Sequence[int | None],
@@ -153,8 +156,9 @@ def _disparities(
     min_samples: int,
     score_rows: list[tuple[Any, ...]],
 ) -> list[AttributeDisparities]:
-    """The across-group comparison of each row; ``rate``, ``lo``, ``hi``: ``[4, result, group]``
-    selection rate, TPR, FPR, PPV and their Wilson limits (the intervals' ingredients)."""
+    """The across-group comparison of each row; ``rate``, ``den``, ``lo``, ``hi``:
+    ``[4, result, group]`` selection rate, TPR, FPR, PPV, their denominators and Wilson limits
+    (the intervals' ingredients)."""
     rows = np.arange(n.shape[0])
     eligible = n >= max(min_samples, 1)
     sr = rate[0]
@@ -172,7 +176,7 @@ def _disparities(
     worst = _first(impact, others, lowest=True)
     has_dir = positive & (ok.sum(axis=-1) >= 2)
     # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
-    gap_ok = eligible & np.isfinite(rate)
+    gap_ok = eligible & np.isfinite(rate) & (den >= max(min_samples, 1))  # see fairness._gap
     top = _first(rate, gap_ok, lowest=False)
     bottom = _first(rate, gap_ok, lowest=True)
     k = np.arange(4)[:, None]

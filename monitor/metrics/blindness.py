@@ -140,6 +140,13 @@ class BlindReport:
             return None
         return _REASONS[self._codes[kind][group]]
 
+    def _gap(
+        self, metric: str, lo: int | None, hi: int | None, d: AttributeDisparities
+    ) -> BlindReason | None:
+        if lo is None or hi is None:
+            return _blind_gap(self, metric, d)
+        return self.disparity(metric, lo, hi)
+
     def disparity(self, metric: str, lo: int | None, hi: int | None) -> BlindReason | None:
         """Why registry ``metric`` comparing groups ``lo`` and ``hi`` is blind (``None``: it is
         not, or compares nothing). For the equalized-odds difference prefer
@@ -159,14 +166,23 @@ class BlindReport:
                 why = self.disparity(name, aod.low_group, aod.high_group)
             elif name in COMPOSITE:
                 why = None
-                for part in (d.metric(p) for p in COMPOSITE[name]):
-                    why = why or self.disparity(part.basis, part.low_group, part.high_group)
+                for gap in COMPOSITE[name]:
+                    part = d.metric(gap)
+                    why = why or self._gap(gap, part.low_group, part.high_group, d)
             else:
                 disp = d.metric(name)
-                why = self.disparity(name, disp.low_group, disp.high_group)
+                why = self._gap(name, disp.low_group, disp.high_group, d)
             if why is not None:
                 out[name] = why
         return out
+
+
+def _blind_gap(report: BlindReport, metric: str, d: AttributeDisparities) -> BlindReason | None:
+    """A gap that compares no pair (too few groups with ``min_samples`` in the rate's own
+    denominator) is blind if an eligible group's rate is: selective labels leave few labelled
+    decisions of the other class, and "insufficient data" would hide why."""
+    blind = np.flatnonzero(np.asarray(d.eligible) & report.blind(metric))
+    return report.metric(metric, int(blind[0])) if len(blind) else None
 
 
 def _rate_of(metric: str) -> str:

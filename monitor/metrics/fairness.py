@@ -8,7 +8,8 @@ Conventions (see docs/metrics.md):
 
 * Rates with a zero denominator are NaN ("insufficient data"), never 0. fairlearn returns 0
   in that case; our tests assert that difference explicitly.
-* Disparities compare *eligible* groups only: ``n >= min_samples`` and the rate defined.
+* Disparities compare *eligible* groups only: ``n >= min_samples`` and the rate defined; a
+  gap also needs the rate's own denominator (labelled positives for TPR, …) ``>= min_samples``.
 * Differences follow fairlearn's ``between_groups`` (max − min over groups); the disparate
   impact ratio follows the EEOC reading of 29 CFR 1607.4(D): each group's selection rate over
   the highest group's rate (or over a configured reference group's rate), and the reported DIR
@@ -142,9 +143,13 @@ def _gap(
     den: I64,
     eligible: npt.NDArray[np.bool_],
     confidence: float,
+    floor: int,
 ) -> Disparity:
-    """max − min of ``rate`` over eligible groups, Newcombe interval for that pair."""
-    ok = eligible & np.isfinite(rate)
+    """max − min of ``rate`` over eligible groups whose own denominator reaches ``floor``
+    (min_samples: a group of many decisions and three labelled positives has a TPR of 0 or 1,
+    would be one end of every TPR gap, and its pair could never be judged), Newcombe interval
+    for that pair."""
+    ok = eligible & np.isfinite(rate) & (den >= floor)
     if ok.sum() < 2:
         return NAN_DISPARITY
     idx = np.flatnonzero(ok)
@@ -213,8 +218,9 @@ def disparities(
             dir_ = Disparity(
                 float(impact[worst]), float(lo), float(hi), worst, ref, "disparate_impact_ratio"
             )
-    tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence)
-    fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence)
+    floor = max(min_samples, 1)
+    tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence, floor)
+    fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence, floor)
     defined = [d for d in (tpr_gap, fpr_gap) if not np.isnan(d.value)]
     # the worst case; it keeps the basis of the gap it is (tpr_gap on a tie)
     eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY
@@ -239,11 +245,11 @@ def disparities(
         four_fifths_violation=bool(dir_.value < FOUR_FIFTHS),
         four_fifths_significant=bool(dir_.upper < FOUR_FIFTHS),
         statistical_parity_difference=_gap(
-            "statistical_parity_difference", sr, m.favourable, m.n, eligible, confidence
+            "statistical_parity_difference", sr, m.favourable, m.n, eligible, confidence, floor
         ),
         tpr_gap=tpr_gap,
         fpr_gap=fpr_gap,
-        ppv_gap=_gap("ppv_gap", m.ppv, m.tp, m.tp + m.fp, eligible, confidence),
+        ppv_gap=_gap("ppv_gap", m.ppv, m.tp, m.tp + m.fp, eligible, confidence, floor),
         equalized_odds_difference=eod,
         average_odds_difference=aod,
         differential_fairness=differential_fairness(m.favourable[eligible], m.n[eligible]),

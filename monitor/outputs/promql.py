@@ -11,7 +11,8 @@ written once more in PromQL:
 
 * counts are summed across replicas first (``sum by (…, group)``), then divided — never an
   average of ratios; a group takes part when it has ``min_samples`` predictions (the model's,
-  or the default for a model the config does not name) and the rate is defined;
+  or the default for a model the config does not name) and the rate is defined (in a gap, also
+  ``min_samples`` in the rate's own denominator);
 * per-group Wilson limits, z = Φ⁻¹(½ + confidence/2):
   ``(p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n)`` clamped to [0, 1] (Wilson 1927);
 * the disparate impact ratio compares the lowest-rate group with the configured reference group
@@ -137,6 +138,17 @@ def _rates(z: float) -> list[dict[str, Any]]:
                 f"and on ({GROUP}) {n} > 0\n",
             )
         )
+        # a gap compares groups with min_samples in the rate's own denominator (as the monitor:
+        # three labelled positives make a TPR of 0 or 1, no end of a gap)
+        out.append(
+            _rec(
+                f"fairness:{f.name}_judged:ratio",
+                f"{p}\nand on ({GROUP}) (\n"
+                f"  {n} >= on (model) group_left fairness:min_samples:value\n"
+                f"  or ({n} unless on (model) fairness:min_samples:value) >= {DEFAULT_MIN_SAMPLES}\n"
+                ")\n",
+            )
+        )
         for side, sign in (("lower", "-"), ("upper", "+")):
             out.append(
                 _rec(
@@ -212,7 +224,7 @@ def _gap(metric: str) -> list[dict[str, Any]]:
     """max − min over eligible groups (two or more), Newcombe interval with 1 = highest:
     L = d − √((p₁ − l₁)² + (u₂ − p₂)²),  U = d + √((u₁ − p₁)² + (p₂ − l₂)²)."""
     spec = METRICS[metric]
-    r = f"fairness:{RATE_FAMILY[spec.rate].name}:ratio"
+    r = f"fairness:{RATE_FAMILY[spec.rate].name}_judged:ratio"
     two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
     out = _pair(
         metric,

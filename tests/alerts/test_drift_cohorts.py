@@ -198,9 +198,10 @@ def test_a_cohort_labelled_for_one_predicted_class_is_blind_in_tpr_and_fpr() -> 
         r = attribute_result(counts, ["a", "b"], spec, "g", confidence=0.95)
         return blind_metrics(counts, r, favourable)
 
-    # only predicted 1 labelled (approved applicants), while 0s were predicted
+    # only predicted 1 labelled (approved applicants), while 0s were predicted (enough labels
+    # of each class for the gaps: a class with fewer than min_samples is insufficient data)
     approved_only = cell_counts(
-        {N: 100, FAV: 60, TP: 40, FP: 20}, {N: 100, FAV: 50, TP: 30, FP: 20}
+        {N: 200, FAV: 120, TP: 80, FP: 40}, {N: 200, FAV: 100, TP: 60, FP: 40}
     )
     seen = blind(approved_only)
     assert {"tpr_gap", "fpr_gap", "equalized_odds_difference"} <= seen

@@ -181,3 +181,25 @@ def test_a_pending_label_rule_fires_only_if_still_breached_when_for_has_passed(
     assert judge(*near, T0 + 600) is None and not book.active  # and never fires
     assert judge(*GAP, T0 + 900) == "pending"  # breached again: a new pending period
     assert judge(*GAP, T0 + 1500) == "firing"  # breached throughout `for`
+
+
+def test_a_group_with_few_labels_does_not_block_a_gap_rule() -> None:
+    """Found by a review: a group of 100 decisions with 3 labelled positives (TPR 1.0) was one
+    end of every TPR gap, and its pair never reached min_samples labelled positives: a real gap
+    between two large groups was never paged, and a firing alert never resolved ("insufficient
+    data") while that group was there. A gap compares the groups whose own denominator of the
+    rate (labelled positives for TPR) reaches min_samples."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    rule = AlertRule("Tpr", "tpr_gap", ">", 0.1, significant=True, min_samples=30, for_=0)
+    few = {"n": 100, "fav": 50, "tp": 3, "fn": 0, "fp": 2, "tn": 5}
+    book = AlertBook()
+
+    def judge(groups: tuple[dict[str, int], ...], at: float) -> str | None:
+        r = attribute_result(cell_counts(*groups), ["a", "b", "c"], spec, "g", confidence=0.95)
+        d = r.disparity("tpr_gap")
+        assert "c" not in (r.labels[d.low_group], r.labels[d.high_group])
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    assert judge((*GAP, few), T0) == "firing"  # a: 0.75 vs b: 0.40, c beside them
+    assert judge((GAP[0], GAP[0], few), T0 + 60) == "resolved"  # a and b equal again
