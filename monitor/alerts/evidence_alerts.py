@@ -175,8 +175,10 @@ def _annotations(
     group, r = me.labels[s][g], int(me.refs[s])
     ref = me.labels[s][r]
     base, hour = out["base"], out["hour"]
-    metric = det if det < 3 else (0 if det == 3 else 1)
     arm = int(me.arrays["arm"][s, g, det])
+    # equalized odds: arms 0–7 bet on the TPR gap, 8–15 on the FPR gap; the page shows the
+    # rate whose gap fired (before: always TPR, equal rates beside an FPR page)
+    metric = det if det < 3 else (0 if det == 3 else (1 if arm < 8 else 2))
     tot, log_c = float(out["tot"][s, g, det]), float(out["log_c"][det])
     days = budget.per / 86400
     secs = float(expected(me, out)[s, g, det])
@@ -191,7 +193,8 @@ def _annotations(
             f"selection rate of {group} vs {ref} left the four-fifths bound ({1 - me.ff[0, 0]:.2f})"
         )
     else:
-        what = f"TPR/FPR of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
+        rate = "TPR/FPR" if arm < 0 else ("TPR" if arm < 8 else "FPR")
+        what = f"{rate} of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
     state = "evidence of this" if fire else "recovered; evidence of recovery"
     vs = (
         f", {ref} {_rate(hour[s, r, metric])}"

@@ -257,3 +257,36 @@ def test_evidence_gauges_parse_as_prometheus_text() -> None:
     # the small group needs far longer than the large one to show the same relative drop
     assert ett[("b", "selection_rate")] > 10 * ett[("a", "selection_rate")]
     print({k: round(v / 3600, 2) for k, v in ett.items() if k[1] == "selection_rate"}, "hours")
+
+
+def test_an_equalized_odds_page_on_the_fpr_gap_shows_false_positive_rates() -> None:
+    """Found by a review: the EqualizedOddsEvidence page always quoted true positive rates, so
+    an FPR gap's page showed two equal TPRs and read as a false alarm. FPR 0.2 vs 0.45 with
+    equal TPRs (0.8): the page names the FPR and quotes both groups' false positive rates."""
+    rng = np.random.default_rng(5)
+    ts, grp, pred, lab = [], [], [], []
+    for minute in range(20 * H):
+        g = np.repeat([0, 1], rng.poisson((20.0, 20.0)))
+        y = rng.random(len(g)) < 0.5
+        fpr = np.where(g == 0, 0.2, 0.45)
+        ts.append(T0 + minute * 60 + rng.uniform(0, 60, len(g)))
+        grp.append(g)
+        pred.append(np.where(y, rng.random(len(g)) < 0.8, rng.random(len(g)) < fpr))
+        lab.append(y)
+    t, g, p, y = (np.concatenate(a) for a in (ts, grp, pred, lab))
+    order = np.argsort(t, kind="stable")
+    t, g, p, y = t[order], g[order], p[order].astype(np.uint8), y[order].astype(np.uint8)
+    keys = np.arange(1, len(t) + 1, dtype=np.uint64)
+    lt = t + rng.uniform(3600, 6 * 3600, len(t))
+    lo = np.argsort(lt, kind="stable")
+    preds = {"key": keys, "ts": t, "group": g, "pred": p}
+    ev = drive(preds, {"key": keys[lo], "ts": lt[lo], "label": y[lo]}, cut_minutes=5,
+               cfg=config(windows=("1h", "1d")))  # fmt: skip
+    (page, *_) = pages(ev, "EqualizedOddsEvidence")
+    notes = page.annotations
+    assert notes["summary"].startswith("FPR of ")
+    assert "false positive rate in the last hour" in notes["description"]
+    rates = [
+        float(notes[k].split()[0]) for k in ("group_rate_last_hour", "reference_rate_last_hour")
+    ]
+    assert sorted(rates)[0] < 0.3 < 0.4 < sorted(rates)[1]  # ~0.2 and ~0.45, not two ~0.8 TPRs
