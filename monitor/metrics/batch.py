@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Disparity
-from monitor.metrics.fairness import GroupMetrics
+from monitor.metrics.fairness import GroupMetrics, eod_interval
 from monitor.metrics.intervals import mover_from_limits, newcombe_from_limits, ratio, wilson
 from monitor.metrics.registry import FOUR_FIFTHS
 from monitor.metrics.score_parity import parity, worst_distances
@@ -222,8 +222,10 @@ def _disparities(
             for j, basis in enumerate(_GAPS)
         )
         dir_ = Disparity(dv, dl, du, w, r, "disparate_impact_ratio") if h_dir else NAN_DISPARITY
-        if h[1] and h[2]:  # the larger gap; the TPR gap on a tie
-            eod = fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap
+        if h[1] and h[2]:  # the larger gap (the TPR gap on a tie), a maximum's interval
+            eod = eod_interval(
+                fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap, tpr_gap, fpr_gap
+            )
         else:
             eod = tpr_gap if h[1] else fpr_gap if h[2] else NAN_DISPARITY
         aod = (

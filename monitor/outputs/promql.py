@@ -248,7 +248,7 @@ def _gap(metric: str) -> list[dict[str, Any]]:
 
 def _equalized_odds() -> list[dict[str, Any]]:
     """The larger of the TPR and FPR gaps (the TPR gap on a tie, as the monitor), with that
-    gap's interval and samples."""
+    gap's samples and the interval of a maximum (the larger of each limit)."""
     m = "equalized_odds_difference"
     out = [
         _rec(
@@ -257,17 +257,21 @@ def _equalized_odds() -> list[dict[str, Any]]:
             f" (fairness:fpr_gap:ratio > on ({ATTR}) fairness:tpr_gap:ratio)",
         )
     ]
-    for what, kind in (
-        ("", "ratio"),
-        ("_lower", "ratio"),
-        ("_upper", "ratio"),
-        ("_samples", "min"),
-    ):
+    for what, kind in (("", "ratio"), ("_samples", "min")):
         out.append(
             _rec(
                 f"fairness:{m}{what}:{kind}",
                 f"fairness:tpr_gap{what}:{kind} and on ({ATTR}) fairness:{m}_tpr:selected\n"
                 f"or on ({ATTR}) fairness:fpr_gap{what}:{kind}\n",
+            )
+        )
+    for what in ("_lower", "_upper"):  # a maximum's interval (fairness.eod_interval)
+        out.append(
+            _rec(
+                f"fairness:{m}{what}:ratio",
+                f"max by ({ATTR}) (\n"
+                f'  label_replace(fairness:tpr_gap{what}:ratio, "gap", "tpr", "", "")\n'
+                f'  or label_replace(fairness:fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n',
             )
         )
     return out

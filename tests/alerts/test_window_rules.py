@@ -203,3 +203,38 @@ def test_a_group_with_few_labels_does_not_block_a_gap_rule() -> None:
 
     assert judge((*GAP, few), T0) == "firing"  # a: 0.75 vs b: 0.40, c beside them
     assert judge((GAP[0], GAP[0], few), T0 + 60) == "resolved"  # a and b equal again
+
+
+def test_a_significant_equalized_odds_rule_judges_both_gaps() -> None:
+    """Found by a review: the equalized-odds difference took the interval of the gap with the
+    larger point estimate, so a precise FPR gap of 0.25 [0.23, 0.27] beside a noisy TPR gap of
+    0.30 [0.06, 0.49] never paged a significant rule at 0.1, and an alert resolved on a
+    precise TPR gap while the FPR gap's interval still reached 0.23. The difference is a
+    maximum: its interval is [max of the lower limits, max of the upper limits]."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    rule = AlertRule(
+        "Eod", "equalized_odds_difference", ">", 0.1, significant=True, min_samples=30, for_=0
+    )
+
+    def judge(book: AlertBook, a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        tpr, fpr, eod = (
+            r.disparity(m) for m in ("tpr_gap", "fpr_gap", "equalized_odds_difference")
+        )
+        assert eod.value == max(tpr.value, fpr.value)
+        assert (eod.lower, eod.upper) == (max(tpr.lower, fpr.lower), max(tpr.upper, fpr.upper))
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    # TPR 0.6 vs 0.3 on 40 and 30 labelled positives; FPR 0.5 vs 0.25 on 4,000 negatives each
+    noisy_tpr = ({"n": 4000, "tp": 24, "fn": 16, "fp": 2000, "tn": 2000},
+                 {"n": 4000, "tp": 9, "fn": 21, "fp": 1000, "tn": 3000})  # fmt: skip
+    assert judge(AlertBook(), *noisy_tpr, T0) == "firing"
+    book = AlertBook()
+    unfair = ({"n": 4000, "tp": 1500, "fn": 500, "fp": 1000, "tn": 1000},
+              {"n": 4000, "tp": 1500, "fn": 500, "fp": 500, "tn": 1500})  # fmt: skip
+    assert judge(book, *unfair, T0) == "firing"
+    # TPR gap 0.07 [0.05, 0.09]; FPR gap 0.05 on 40 labelled negatives a group: up to ~0.23
+    unsure = ({"n": 4000, "tp": 3000, "fn": 1000, "fp": 8, "tn": 32},
+              {"n": 4000, "tp": 2720, "fn": 1280, "fp": 10, "tn": 30})  # fmt: skip
+    assert judge(book, *unsure, T0 + 60) is None and book.firing()  # not resolved
