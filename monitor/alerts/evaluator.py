@@ -95,7 +95,9 @@ class AlertEvaluator:
         """
         out: list[Transition] = []
         if self.restored:  # what the configuration no longer raises is resolved, once
-            out += retire(self.book, self.config)
+            judged = {s.name: self.last[m] * s.bucket for m, s in enumerate(self.engine.models)
+                      if m in self.last}  # fmt: skip
+            out += retire(self.book, self.config, lambda model: judged.get(model))
             self.restored = False
         for m, spec in enumerate(self.engine.models):
             head = self.engine.low_watermark(m, self.idle)

@@ -4,13 +4,15 @@ After a rule is removed or renamed, its severity changed, a window or attribute 
 drift or the evidence detectors switched off, a restored firing alert would never be judged
 again: it stayed firing forever (re-posted to Alertmanager every interval, on the status page
 and in ``fairness_alerts_active``), and a severity change paged a second time under the new
-labels. Such alerts are resolved at the first evaluation after the restore, with a summary
-that says why; pending ones are dropped (they never paged).
+labels. Such alerts are resolved at the first evaluation after the restore (at the model's
+last judged boundary), with a summary that says why; pending ones are dropped (they never
+paged). A drift or evidence alert whose severity changed is raised again under the new one: its
+detector, restored firing, would never fire again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from monitor.alerts.evidence_alerts import ALERTS as EVIDENCE_ALERTS
@@ -44,8 +46,28 @@ def raised_by(config: Config, labels: Mapping[str, str]) -> bool:
     return False
 
 
-def retire(book: AlertBook, config: Config) -> list[Transition]:
-    """Resolve the book's firing alerts that ``config`` no longer raises (drop pending ones)."""
+def moved_severity(config: Config, labels: Mapping[str, str]) -> dict[str, str] | None:
+    """The labels under which ``config`` raises a FairnessDrift or evidence alert that differs
+    from ``labels`` only by its severity (else ``None``). Their detectors keep their state
+    across a restart: a firing one never fires again, so the alert is raised anew under the
+    new severity rather than resolved (a fixed-window rule judges afresh and pages itself)."""
+    name, alerts = labels.get("alertname"), config.alerts
+    if name == DRIFT_ALERT and alerts.drift.enabled:
+        severity = alerts.drift.severity
+    elif name in EVIDENCE_ALERTS and alerts.evidence.enabled:
+        severity = alerts.evidence.severity
+    else:
+        return None
+    moved = {**labels, "severity": severity}
+    return moved if moved != labels and raised_by(config, moved) else None
+
+
+def retire(
+    book: AlertBook, config: Config, at: Callable[[str], float | None] = lambda model: None
+) -> list[Transition]:
+    """Resolve the book's firing alerts that ``config`` no longer raises (drop pending ones);
+    those of a detector whose severity changed are raised again under the new one.
+    ``at(model)``: the event time of the restore (the model's last judged boundary)."""
     out: list[Transition] = []
     for key, alert in list(book.active.items()):
         if raised_by(config, alert.labels):
@@ -53,11 +75,32 @@ def retire(book: AlertBook, config: Config) -> list[Transition]:
         book.drop(key)
         if alert.state != "firing":
             continue
+        when = at(alert.labels.get("model", ""))
+        when = alert.at if when is None else when
         was = alert.annotations.get("summary", "")
+        moved = moved_severity(config, alert.labels)
+        why = (
+            f"its severity is now {moved['severity']}: raised again under it"
+            if moved is not None
+            else "its rule was removed or changed, or its detector switched off"
+        )
         notes = {
             **alert.annotations,
-            "summary": "resolved: the configuration no longer raises this alert (its rule was "
-            f"removed or changed, or its detector switched off); it said: {was}",
+            "summary": f"resolved: the configuration no longer raises this alert ({why}); it "
+            f"said: {was}",
         }
-        out.append(Transition(replace(alert, state="resolved", annotations=notes), "firing"))
+        resolved = replace(alert, state="resolved", at=when, annotations=notes)
+        out.append(Transition(resolved, "firing"))
+        if moved is not None:
+            t = book.observe(
+                name=alert.name,
+                labels=moved,
+                breached=True,
+                recovered=False,
+                at=when,
+                for_=0,
+                value=alert.value,
+                annotations=dict(alert.annotations),
+            )
+            out += [t] if t is not None else []
     return out

@@ -42,19 +42,21 @@ import yaml
 from monitor.config.durations import format_duration
 from monitor.config.rules import RUNBOOK, AlertRule
 from monitor.config.spec import Config, ModelSpec, load_config
-from monitor.metrics.registry import GROUP_COUNTS, GROUP_RATES, METRICS, RATE_FAMILY, z_for
+from monitor.metrics.registry import GROUP_RATES, METRICS, z_for
+from monitor.outputs.promql_disparities import (
+    ATTR,
+    COUNT,
+    GROUP,
+    SUM_NAME,
+    disparate_impact_rules,
+    equalized_odds_rules,
+    gap_rules,
+    rec,
+    summed,
+)
 from monitor.outputs.promql_health import HEALTH_GROUP, SELECTIVE_LABELS
 from monitor.outputs.promql_scores import score_rules
 
-ATTR = "model, window, attribute"
-GROUP = "model, window, attribute, group"
-COUNT = {c.field: c.name for c in GROUP_COUNTS}
-# the denominators summed from two cells (one cell: its count family)
-SUM_NAME: dict[tuple[str, ...], str] = {
-    ("tp", "fn"): "positives",
-    ("fp", "tn"): "negatives",
-    ("tp", "fp"): "predicted_positives",
-}
 # max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
 GAPS = tuple(
     m.name
@@ -75,14 +77,6 @@ def _label_replace(expr: str, labels: dict[str, str]) -> str:
     return expr
 
 
-def _sum(cells: tuple[str, ...]) -> str:
-    return f"fairness:{COUNT[cells[0]] if len(cells) == 1 else SUM_NAME[cells]}:sum"
-
-
-def _rec(name: str, expr: str) -> dict[str, Any]:
-    return {"record": name, "expr": expr}
-
-
 def _parameters(config: Config) -> list[dict[str, Any]]:
     """The configuration as series: each model's min_samples, each configured reference."""
     ms = " or ".join(
@@ -95,19 +89,19 @@ def _parameters(config: Config) -> list[dict[str, Any]]:
         for attr, group in m.reference_groups.items()
     ]
     return [
-        _rec("fairness:min_samples:value", ms),
+        rec("fairness:min_samples:value", ms),
         # no reference group configured: an empty vector (every ratio uses the highest rate)
-        _rec("fairness:reference_group:info", " or ".join(refs) or "vector(1) unless vector(1)"),
+        rec("fairness:reference_group:info", " or ".join(refs) or "vector(1) unless vector(1)"),
     ]
 
 
 def _sums() -> list[dict[str, Any]]:
-    out = [_rec(_sum((f,)), f"sum by ({GROUP}) (fairness_{c})") for f, c in COUNT.items()]
+    out = [rec(summed((f,)), f"sum by ({GROUP}) (fairness_{c})") for f, c in COUNT.items()]
     for cells in SUM_NAME:
         body = " + ".join(f"fairness_{COUNT[c]}" for c in cells)
-        out.append(_rec(_sum(cells), f"sum by ({GROUP}) ({body})"))
+        out.append(rec(summed(cells), f"sum by ({GROUP}) ({body})"))
     out.append(
-        _rec(
+        rec(
             "fairness:eligible_predictions:sum",
             "fairness:predictions:sum >= on (model) group_left fairness:min_samples:value\n"
             "or (fairness:predictions:sum unless on (model) fairness:min_samples:value)"
@@ -115,7 +109,7 @@ def _sums() -> list[dict[str, Any]]:
         )
     )
     out.append(
-        _rec(
+        rec(
             "fairness:label_coverage:ratio",
             "fairness:labelled_predictions:sum / fairness:predictions:sum",
         )
@@ -129,11 +123,11 @@ def _rates(z: float) -> list[dict[str, Any]]:
     for f in GROUP_RATES:
         if not f.bounded:
             continue
-        p, n = f"fairness:{f.name}:ratio", _sum(f.counts)
+        p, n = f"fairness:{f.name}:ratio", summed(f.counts)
         out.append(
-            _rec(
+            rec(
                 p,
-                f"{_sum(f.numerator)} / {n}\n"
+                f"{summed(f.numerator)} / {n}\n"
                 f"and on ({GROUP}) fairness:eligible_predictions:sum\n"
                 f"and on ({GROUP}) {n} > 0\n",
             )
@@ -141,7 +135,7 @@ def _rates(z: float) -> list[dict[str, Any]]:
         # a gap compares groups with min_samples in the rate's own denominator (as the monitor:
         # three labelled positives make a TPR of 0 or 1, no end of a gap)
         out.append(
-            _rec(
+            rec(
                 f"fairness:{f.name}_judged:ratio",
                 f"{p}\nand on ({GROUP}) (\n"
                 f"  {n} >= on (model) group_left fairness:min_samples:value\n"
@@ -151,129 +145,13 @@ def _rates(z: float) -> list[dict[str, Any]]:
         )
         for side, sign in (("lower", "-"), ("upper", "+")):
             out.append(
-                _rec(
+                rec(
                     f"fairness:{f.name}_{side}:ratio",
                     f"clamp(\n  (\n    {p} + {z * z / 2!r} / {n}\n"
                     f"    {sign} {z!r} * sqrt({p} * (1 - {p}) / {n} + {z * z / 4!r} / {n} ^ 2)\n"
                     f"  ) / (1 + {z * z!r} / {n}),\n  0, 1)\n",
                 )
             )
-    return out
-
-
-def _pair(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -> list[Any]:
-    """Per (model, window, attribute): the two compared groups' rate, limits and samples."""
-    fam = RATE_FAMILY[rate].name
-    out = []
-    for side, chosen in (("high", high), ("low", low)):
-        out.append(_rec(f"fairness:{metric}_{side}_group:ratio", chosen))
-        for what, series in (
-            ("rate", f"fairness:{fam}:ratio"),
-            ("lower", f"fairness:{fam}_lower:ratio"),
-            ("upper", f"fairness:{fam}_upper:ratio"),
-            ("samples", _sum(cells)),
-        ):
-            out.append(
-                _rec(
-                    f"fairness:{metric}_{side}_{what}:{'sum' if what == 'samples' else 'ratio'}",
-                    f"max by ({ATTR}) ({series}\n"
-                    f"  and on ({GROUP}) fairness:{metric}_{side}_group:ratio)\n",
-                )
-            )
-    out.append(
-        _rec(
-            f"fairness:{metric}_samples:min",
-            f"min by ({ATTR}) (\n"
-            f'  label_replace(fairness:{metric}_high_samples:sum, "side", "high", "", "")\n'
-            f'  or label_replace(fairness:{metric}_low_samples:sum, "side", "low", "", "")\n)\n',
-        )
-    )
-    return out
-
-
-def _disparate_impact() -> list[dict[str, Any]]:
-    """Lowest rate over the reference's (configured, else the highest), MOVER-R interval with
-    1 = the lowest group, 2 = the reference:
-    L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
-    U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
-    m, sr = "disparate_impact", "fairness:selection_rate:ratio"
-    ref = (
-        f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
-        f"or on ({ATTR}) (topk by ({ATTR}) (1, {sr})\n"
-        "  unless on (model, attribute) fairness:reference_group:info)\n"
-    )
-    worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
-    out = _pair(m, ref, worst, "selection_rate", ("n",))
-    p1, l1, u1 = (f"fairness:{m}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
-    p2, l2, u2 = (f"fairness:{m}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
-    out.append(_rec(f"fairness:{m}:ratio", f"{p1} / ({p2} > 0)"))
-    pp, den_lo, den_hi = f"{p1} * {p2}", f"{u2} * (2 * {p2} - {u2})", f"{l2} * (2 * {p2} - {l2})"
-    lower = (
-        f"clamp_min(\n  (\n    {pp}\n    - sqrt(clamp_min(({pp}) ^ 2 - {l1} * (2 * {p1} - {l1})"
-        f" * {den_lo}, 0))\n  ) / ({den_lo}),\n  0)\nand on ({ATTR}) fairness:{m}:ratio\n"
-    )
-    upper = (
-        f"(\n  {pp}\n  + sqrt(clamp_min(({pp}) ^ 2 - {u1} * (2 * {p1} - {u1})"
-        f" * {den_hi}, 0))\n) / ({den_hi})\nand on ({ATTR}) fairness:{m}:ratio\n"
-    )
-    out += [_rec(f"fairness:{m}_lower:ratio", lower), _rec(f"fairness:{m}_upper:ratio", upper)]
-    return out
-
-
-def _gap(metric: str) -> list[dict[str, Any]]:
-    """max − min over eligible groups (two or more), Newcombe interval with 1 = highest:
-    L = d − √((p₁ − l₁)² + (u₂ − p₂)²),  U = d + √((u₁ − p₁)² + (p₂ − l₂)²)."""
-    spec = METRICS[metric]
-    r = f"fairness:{RATE_FAMILY[spec.rate].name}_judged:ratio"
-    two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
-    out = _pair(
-        metric,
-        f"topk by ({ATTR}) (1, {r})\n{two}",
-        f"bottomk by ({ATTR}) (1, {r})\n{two}",
-        spec.rate,
-        spec.counts,
-    )
-    p1, l1, u1 = (f"fairness:{metric}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
-    p2, l2, u2 = (f"fairness:{metric}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
-    d = f"fairness:{metric}:ratio"
-    out.append(_rec(d, f"{p1} - {p2}"))
-    out.append(
-        _rec(f"{d[:-6]}_lower:ratio", f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
-    )
-    out.append(
-        _rec(f"{d[:-6]}_upper:ratio", f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
-    )
-    return out
-
-
-def _equalized_odds() -> list[dict[str, Any]]:
-    """The larger of the TPR and FPR gaps (the TPR gap on a tie, as the monitor), with that
-    gap's samples and the interval of a maximum (the larger of each limit)."""
-    m = "equalized_odds_difference"
-    out = [
-        _rec(
-            f"fairness:{m}_tpr:selected",
-            f"fairness:tpr_gap:ratio unless on ({ATTR})"
-            f" (fairness:fpr_gap:ratio > on ({ATTR}) fairness:tpr_gap:ratio)",
-        )
-    ]
-    for what, kind in (("", "ratio"), ("_samples", "min")):
-        out.append(
-            _rec(
-                f"fairness:{m}{what}:{kind}",
-                f"fairness:tpr_gap{what}:{kind} and on ({ATTR}) fairness:{m}_tpr:selected\n"
-                f"or on ({ATTR}) fairness:fpr_gap{what}:{kind}\n",
-            )
-        )
-    for what in ("_lower", "_upper"):  # a maximum's interval (fairness.eod_interval)
-        out.append(
-            _rec(
-                f"fairness:{m}{what}:ratio",
-                f"max by ({ATTR}) (\n"
-                f'  label_replace(fairness:tpr_gap{what}:ratio, "gap", "tpr", "", "")\n'
-                f'  or label_replace(fairness:fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n',
-            )
-        )
     return out
 
 
@@ -335,10 +213,10 @@ _Dumper.add_representer(str, _str)
 def rules_yaml(config: Config, *, source: str) -> str:
     """The whole rules file for ``config`` (``source``: the config path, for the header)."""
     z = z_for(config.confidence)
-    recording = _parameters(config) + _sums() + _rates(z) + _disparate_impact()
+    recording = _parameters(config) + _sums() + _rates(z) + disparate_impact_rules()
     for metric in GAPS:
-        recording += _gap(metric)
-    recording += _equalized_odds() + score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
+        recording += gap_rules(metric)
+    recording += equalized_odds_rules() + score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
     alerts = [_alert(r) for r in config.alerts.rules]
     doc = {"groups": [{"name": "fairness", "rules": recording + alerts}]}
     body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True)

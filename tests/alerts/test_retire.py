@@ -10,7 +10,7 @@ import pytest
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.retire import raised_by
+from monitor.alerts.retire import moved_severity, raised_by
 from monitor.config.spec import parse_config
 from tests.alerts.streams import alert_config, evaluate_stream, four_fifths_rule
 
@@ -77,3 +77,41 @@ def test_which_alerts_a_configuration_raises() -> None:
     change = {"alertname": "FairnessChange", "model": "m", "attribute": "g", "group": "x"}
     assert raised_by(cfg, change | {"severity": "page"})
     assert not raised_by(cfg, change | {"severity": "ticket"})
+    # a stateful detector's alert under another severity: raised again under the configured one
+    assert moved_severity(cfg, change | {"severity": "ticket"}) == change | {"severity": "page"}
+    moved = moved_severity(cfg, drift | {"metric": "disparate_impact_ratio", "severity": "page"})
+    assert moved == drift | {"metric": "disparate_impact_ratio"}
+    assert moved_severity(cfg, drift | {"metric": "tpr_gap", "severity": "page"}) is None
+    assert moved_severity(cfg, base | {"window": "6h", "attribute": "g", "severity": "x"}) is None
+
+
+def test_a_firing_evidence_alert_whose_severity_changed_is_raised_again_under_it() -> None:
+    """Found by a review: a restored FairnessChange alert whose detector's severity changed
+    was resolved ("no longer raised"), while its detector, restored firing, never fired again:
+    the problem went on and nothing paged. It is resolved under the old severity and raised
+    again under the new one, at the model's last judged boundary (not its firing time)."""
+    from tests.alerts.test_evidence import H, config, drive, events, hours
+
+    preds, labs = events(48 * H, lambda m: 0.3 if m >= 24 * H else 0.5, seed=11)
+    restarted: list[bool] = []
+
+    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
+        if minute < 38 * H or restarted:
+            return ev
+        assert [a.labels["severity"] for a in ev.book.firing()] == ["page"]
+        copy = AlertEvaluator(config(severity="critical"), ev.engine)
+        persist.restore(copy, persist.dumps(ev))
+        restarted.append(True)
+        return copy
+
+    ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    moved = [t.alert for t in ev.history if hours(t.alert) >= 38 - 1 / 12]
+    (old,) = [a for a in moved if a.state == "resolved"]
+    assert (
+        old.labels["severity"] == "page"
+        and "severity is now critical" in old.annotations["summary"]
+    )
+    new = [a for a in moved if a.state == "firing" and a.name == old.name]
+    assert [a.labels["severity"] for a in new] == ["critical"]
+    assert hours(old) == hours(new[0]) > 31  # the restore's time, after the first page
+    assert ("critical", old.name) in {(a.labels["severity"], a.name) for a in ev.book.firing()}

@@ -1,0 +1,145 @@
+"""The across-group disparities in PromQL (``fairness-monitor prometheus-rules``): the disparate
+impact ratio with its MOVER-R interval, each gap with Newcombe's, the equalized-odds difference
+with a maximum's interval — over counts summed across replicas, the pair of groups chosen as the
+monitor chooses it (``monitor/metrics/batch.py``). The shared names of the rules live here too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.metrics.registry import GROUP_COUNTS, METRICS, RATE_FAMILY
+
+ATTR = "model, window, attribute"
+GROUP = "model, window, attribute, group"
+COUNT = {c.field: c.name for c in GROUP_COUNTS}
+# the denominators summed from two cells (one cell: its count family)
+SUM_NAME: dict[tuple[str, ...], str] = {
+    ("tp", "fn"): "positives",
+    ("fp", "tn"): "negatives",
+    ("tp", "fp"): "predicted_positives",
+}
+
+
+def summed(cells: tuple[str, ...]) -> str:
+    return f"fairness:{COUNT[cells[0]] if len(cells) == 1 else SUM_NAME[cells]}:sum"
+
+
+def rec(name: str, expr: str) -> dict[str, Any]:
+    return {"record": name, "expr": expr}
+
+
+def pair_rules(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -> list[Any]:
+    """Per (model, window, attribute): the two compared groups' rate, limits and samples."""
+    fam = RATE_FAMILY[rate].name
+    out = []
+    for side, chosen in (("high", high), ("low", low)):
+        out.append(rec(f"fairness:{metric}_{side}_group:ratio", chosen))
+        for what, series in (
+            ("rate", f"fairness:{fam}:ratio"),
+            ("lower", f"fairness:{fam}_lower:ratio"),
+            ("upper", f"fairness:{fam}_upper:ratio"),
+            ("samples", summed(cells)),
+        ):
+            out.append(
+                rec(
+                    f"fairness:{metric}_{side}_{what}:{'sum' if what == 'samples' else 'ratio'}",
+                    f"max by ({ATTR}) ({series}\n"
+                    f"  and on ({GROUP}) fairness:{metric}_{side}_group:ratio)\n",
+                )
+            )
+    out.append(
+        rec(
+            f"fairness:{metric}_samples:min",
+            f"min by ({ATTR}) (\n"
+            f'  label_replace(fairness:{metric}_high_samples:sum, "side", "high", "", "")\n'
+            f'  or label_replace(fairness:{metric}_low_samples:sum, "side", "low", "", "")\n)\n',
+        )
+    )
+    return out
+
+
+def disparate_impact_rules() -> list[dict[str, Any]]:
+    """Lowest rate over the reference's (configured, else the highest), MOVER-R interval with
+    1 = the lowest group, 2 = the reference:
+    L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
+    U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
+    m, sr = "disparate_impact", "fairness:selection_rate:ratio"
+    ref = (
+        f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
+        f"or on ({ATTR}) (topk by ({ATTR}) (1, {sr})\n"
+        "  unless on (model, attribute) fairness:reference_group:info)\n"
+    )
+    worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
+    out = pair_rules(m, ref, worst, "selection_rate", ("n",))
+    p1, l1, u1 = (f"fairness:{m}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
+    p2, l2, u2 = (f"fairness:{m}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
+    out.append(rec(f"fairness:{m}:ratio", f"{p1} / ({p2} > 0)"))
+    pp, den_lo, den_hi = f"{p1} * {p2}", f"{u2} * (2 * {p2} - {u2})", f"{l2} * (2 * {p2} - {l2})"
+    lower = (
+        f"clamp_min(\n  (\n    {pp}\n    - sqrt(clamp_min(({pp}) ^ 2 - {l1} * (2 * {p1} - {l1})"
+        f" * {den_lo}, 0))\n  ) / ({den_lo}),\n  0)\nand on ({ATTR}) fairness:{m}:ratio\n"
+    )
+    upper = (
+        f"(\n  {pp}\n  + sqrt(clamp_min(({pp}) ^ 2 - {u1} * (2 * {p1} - {u1})"
+        f" * {den_hi}, 0))\n) / ({den_hi})\nand on ({ATTR}) fairness:{m}:ratio\n"
+    )
+    out += [rec(f"fairness:{m}_lower:ratio", lower), rec(f"fairness:{m}_upper:ratio", upper)]
+    return out
+
+
+def gap_rules(metric: str) -> list[dict[str, Any]]:
+    """max − min over eligible groups (two or more), Newcombe interval with 1 = highest:
+    L = d − √((p₁ − l₁)² + (u₂ − p₂)²),  U = d + √((u₁ − p₁)² + (p₂ − l₂)²)."""
+    spec = METRICS[metric]
+    r = f"fairness:{RATE_FAMILY[spec.rate].name}_judged:ratio"
+    two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
+    out = pair_rules(
+        metric,
+        f"topk by ({ATTR}) (1, {r})\n{two}",
+        f"bottomk by ({ATTR}) (1, {r})\n{two}",
+        spec.rate,
+        spec.counts,
+    )
+    p1, l1, u1 = (f"fairness:{metric}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
+    p2, l2, u2 = (f"fairness:{metric}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
+    d = f"fairness:{metric}:ratio"
+    out.append(rec(d, f"{p1} - {p2}"))
+    out.append(
+        rec(f"{d[:-6]}_lower:ratio", f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
+    )
+    out.append(
+        rec(f"{d[:-6]}_upper:ratio", f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
+    )
+    return out
+
+
+def equalized_odds_rules() -> list[dict[str, Any]]:
+    """The larger of the TPR and FPR gaps (the TPR gap on a tie, as the monitor), with that
+    gap's samples and the interval of a maximum (the larger of each limit)."""
+    m = "equalized_odds_difference"
+    out = [
+        rec(
+            f"fairness:{m}_tpr:selected",
+            f"fairness:tpr_gap:ratio unless on ({ATTR})"
+            f" (fairness:fpr_gap:ratio > on ({ATTR}) fairness:tpr_gap:ratio)",
+        )
+    ]
+    for what, kind in (("", "ratio"), ("_samples", "min")):
+        out.append(
+            rec(
+                f"fairness:{m}{what}:{kind}",
+                f"fairness:tpr_gap{what}:{kind} and on ({ATTR}) fairness:{m}_tpr:selected\n"
+                f"or on ({ATTR}) fairness:fpr_gap{what}:{kind}\n",
+            )
+        )
+    for what in ("_lower", "_upper"):  # a maximum's interval (fairness.eod_interval)
+        out.append(
+            rec(
+                f"fairness:{m}{what}:ratio",
+                f"max by ({ATTR}) (\n"
+                f'  label_replace(fairness:tpr_gap{what}:ratio, "gap", "tpr", "", "")\n'
+                f'  or label_replace(fairness:fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n',
+            )
+        )
+    return out
