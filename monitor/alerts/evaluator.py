@@ -61,6 +61,7 @@ class AlertEvaluator:
         self.book = AlertBook()
         self.restored = False  # alerts restored from a checkpoint, not yet checked (retire.py)
         self.owed_at_restore: list[Alert] = []  # notifications the checkpoint still owed
+        self.evidence_afresh: set[str] = set()  # models whose evidence state could not be kept
         self.last: dict[int, int] = {}  # model -> last evaluated boundary (bucket index)
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
@@ -97,7 +98,7 @@ class AlertEvaluator:
         if self.restored:  # what the configuration no longer raises is resolved, once
             judged = {s.name: self.last[m] * s.bucket for m, s in enumerate(self.engine.models)
                       if m in self.last}  # fmt: skip
-            out += retire(self.book, self.config, lambda model: judged.get(model))
+            out += retire(self.book, self.config, judged.get, self.evidence_afresh)
             self.restored = False
         for m, spec in enumerate(self.engine.models):
             head = self.engine.low_watermark(m, self.idle)

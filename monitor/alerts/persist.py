@@ -31,8 +31,9 @@ length changed since starts its detectors afresh.
 
 A drift detector (river's Page-Hinkley or ADWIN) is not serialised field by field: its state is
 a pure function of the values it was fed since it last restarted, so those values (``fed``) are
-stored and replayed into a new detector on restore. A tracker whose detector kind no longer
-matches the configuration starts afresh.
+stored and replayed into a new detector on restore, of the kind configured now: a tracker whose
+detector kind changed keeps its baseline, scale and history (started afresh, it took its baseline
+from values already degraded and resolved a firing alert as "back at its baseline").
 """
 
 from __future__ import annotations
@@ -204,18 +205,16 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
         alert = alert_from_state(a)
         book.active[alert.key] = alert
     drift = ev.spec.drift
-    trackers = {
-        t.key: tracker_from_state(DriftTracker(drift, t.metric), t)
-        for t in s.trackers
-        if t.detector == drift.detector
-    }
-    tracker = EvidenceTracker(ev.config, ev.engine)
+    trackers = {t.key: tracker_from_state(DriftTracker(drift, t.metric), t) for t in s.trackers}
+    tracker, afresh = EvidenceTracker(ev.config, ev.engine), set()
     for e in s.evidence:
         got = evidence_from_state(tracker, e)
         if got is not None:
             tracker.models[got[0]] = got[1]
+        else:  # its firing evidence alerts are resolved (retire.py): nothing would judge them
+            afresh.add(e.model)
     ev.book, ev.last, ev.trackers, ev.evidence = book, dict(s.last), trackers, tracker
-    ev.restored = True
+    ev.restored, ev.evidence_afresh = True, afresh
     ev.owed_at_restore = [alert_from_state(a) for a in s.owed]
     ev.drift_quiet = {k: n for k, n in s.quiet}
 

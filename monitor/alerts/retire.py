@@ -12,7 +12,7 @@ detector, restored firing, would never fire again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from monitor.alerts.evidence_alerts import ALERTS as EVIDENCE_ALERTS
@@ -63,14 +63,21 @@ def moved_severity(config: Config, labels: Mapping[str, str]) -> dict[str, str] 
 
 
 def retire(
-    book: AlertBook, config: Config, at: Callable[[str], float | None] = lambda model: None
+    book: AlertBook,
+    config: Config,
+    at: Callable[[str], float | None] = lambda model: None,
+    afresh: Collection[str] = (),
 ) -> list[Transition]:
     """Resolve the book's firing alerts that ``config`` no longer raises (drop pending ones);
     those of a detector whose severity changed are raised again under the new one.
-    ``at(model)``: the event time of the restore (the model's last judged boundary)."""
+    ``at(model)``: the event time of the restore (the model's last judged boundary);
+    ``afresh``: models whose evidence detectors start afresh (``alerts.evidence`` changed
+    their layout): their evidence alerts would stay firing forever, judged by nothing."""
     out: list[Transition] = []
     for key, alert in list(book.active.items()):
-        if raised_by(config, alert.labels):
+        model = alert.labels.get("model", "")
+        reset = alert.name in EVIDENCE_ALERTS and model in afresh
+        if raised_by(config, alert.labels) and not reset:
             continue
         book.drop(key)
         if alert.state != "firing":
@@ -78,9 +85,13 @@ def retire(
         when = at(alert.labels.get("model", ""))
         when = alert.at if when is None else when
         was = alert.annotations.get("summary", "")
-        moved = moved_severity(config, alert.labels)
+        moved = None if reset else moved_severity(config, alert.labels)
         why = (
-            f"its severity is now {moved['severity']}: raised again under it"
+            "its detectors start afresh after a change of alerts.evidence: a change from the "
+            "old baseline is not seen again; the four-fifths and equalized-odds evidence pages "
+            "again if the disparity persists"
+            if reset
+            else f"its severity is now {moved['severity']}: raised again under it"
             if moved is not None
             else "its rule was removed or changed, or its detector switched off"
         )

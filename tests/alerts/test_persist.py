@@ -133,3 +133,37 @@ def test_a_version_2_document_is_read_owing_nothing() -> None:
     """Written before owed notifications were saved (version 3): read, nothing owed."""
     state = persist.loads('{"version": 2, "last": [], "alerts": [], "quiet": [], "trackers": []}')
     assert state.owed == [] and state.version == 2
+
+
+def test_a_drift_detector_of_another_kind_after_a_restart_keeps_its_baseline() -> None:
+    """Found by a review: a restart with ``drift.detector`` switched (page-hinkley → adwin)
+    started the tracker afresh; it took its baseline from the hours already degraded and
+    resolved the firing FairnessDrift as "back at its baseline" while the DIR stayed ~0.5. The
+    new detector is fed the saved values; baseline, scale and history are kept."""
+
+    def cfg(kind: str) -> object:
+        return alert_config(
+            rules=[],
+            drift={"metrics": ["disparate_impact_ratio"], "detector": kind},
+            evidence={"enabled": False},
+        )
+
+    engine = Engine(cfg("page-hinkley"))  # type: ignore[arg-type]
+    box = [AlertEvaluator(cfg("page-hinkley"), engine)]  # type: ignore[arg-type]
+
+    def rate_b(m: int) -> float:  # fair for a day, a 10-hour slide, then it stays at 0.25
+        return 0.5 if m < 24 * 60 else max(0.25, 0.5 - (m / 60 - 24) * 0.025)
+
+    def step(m: int) -> None:
+        if m == 40 * 60:
+            old = box[0]
+            assert [a.name for a in old.book.firing()] == ["FairnessDrift"]
+            box[0] = AlertEvaluator(cfg("adwin"), engine)  # type: ignore[arg-type]
+            persist.restore(box[0], persist.dumps(old))
+            baseline = next(iter(old.trackers.values())).baseline
+            assert next(iter(box[0].trackers.values())).baseline == baseline
+        box[0].advance()
+
+    run_stream(engine, 72 * 60, 0.5, rate_b, per_min_a=20, per_min_b=20, seed=3, on_minute=step)
+    assert [t.alert.state for t in box[0].history] == []  # nothing resolved after the restart
+    assert [a.name for a in box[0].book.firing()] == ["FairnessDrift"]

@@ -115,3 +115,29 @@ def test_a_firing_evidence_alert_whose_severity_changed_is_raised_again_under_it
     assert [a.labels["severity"] for a in new] == ["critical"]
     assert hours(old) == hours(new[0]) > 31  # the restore's time, after the first page
     assert ("critical", old.name) in {(a.labels["severity"], a.name) for a in ev.book.firing()}
+
+
+def test_firing_evidence_alerts_are_resolved_when_their_detectors_start_afresh() -> None:
+    """Found by a review: a restart with another ``alerts.evidence.baseline`` (the detectors'
+    layout changed) started them afresh, with no record of what fired, while the book kept the
+    FairnessChange alert: it stayed firing forever, judged by nothing, re-posted to
+    Alertmanager. It is resolved at the restore, saying why."""
+    from tests.alerts.test_evidence import H, config, drive, events
+
+    preds, labs = events(48 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=11)
+    restarted: list[bool] = []
+
+    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
+        if minute < 38 * H or restarted:
+            return ev
+        assert "FairnessChange" in {a.name for a in ev.book.firing()}
+        copy = AlertEvaluator(config(baseline="6d"), ev.engine)
+        persist.restore(copy, persist.dumps(ev))
+        restarted.append(True)
+        return copy
+
+    ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    resolved = [t.alert for t in ev.history if t.alert.state == "resolved"]
+    assert "FairnessChange" in {a.name for a in resolved}
+    assert all("start afresh" in a.annotations["summary"] for a in resolved)
+    assert "FairnessChange" not in {a.name for a in ev.book.firing()}
