@@ -82,7 +82,7 @@ def retire(
         book.drop(key)
         if alert.state != "firing":
             continue
-        when = at(alert.labels.get("model", ""))
+        when = at(model)
         when = alert.at if when is None else when
         was = alert.annotations.get("summary", "")
         moved = None if reset else moved_severity(config, alert.labels)

@@ -176,7 +176,7 @@ class GlobalAlerts:
         """Publish this replica's partials; read everyone's, judge, and (when leading) deliver
         and save the judging state. Returns the new transitions."""
         assert self.reader is not None and self.elector is not None and self.out is not None
-        self.out.hello({p: self.publisher.firsts(p) for p in self.owned()})
+        self.out.hello(self.owned(), self.publisher.firsts)
         self.out.idle([p for p in self.owned() if self.idle(p)])
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka import KafkaProducer
@@ -71,15 +71,15 @@ class PartialsOut:
             )
         return encode(BoundaryPartial(p.model, p.partition, p.boundary, p.first, (), ()))
 
-    def hello(self, owned: Mapping[int, Mapping[str, int]]) -> None:
+    def hello(self, owned: Iterable[int], firsts: Callable[[int], Mapping[str, int]]) -> None:
         """Say once that this replica owns each partition: the view waits to hear from every
         partition, and one without data (a producer keyed onto a few) said nothing else, so
-        nothing was ever judged. ``owned``: per partition, each model's first bucket (those
-        with data). A partition with data says where it starts: read before the partition's
+        nothing was ever judged. ``firsts(p)``: each model's first bucket in ``p`` (those with
+        data), asked once per partition said. A partition with data says where it starts: read before the partition's
         markers (another batch of the producer), a bare hello let the view judge without it."""
         for p in sorted(set(owned) - self.said):
             self.said.add(p)
-            first = owned[p]
+            first = firsts(p)
             value = json.dumps({"partition": p, "first": dict(first)}) if first else str(p)
             self._send((HELLO_KEY, value.encode()))
 

@@ -143,9 +143,14 @@ class BlindReport:
     def _gap(
         self, metric: str, lo: int | None, hi: int | None, d: AttributeDisparities
     ) -> BlindReason | None:
-        if lo is None or hi is None:
-            return _blind_gap(self, metric, d)
-        return self.disparity(metric, lo, hi)
+        """A gap is blind when a compared group's rate is; one that compares no pair (too few
+        groups with ``min_samples`` in the rate's own denominator) when an eligible group's rate
+        is: selective labels leave few labelled decisions of the other class, and "insufficient
+        data" would hide why."""
+        if lo is not None and hi is not None:
+            return self.disparity(metric, lo, hi)
+        blind = np.flatnonzero(np.asarray(d.eligible) & self.blind(metric))
+        return self.metric(metric, int(blind[0])) if len(blind) else None
 
     def disparity(self, metric: str, lo: int | None, hi: int | None) -> BlindReason | None:
         """Why registry ``metric`` comparing groups ``lo`` and ``hi`` is blind (``None``: it is
@@ -175,14 +180,6 @@ class BlindReport:
             if why is not None:
                 out[name] = why
         return out
-
-
-def _blind_gap(report: BlindReport, metric: str, d: AttributeDisparities) -> BlindReason | None:
-    """A gap that compares no pair (too few groups with ``min_samples`` in the rate's own
-    denominator) is blind if an eligible group's rate is: selective labels leave few labelled
-    decisions of the other class, and "insufficient data" would hide why."""
-    blind = np.flatnonzero(np.asarray(d.eligible) & report.blind(metric))
-    return report.metric(metric, int(blind[0])) if len(blind) else None
 
 
 def _rate_of(metric: str) -> str:

@@ -107,7 +107,7 @@ class Out:
     def publish(self, partials: Any) -> None:
         pass
 
-    def hello(self, owned: Any) -> None:
+    def hello(self, owned: Any, firsts: Any) -> None:
         pass
 
     def idle(self, idle: Any) -> None:

@@ -88,8 +88,16 @@ def test_each_owned_partition_is_said_once() -> None:
     producer = Producer()
     o = out(producer)
     o.said = set()
-    o.hello({0: {}, 2: {}})
-    o.hello({0: {}, 2: {"m": 7}, 3: {"m": 12, "n": 10}})
+    firsts: dict[int, dict[str, int]] = {0: {}, 2: {}, 3: {"m": 12, "n": 10}}
+    asked: list[int] = []
+
+    def first(p: int) -> dict[str, int]:
+        asked.append(p)
+        return firsts[p]
+
+    o.hello({0, 2}, first)
+    o.hello({0, 2, 3}, first)
+    assert asked == [0, 2, 3]  # once per partition said
     assert producer.sent[:2] == [(HELLO_KEY, b"0"), (HELLO_KEY, b"2")]
     # one with data says where each model starts in it (the view waits for it from there)
     assert producer.sent[2][0] == HELLO_KEY and len(producer.sent) == 3
