@@ -71,7 +71,9 @@ class LimitsSpec:
     bloat memory, ``/metrics`` or the checkpoint; docs/deploy.md states the resulting bounds).
 
     A record over ``max_record_bytes`` or with an id over ``max_id_length`` characters is
-    dead-lettered (``record_too_large``, ``id_too_long``); an attribute value over
+    dead-lettered (``record_too_large``, ``id_too_long``), as is a serving stack's call of over
+    ``max_rows_per_record`` rows (``too_many_rows``: each row is a decision to keep until its
+    other half and label come, so rows, not bytes, are what it costs); an attribute value over
     ``max_value_length`` characters is kept, counted, under a stable shortened name (its first
     characters, ``~`` and a hash of the whole value), so the event still counts.
     """
@@ -79,6 +81,7 @@ class LimitsSpec:
     max_record_bytes: int = 1 << 20
     max_id_length: int = 256
     max_value_length: int = 128
+    max_rows_per_record: int = 10_000
 
 
 Text = Annotated[str, Meta(min_length=1)]
@@ -146,6 +149,9 @@ class LimitsDoc(Doc, frozen=True):
     max_record_bytes: Annotated[int, Meta(ge=64)] = LimitsSpec.max_record_bytes
     max_id_length: Positive = LimitsSpec.max_id_length
     max_value_length: Annotated[int, Meta(ge=16)] = LimitsSpec.max_value_length
+    max_rows_per_record: Annotated[
+        int, Meta(ge=1, description="decisions one serving-stack call (a batch) may hold")
+    ] = LimitsSpec.max_rows_per_record
 
 
 def resolve_checkpoint(doc: CheckpointDoc | None, path: str) -> CheckpointSpec:
@@ -189,7 +195,9 @@ def _listen(raw: str | None, path: str) -> tuple[str, int] | None:
 
 def resolve_limits(doc: LimitsDoc | None) -> LimitsSpec:
     doc = doc or LimitsDoc()
-    return LimitsSpec(doc.max_record_bytes, doc.max_id_length, doc.max_value_length)
+    return LimitsSpec(
+        doc.max_record_bytes, doc.max_id_length, doc.max_value_length, doc.max_rows_per_record
+    )
 
 
 def resolve_service(doc: ServiceDoc | None, path: str) -> ServiceSpec:

@@ -53,6 +53,7 @@ class Reason(StrEnum):
     BAD_ATTRIBUTE = "bad_attribute"
     MISSING_TENSOR = "missing_tensor"  # a serving-stack payload without the mapped tensor
     BAD_TENSOR = "bad_tensor"  # its shape, datatype or values do not hold together
+    TOO_MANY_ROWS = "too_many_rows"  # a serving-stack call over limits.max_rows_per_record
     NOT_PROTOBUF = "not_protobuf"  # a protobuf payload (Seldon Core 2's) that does not parse
     # a serving stack's response whose request never came (within the lateness): its dead
     # letter points at the record (fm.source.*), which stays in its topic; the value is empty

@@ -31,23 +31,19 @@ def _splitmix(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return h ^ (h >> np.uint64(31))
 
 
-def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
-    """Keys of ``ids`` (non-empty strings), vectorized over the batch.
-
-    The code points come from one UTF-32 encoding of the joined ids (a few C calls), read
-    column by column: character ``c`` of every id long enough to have one.
-    """
+def _fnv(
+    ids: Sequence[str], *, strip: bool
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """FNV-1a states over the ids' code points, and the hashed lengths (trailing NULs left out
+    when ``strip``). The code points come from one UTF-32 encoding of the joined ids (a few C
+    calls), read column by column: character ``c`` of every id long enough to have one."""
     n = len(ids)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
     joined = "".join(ids)
     flat = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     size = np.fromiter(map(len, ids), dtype=np.int64, count=n)  # characters in `flat`
     starts = np.cumsum(size) - size
-    # hashed characters: trailing NULs are not part of an id (checkpoints hold keys made from
-    # numpy's NUL-padded strings, which drop them)
     lengths = size
-    if "\0" in joined:
+    if strip and "\0" in joined:
         lengths = np.fromiter((len(i.rstrip("\0")) for i in ids), dtype=np.int64, count=n)
     shortest, longest = int(lengths.min()), int(lengths.max())
     h = np.full(n, FNV_OFFSET, dtype=np.uint64)
@@ -63,8 +59,97 @@ def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
             else:
                 chars = flat[np.minimum(starts + col, last)]
                 np.copyto(h, (h ^ chars) * FNV_PRIME, where=col < lengths)
-        h = (h ^ lengths.astype(np.uint64)) * FNV_PRIME
-        return _splitmix(h)
+    return h, lengths
+
+
+def _finish(h: npt.NDArray[np.uint64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        return _splitmix((h ^ lengths.astype(np.uint64)) * FNV_PRIME)
+
+
+def id_keys(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """Keys of ``ids`` (non-empty strings), vectorized over the batch. Trailing NULs are not
+    part of an id (checkpoints hold keys made from numpy's NUL-padded strings, which drop
+    them)."""
+    if not ids:
+        return np.zeros(0, dtype=np.uint64)
+    return _finish(*_fnv(ids, strip=True))
+
+
+def digits(n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Decimal digits of each non-negative ``n`` (one for 0)."""
+    k = np.ones(len(n), dtype=np.int64)
+    power = 10
+    while len(n) and power <= int(n.max()):
+        k += n >= power
+        power *= 10
+    return k
+
+
+def row_keys(calls: Sequence[str], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """Keys of every row of every call: row ``r`` of a call of several rows is
+    ``<call>/<r>``, a call of one row is its id; equal to :func:`id_keys` of those texts, which
+    are never built (a megabyte call of a million rows would make a million copies of its id).
+
+    FNV-1a reads the text left to right, so each call's state after ``<call>/`` is computed
+    once and continued over each row's digits, column by column over all rows.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    total = int(rows.sum())
+    out = np.empty(total, dtype=np.uint64)
+    starts = np.cumsum(rows) - rows
+    single = rows == 1
+    if single.any():
+        out[starts[single]] = id_keys([c for c, s in zip(calls, single.tolist(), strict=True) if s])
+    several = rows > 1
+    if not several.any():
+        return out
+    n = rows[several]
+    prefixes = [f"{c}/" for c, s in zip(calls, several.tolist(), strict=True) if s]
+    h, lengths = _fnv(prefixes, strip=False)  # ends in "/": no trailing NUL to leave out
+    first = np.cumsum(n) - n
+    r = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)  # row within its call
+    h, k = np.repeat(h, n), digits(r)
+    with np.errstate(over="ignore"):
+        for j in range(int(k.max())):  # the j-th digit from the left, of rows that have one
+            has = j < k
+            power = 10 ** np.maximum(k - 1 - j, 0)
+            char = ((r // power) % 10 + 48).astype(np.uint64)
+            np.copyto(h, (h ^ char) * FNV_PRIME, where=has)
+    out[np.repeat(starts[several], n) + r] = _finish(h, np.repeat(lengths, n) + k)
+    return out
+
+
+class RowIds:
+    """The decision ids of served calls, without their text: call ``calls[i]`` has
+    ``rows[i]`` rows (see :func:`row_keys`)."""
+
+    __slots__ = ("calls", "rows")
+
+    def __init__(self, calls: list[str], rows: Sequence[int] | npt.NDArray[np.int64]) -> None:
+        self.calls = calls
+        self.rows = np.asarray(rows, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.rows.sum())
+
+    def longest(self) -> int:
+        """Characters of the longest row id (0 without any)."""
+        if not self.calls:
+            return 0
+        size = np.fromiter(map(len, self.calls), dtype=np.int64, count=len(self.calls))
+        several = self.rows > 1
+        size[several] += 1 + digits(self.rows[several] - 1)
+        return int(size.max())
+
+    def keys(self) -> npt.NDArray[np.uint64]:
+        return row_keys(self.calls, self.rows)
+
+    @staticmethod
+    def join(parts: Sequence[RowIds]) -> RowIds:
+        calls = [c for p in parts for c in p.calls]
+        rows = np.concatenate([p.rows for p in parts]) if parts else np.zeros(0, np.int64)
+        return RowIds(calls, rows)
 
 
 def id_key(value: str) -> int:

@@ -31,6 +31,7 @@ import msgspec
 
 from monitor.config.serving import Column
 from monitor.ingest.events import Invalid, Reason
+from monitor.ingest.keys import RowIds
 
 INTS = {
     "UINT8": (0, 2**8 - 1),
@@ -99,12 +100,12 @@ class Table:
     values: dict[str, list[Any]]
     model: str | None = None  # a response's model_name
 
-    def row_ids(self, fallback: str | None = None) -> list[str]:
-        """``<id>/<row>`` per row (a single row keeps the id itself)."""
+    def row_ids(self, fallback: str | None = None) -> RowIds:
+        """``<id>/<row>`` per row (a single row keeps the id itself), as keys only."""
         rid = self.id if self.id is not None else fallback
         if rid is None or rid == "":
             raise Invalid(Reason.MISSING_ID, "the payload has no id (nor a header giving one)")
-        return [rid] if self.rows == 1 else [f"{rid}/{r}" for r in range(self.rows)]
+        return RowIds([rid], [self.rows])
 
     def column(self, where: Column) -> list[Any]:
         """One value per row."""

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from monitor.config.serving import TensorMapping
 from monitor.ingest import seldon
 from monitor.ingest.decode_plan import DecodePlan
+from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import INTS, MAX_DIMS, MAX_ELEMENTS
 from monitor.ingest.oip_grpc import FIELD, RAW, raw_bytes
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
@@ -38,7 +39,7 @@ from monitor.ingest.serving_fast import (
     header,
     place,
     record_times,
-    row_ids,
+    small_enough,
     within_limits,
 )
 
@@ -67,7 +68,8 @@ class SeldonFast:
     def decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """As :meth:`ServingFast.decode`: the request and response columns, or None."""
         try:
-            return within_limits(self.plan, rb, self._decode(rb))
+            small_enough(self.plan, rb)
+            return within_limits(self.plan, self._decode(rb))
         except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
 
@@ -152,8 +154,8 @@ class _Tensors:
             else:
                 self.flat.append(_contents(at, datatype, trailing, self.rows))
 
-    def row_ids(self) -> list[str]:
-        return row_ids([i or "" for i in self.ids], self.rows)
+    def row_ids(self) -> RowIds:
+        return RowIds([i or "" for i in self.ids], self.rows)
 
     def column(self, where: Any, allowed: frozenset[str] | None) -> npt.NDArray[Any]:
         k, col, width, _ = place(self.sig, where, allowed or frozenset(FIELD))

@@ -26,7 +26,7 @@ from monitor.ingest.cloudevents import from_kafka
 from monitor.ingest.decode_careful import dead_letters
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
-from monitor.ingest.keys import id_keys
+from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.seldon_fast import SeldonFast
 from monitor.ingest.serving import decisions, groups, is_number
@@ -58,12 +58,12 @@ RESPONSE_DTYPE = np.dtype(
         ("on_responses", np.uint8),
     ]
 )
-Answered = tuple[list[str], float, int, list[float], list[int], int]  # ..., record index
+Answered = tuple[RowIds, float, int, list[float], list[int], int]  # ..., record index
 
 
 class _Requests:
     def __init__(self, n_attrs: int) -> None:
-        self.ids: list[str] = []
+        self.ids: list[RowIds] = []
         self.ts: list[float] = []
         self.values: list[list[Any]] = [[] for _ in range(n_attrs)]
 
@@ -98,7 +98,8 @@ class ServingDecoder:
         plan = self.plan
         fast = self.fast.decode(rb) if self.fast is not None else None
         if fast is not None and (
-            not self._numbers(fast[0][2]) or "\0" in "".join(fast[0][0]) + "".join(fast[1][0])
+            not self._numbers(fast[0][2])
+            or "\0" in "".join(fast[0][0].calls) + "".join(fast[1][0].calls)
         ):
             fast = None  # a binned attribute that is no number, a NUL: the careful path names it
         if fast is not None:
@@ -185,11 +186,11 @@ class ServingDecoder:
             m = self._model(hint, table)
             mapping = self.mappings[m]
             assert mapping is not None
+            ids = self._checked(table.row_ids(rid))
             ts = self.plan.event_time(when, record_ms, lo, hi)
             cols = groups(table, mapping, self.binned[m])  # none with the attributes topic
-            ids = self._checked(table.row_ids(rid))
             req = asked[m]
-            req.ids += ids
+            req.ids.append(ids)
             req.ts += [ts] * len(ids)
             for j, attr in enumerate(self.plan.models[m].attributes):
                 req.values[j] += cols.get(attr.name, ())
@@ -199,22 +200,30 @@ class ServingDecoder:
             m = self._model(hint if self.fmt == "seldon" else hint or table.model, table)
             mapping = self.mappings[m]
             assert mapping is not None
+            ids = self._checked(table.row_ids(rid))
             ts = self.plan.event_time(when, record_ms, lo, hi)
             scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
-            answered.append((self._checked(table.row_ids(rid)), ts, m, scores, preds, i))
+            answered.append((ids, ts, m, scores, preds, i))
         else:
             raise Invalid(Reason.UNDECODABLE, f"event type {kind[:80]!r} is no request or response")
 
-    def _checked(self, ids: list[str]) -> list[str]:
-        """A call's decision ids, refused whole when one is longer than labels may name."""
-        limit = self.plan.limits.max_id_length
-        longest = max(map(len, ids), default=0)
-        if longest > limit:
+    def _checked(self, ids: RowIds) -> RowIds:
+        """A call's decision ids, refused whole when it has more rows than a call may bring or
+        one id is longer than labels may name (checked before any row exists)."""
+        lim = self.plan.limits
+        rows = len(ids)
+        if rows > lim.max_rows_per_record:
+            raise Invalid(
+                Reason.TOO_MANY_ROWS,
+                f"a call of {rows} rows > limits.max_rows_per_record {lim.max_rows_per_record}",
+            )
+        longest = ids.longest()
+        if longest > lim.max_id_length:
             raise Invalid(
                 Reason.ID_TOO_LONG,
-                f"decision id of {longest} characters > limits.max_id_length {limit}",
+                f"decision id of {longest} characters > limits.max_id_length {lim.max_id_length}",
             )
-        if ids and ids[-1][-1:] == "\0":  # keys ignore trailing NULs: "a\0" would be "a"
+        if rows == 1 and ids.calls[0][-1:] == "\0":  # keys ignore trailing NULs: "a\0" is "a"
             raise Invalid(Reason.BAD_ID, "decision id ends in a NUL character")
         return ids
 
@@ -230,7 +239,7 @@ class ServingDecoder:
 
     def _requests(self, asked: list[_Requests]) -> npt.NDArray[Any]:
         parts = [
-            request_rows(self.plan, m, req.ids, req.ts, req.values)
+            request_rows(self.plan, m, RowIds.join(req.ids), req.ts, req.values)
             for m, req in enumerate(asked)
             if req.ids
         ]
@@ -239,14 +248,14 @@ class ServingDecoder:
 
 
 def request_rows(
-    plan: DecodePlan, m: int, ids: list[str], ts: Any, values: list[list[Any]]
+    plan: DecodePlan, m: int, ids: RowIds, ts: Any, values: list[list[Any]]
 ) -> npt.NDArray[Any]:
     """One model's request rows: keys, times, the groups of each set (encoded here, so the
     registry sees every value once)."""
     rows = np.zeros(len(ids), dtype=request_dtype(plan.max_sets))
-    if not ids:
+    if not len(rows):
         return rows
-    rows["key"] = id_keys(ids)
+    rows["key"] = ids.keys()
     rows["ts"] = ts
     rows["model"] = m
     rows["groups"] = -1
@@ -257,12 +266,12 @@ def request_rows(
     return rows
 
 
-def response_rows(ids: list[str], ts: Any, m: Any, scores: Any, preds: Any) -> npt.NDArray[Any]:
+def response_rows(ids: RowIds, ts: Any, m: Any, scores: Any, preds: Any) -> npt.NDArray[Any]:
     """Response rows: keys, times, model, score (NaN without one), decision."""
     rows = np.zeros(len(ids), dtype=RESPONSE_DTYPE)
-    if not ids:
+    if not len(rows):
         return rows
-    rows["key"] = id_keys(ids)
+    rows["key"] = ids.keys()
     rows["ts"] = ts
     rows["model"] = m
     rows["score"] = scores
@@ -272,17 +281,18 @@ def response_rows(ids: list[str], ts: Any, m: Any, scores: Any, preds: Any) -> n
 
 def _responses(answered: list[Answered]) -> tuple[npt.NDArray[Any], list[int]]:
     """Response rows, and the batch index of each row's record."""
-    ids: list[str] = []
+    ids: list[RowIds] = []
     ts: list[float] = []
     models: list[int] = []
     scores: list[float] = []
     preds: list[int] = []
     where: list[int] = []
     for row_ids, t, m, s, p, i in answered:
-        ids += row_ids
-        ts += [t] * len(row_ids)
-        models += [m] * len(row_ids)
+        n = len(row_ids)
+        ids.append(row_ids)
+        ts += [t] * n
+        models += [m] * n
         scores += s
         preds += p
-        where += [i] * len(row_ids)
-    return response_rows(ids, ts, models, scores, preds), where
+        where += [i] * n
+    return response_rows(RowIds.join(ids), ts, models, scores, preds), where

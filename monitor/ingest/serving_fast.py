@@ -30,6 +30,7 @@ import numpy.typing as npt
 from monitor.config.serving import Column, TensorMapping
 from monitor.ingest.cloudevents import Columns, columns
 from monitor.ingest.decode_plan import DecodePlan
+from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import DATATYPES, FLOATS, INTS
 from monitor.ingest.serving_layout import Layout, Signature, learn
 
@@ -74,7 +75,8 @@ class ServingFast:
         collecting = gc.isenabled()
         gc.disable()  # see the module's docstring
         try:
-            return within_limits(self.plan, rb, self._decode(rb))
+            small_enough(self.plan, rb)
+            return within_limits(self.plan, self._decode(rb))
         except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
         finally:
@@ -173,11 +175,11 @@ class ServingFast:
 
     def _requests(
         self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
-    ) -> tuple[list[str], npt.NDArray[np.float64], list[list[Any]]]:
+    ) -> tuple[RowIds, npt.NDArray[np.float64], list[list[Any]]]:
         layout = self.layout
         assert layout is not None
         if not payloads:
-            return [], times, [[] for _ in self.plan.models[self.model].attributes]
+            return RowIds([], []), times, [[] for _ in self.plan.models[self.model].attributes]
         sig = layout.request
         if sig is None:
             raise GiveUp
@@ -187,12 +189,12 @@ class ServingFast:
             k, col, width, nested = place(sig, self.m.attributes[attr.name], DATATYPES)
             data = [p.inputs[k].data for p in payloads]
             columns.append(_column(data, col, width, nested))
-        return row_ids(ids, n_rows), np.repeat(times, n_rows), columns
+        return RowIds(ids, n_rows), np.repeat(times, n_rows), columns
 
     def _responses(
         self, payloads: list[Any], ids: list[str], times: npt.NDArray[np.float64]
     ) -> tuple[
-        list[str],
+        RowIds,
         npt.NDArray[np.float64],
         npt.NDArray[np.float64],
         npt.NDArray[Any],
@@ -202,7 +204,8 @@ class ServingFast:
         assert layout is not None
         if not payloads:
             empty = np.zeros(0)
-            return [], empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+            none = RowIds([], [])
+            return none, empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
         sig = layout.response
         if sig is None:
             raise GiveUp
@@ -222,7 +225,7 @@ class ServingFast:
             self.plan.models[self.model].threshold,
         )
         which = np.repeat(np.arange(len(payloads)), n_rows)  # each row's payload
-        return row_ids(ids, n_rows), np.repeat(times, n_rows), scores, preds, which
+        return RowIds(ids, n_rows), np.repeat(times, n_rows), scores, preds, which
 
 
 def decisions(
@@ -279,27 +282,23 @@ def _column(data: list[list[Any]], col: int, width: int, nested: bool) -> list[A
     return list(chain.from_iterable(d[col::width] for d in data))
 
 
-def row_ids(ids: list[str], n_rows: npt.NDArray[np.int64]) -> list[str]:
-    """``<id>/<row>`` per row (one row keeps the id), as ``oip.Table.row_ids``."""
-    if not len(n_rows) or n_rows.max() == 1:
-        return ids
-    return [
-        f"{rid}/{r}" if n > 1 else rid
-        for rid, n in zip(ids, n_rows.tolist(), strict=True)
-        for r in range(n)
-    ]
-
-
 Decoded = tuple[tuple[Any, ...], tuple[Any, ...]]
 
 
-def within_limits(plan: DecodePlan, rb: Any, out: Decoded) -> Decoded | None:
-    """A fast path's columns if the batch's records and decision ids are within ``limits``,
+def small_enough(plan: DecodePlan, rb: Any) -> None:
+    """Gives up on a batch with a record over ``limits.max_record_bytes``, before parsing."""
+    if max((len(v) for v in rb.values if v is not None), default=0) > plan.limits.max_record_bytes:
+        raise GiveUp
+
+
+def within_limits(plan: DecodePlan, out: Decoded) -> Decoded | None:
+    """A fast path's columns if every call's rows and decision ids are within ``limits``,
     else None: the careful path dead-letters the records that are not, one by one."""
     lim = plan.limits
-    longest = max(max(map(len, out[0][0]), default=0), max(map(len, out[1][0]), default=0))
-    size = max((len(v) for v in rb.values if v is not None), default=0)
-    return out if longest <= lim.max_id_length and size <= lim.max_record_bytes else None
+    asked, answered = out[0][0], out[1][0]
+    longest = max(asked.longest(), answered.longest())
+    rows = max(int(asked.rows.max(initial=0)), int(answered.rows.max(initial=0)))
+    return out if longest <= lim.max_id_length and rows <= lim.max_rows_per_record else None
 
 
 def header(headers: Any, name: str) -> str | None:

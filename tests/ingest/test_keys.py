@@ -7,7 +7,7 @@ import string
 
 import numpy as np
 
-from monitor.ingest.keys import id_key, id_keys
+from monitor.ingest.keys import RowIds, id_key, id_keys, row_keys
 
 M64 = 2**64 - 1
 
@@ -69,3 +69,23 @@ def test_batch_independent_and_distinct() -> None:
     assert id_key("a") != id_key("aa") and id_key("") != id_key("a")
     # documented limit: numpy strings drop trailing NUL characters, so "a\0" is the id "a"
     assert id_key("a\0") == id_key("a")
+
+
+def test_row_keys_are_the_keys_of_the_row_ids_never_built() -> None:
+    """A call of n > 1 rows names row r ``<id>/<r>`` (one row: the id); the keys are computed
+    from the id's hash state and the row's digits, and must equal the reference of the text,
+    across digit counts (0, 9 → 10, 99 → 100, ...) and ids with NULs inside."""
+    rng = random.Random(3)
+    calls, rows = [], []
+    for _ in range(200):
+        calls.append("".join(rng.choices("ab\0é/-9", k=rng.randint(1, 12))).rstrip("\0") or "x")
+        rows.append(rng.choice([1, 1, 2, 9, 10, 11, 100, 101, rng.randint(1, 1500)]))
+    texts = [
+        c if n == 1 else f"{c}/{r}" for c, n in zip(calls, rows, strict=True) for r in range(n)
+    ]
+    assert [int(k) for k in row_keys(calls, np.array(rows))] == [reference(t) for t in texts]
+    ids = RowIds(calls, rows)
+    assert len(ids) == len(texts) and ids.longest() == max(map(len, texts))
+    both = RowIds.join([RowIds(calls[:5], rows[:5]), RowIds(calls[5:], rows[5:])])
+    assert both.keys().tolist() == ids.keys().tolist()
+    assert RowIds([], []).keys().tolist() == [] and RowIds([], []).longest() == 0

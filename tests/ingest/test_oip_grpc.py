@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from monitor.config.serving import Column
 from monitor.ingest import seldon
 from monitor.ingest.events import Invalid, Reason
+from monitor.ingest.keys import id_keys
 from monitor.ingest.oip_grpc import decode_request, decode_response
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
 
@@ -52,7 +53,7 @@ def test_a_request_with_typed_contents_gives_each_row_its_columns() -> None:
     assert t.column(Column("features", 1)) == [34, 51, -29]
     assert t.column(Column("band")) == [1, 2, 255]
     assert t.datatypes == {"sex": "BYTES", "features": "INT64", "band": "UINT8"}
-    assert t.row_ids() == ["req-9/0", "req-9/1", "req-9/2"]
+    assert t.row_ids().keys().tolist() == id_keys(["req-9/0", "req-9/1", "req-9/2"]).tolist()
 
 
 def test_a_response_with_fp32_probabilities_and_a_bool_decision() -> None:

@@ -258,3 +258,17 @@ def test_a_request_id_header_past_the_limit_is_refused_not_cut_into_another_id()
     assert {r.value for r, _, _ in dead} == {"id_too_long"}
     alone = outcome(decoder(fast=True), [r for r in recs if r.offset not in spoiled])
     assert repr((asked, answered)) == repr(alone[:2]) and alone[2] == []
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "careful"])
+def test_a_call_of_too_many_rows_is_dead_lettered(raw: bool, fast: bool) -> None:
+    """As for OIP JSON (``test_serving_fast.py``): a protobuf call over
+    ``limits.max_rows_per_record`` is refused with its reason, its neighbours counted."""
+    n = 12_000
+    big = {"id": "x" * 240, "t": T0 + 60, "sex": ["F"] * n, "age": [30] * n, "p": [0.5] * n}
+    small = calls(7, n=4)
+    asked, answered, dead = outcome(decoder(fast=fast), records([big, *small], raw=raw))
+    assert len(dead) == 2 and {r.value for r, _, _ in dead} == {"too_many_rows"}
+    assert all("12000 rows > limits.max_rows_per_record 10000" in d for _, d, _ in dead)
+    assert len(asked) == len(answered) == sum(len(c["sex"]) for c in small)

@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import random
+import tracemalloc
 from types import SimpleNamespace
 from typing import Any
 
@@ -334,3 +335,52 @@ def test_records_past_the_limits_are_dead_lettered_by_name_and_their_neighbours_
     clean = [r for r in recs if r.offset not in spoiled]
     alone = outcome(decoder(fmt, fast=True), clean)
     assert repr((asked, answered)) == repr(alone[:2]) and alone[2] == []
+
+
+def _big_call(n: int, rid: str) -> dict[str, Any]:
+    return {"id": rid, "t": T0 + 60, "sex": ["F", "M"] * (n // 2), "age": [30] * n, "p": [0.5] * n}
+
+
+def _traced_peak(dec: ServingDecoder, recs: list[Any]) -> tuple[tuple[Any, ...], int]:
+    tracemalloc.start()
+    try:
+        out = dec.decode(ConsumerBatch(recs, "serve", 0))
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "careful"])
+def test_a_call_of_too_many_rows_is_refused_before_its_rows_exist(fmt: str, fast: bool) -> None:
+    """Found in review: a 0.96 MB request of one-value rows under a 240-character id made a
+    ``<id>/<row>`` text per row (781 MiB resident for one record), and a few such records
+    flushed every genuine waiting request from the join. Now a call of more rows than
+    ``limits.max_rows_per_record`` is dead-lettered (``too_many_rows``) and row ids are keys
+    computed from the id's hash and the row's digits, never texts: decoding the record takes
+    a few times its own size (it took 81 times)."""
+    big = _big_call(60_000, "x" * 240)
+    recs = records([big, *calls(5, n=4)], fmt)
+    dead_offsets = {r.offset for r in recs if len(r.value) > 100_000}
+    (asked, answered, dead), peak = _traced_peak(decoder(fmt, fast=fast), recs)
+    assert {d.record.offset for d in dead} == dead_offsets and len(dead_offsets) == 2
+    assert {d.reason.value for d in dead} == {"too_many_rows"}
+    assert all("60000 rows > limits.max_rows_per_record 10000" in d.detail for d in dead)
+    assert len(asked) == len(answered) == sum(len(c["sex"]) for c in calls(5, n=4))
+    size = sum(len(r.value) for r in recs)
+    assert peak < 20 * size, f"{peak / size:.1f} times the batch's bytes"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_call_at_the_row_limit_is_keyed_as_its_row_texts_would_be(fmt: str) -> None:
+    """At the limit, with an id that leaves just room for the row numbers: every row is kept,
+    keyed as ``id_keys`` keys the texts labels will name (``<id>/0`` … ``<id>/9999``)."""
+    rid = "y" * (256 - len("/9999"))
+    big = _big_call(10_000, rid)
+    (asked, answered, dead), _ = _traced_peak(decoder(fmt, fast=True), records([big], fmt))
+    want = id_keys(row_ids(big)).tolist()
+    assert dead == [] and asked["key"].tolist() == want and answered["key"].tolist() == want
+    longer = _big_call(10_000, rid + "z")  # "/9999" takes it to 257 characters
+    _, _, dead = decoder(fmt, fast=True).decode(ConsumerBatch(records([longer], fmt), "s", 0))
+    assert [d.reason.value for d in dead] == ["id_too_long"] * 2
+    assert "decision id of 257 characters" in dead[0].detail
