@@ -821,8 +821,9 @@ def operations() -> dict[str, Any]:
         timeseries(
             "Alert evaluation behind",
             "Event time from the last bucket boundary the alert rules judged to the newest "
-            "closed one, per model: above one bucket, boundaries wait for a partition's labels "
-            "(at most the model's lateness), so alerts come that much later. Windows not "
+            "partition's head, per model: above one bucket, boundaries wait for a partition's "
+            "labels (at most the model's lateness) or for a partition behind the others, so "
+            "alerts come that much later (FairnessAlertEvaluationBehind). Windows not "
             "judged (a count, right axis): they had left the ring before evaluation "
             "reached them (FairnessAlertWindowsSkipped, docs/runbook.md).",
             [

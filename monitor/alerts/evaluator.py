@@ -28,7 +28,7 @@ from monitor.metrics.results import (
     attribute_results,
     finite_or_none,
 )
-from monitor.state.view import CountsView
+from monitor.state.view import CountsView, Idle
 
 log = logging.getLogger(__name__)
 SERIES_POINTS = 288  # closed buckets kept per series for the status page
@@ -67,8 +67,8 @@ class AlertEvaluator:
         self.drift_quiet: dict[tuple[str, str, str], int] = {}
         self.history: list[Transition] = []
         self.skipped: dict[str, int] = {}  # model -> boundaries not judged (see _skip)
-        # partition -> holds no boundary back (no decisions for a while: app/idle.py)
-        self.idle: Callable[[int], bool] | None = None
+        # (partition, model) -> holds no boundary back (none of its decisions for a while)
+        self.idle: Idle | None = None
         # (model, window, attribute) -> the headline disparities at each closed boundary
         self.series: dict[tuple[str, str, str], deque[SeriesPoint]] = {}
         self.series_points = series_points
@@ -148,7 +148,7 @@ class AlertEvaluator:
             return head
         wm = head
         for p in self.engine.partitions:
-            if caught_up(p) or (self.idle is not None and self.idle(p)):
+            if caught_up(p) or (self.idle is not None and self.idle(p, m)):
                 continue
             reached = self.engine.label_frontier(m, p)
             wm = min(wm, reached if reached is not None else -(2**62))

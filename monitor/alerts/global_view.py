@@ -15,24 +15,19 @@ reason the first partial of a partition is a marker sent as soon as it has data.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import msgspec
 import numpy as np
 
 from monitor.alerts.partials import BoundaryPartial, window_ranges
 from monitor.alerts.partials_codec import PartialError
+from monitor.alerts.view_marks import read_hello, read_idle
 from monitor.config.spec import Config, ModelSpec
 from monitor.ingest.groups import GroupRegistry
+from monitor.state.view import Idle
 from monitor.state.windows import I64, n_cells
 
 log = logging.getLogger("monitor.alerts.global_view")
-
-
-class _Hello(msgspec.Struct, forbid_unknown_fields=True):
-    partition: int
-    first: dict[str, int]
 
 
 @dataclass
@@ -71,7 +66,7 @@ class GlobalView:
         is slow to start is waited for rather than left out."""
         self.expected = partitions
         self._known: set[int] = set()
-        self._idle: set[int] = set()  # partitions their owners said are idle (until a partial)
+        self._idle: set[tuple[int, int]] = set()  # (partition, model) said idle, until a partial
         self.models = list(config.models.values())
         self.registries = [
             GroupRegistry(m, max_label_length=config.limits.max_value_length) for m in self.models
@@ -99,7 +94,7 @@ class GlobalView:
             return False
         if not partial.marker:
             _check_shape(self.models[m], partial)
-            self._idle.discard(partial.partition)  # busy again
+            self._idle.discard((partial.partition, m))  # busy again
         self._known.add(partial.partition)
         parts = self._parts[m]
         st = parts.get(partial.partition)
@@ -117,36 +112,24 @@ class GlobalView:
         return True
 
     def hello(self, value: bytes | None) -> None:
-        """A hello record: a partition has an owner. ``{"partition": p, "first": {model:
-        bucket}}`` when it has data (each model's first bucket: it is waited for from there,
-        even before its markers are read); a bare partition number when it has none."""
-        if not value or not value.startswith(b"{"):
-            self._known.add(self._partition_of(value, "hello"))
-            return
-        try:
-            said = msgspec.json.decode(value, type=_Hello)
-        except msgspec.DecodeError as exc:
-            raise PartialError(f"a hello record that is not one: {exc}") from None
-        partition = self._partition_of(str(said.partition).encode(), "hello")
+        """A hello record (``view_marks.py``): a partition has an owner; each model with data
+        there is waited for from its first bucket, even before its markers are read."""
+        said = read_hello(value, self.expected)
         for name, first in said.first.items():
             m = self._index.get(name)
-            if m is not None and partition not in self._parts[m]:
-                self._parts[m][partition] = _Partition(first, first)
-        self._known.add(partition)
+            if m is not None and said.partition not in self._parts[m]:
+                self._parts[m][said.partition] = _Partition(first, first)
+        self._known.add(said.partition)
 
     def idle(self, value: bytes | None) -> None:
-        """An idle record: partition ``int(value)`` holds no boundary back until its next
-        partial (its owner's ``kafka.idle_partition_timeout`` passed without a decision)."""
-        self._idle.add(self._partition_of(value, "idle"))
-
-    def _partition_of(self, value: bytes | None, kind: str) -> int:
-        try:
-            partition = int(value or b"")
-        except ValueError:
-            raise PartialError(f"a {kind} record without a partition number") from None
-        if self.expected is not None and not 0 <= partition < self.expected:
-            raise PartialError(f"{kind} record of partition {partition} of {self.expected}")
-        return partition
+        """An idle record (``view_marks.py``): the partition holds none of the model's
+        boundaries back until its next partial of it (its owner's
+        ``kafka.idle_partition_timeout`` passed without a decision of it)."""
+        said = read_idle(value, self.expected)
+        every = range(len(self.models))
+        self._idle |= {
+            (said.partition, m) for m in every if said.model in (None, self.models[m].name)
+        }
 
     def resume_offset(self) -> int | None:
         """The lowest offset of a partial taken but not read yet: reading again from there
@@ -171,7 +154,8 @@ class GlobalView:
                 ]
                 for p, st in parts.items()
             }
-        return {"known": sorted(self._known), "models": models, "idle": sorted(self._idle)}
+        idle = sorted([p, self.models[m].name] for p, m in self._idle)
+        return {"known": sorted(self._known), "models": models, "idle": idle}
 
     def restore(self, progress: dict[str, object]) -> None:
         """The inverse of :meth:`progress` (models no longer configured are left out)."""
@@ -180,7 +164,13 @@ class GlobalView:
         assert isinstance(known, list) and isinstance(models, dict)
         self._known = {int(p) for p in known}
         idle = progress.get("idle", [])  # absent: saved before idle records
-        self._idle = {int(p) for p in idle} if isinstance(idle, list) else set()
+        self._idle = set()
+        for said in idle if isinstance(idle, list) else ():
+            if isinstance(said, list):  # [partition, model]
+                m = self._index.get(str(said[1]))
+                self._idle |= {(int(said[0]), m)} if m is not None else set()
+            else:  # a partition (saved before idleness was per model): every model's
+                self._idle |= {(int(said), m) for m in range(len(self.models))}
         for name, parts in models.items():
             m = self._index.get(name)
             if m is None:
@@ -193,13 +183,18 @@ class GlobalView:
     def partitions(self) -> dict[int, object]:
         return {p: None for parts in self._parts for p in parts}
 
-    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
-        """Every partition's progress, but those their owners said are idle (``idle``: this
-        replica's own word, which the owners' idle records already carry)."""
+    def low_watermark(self, m: int, idle: Idle | None = None) -> int | None:
+        """Every partition's progress, but those their owners said are idle for the model, and
+        those ``idle(p, m)`` names (this replica's own word is in its idle records already;
+        ``lambda p, m: True`` gives the newest partition's)."""
         parts = self._parts[m]
         if not parts or (self.expected is not None and len(self._known) < self.expected):
             return None
-        busy = [st.reached for p, st in parts.items() if p not in self._idle]
+        busy = [
+            st.reached
+            for p, st in parts.items()
+            if (p, m) not in self._idle and (idle is None or not idle(p, m))
+        ]
         return min(busy) if busy else max(st.reached for st in parts.values())
 
     def silent_through(self, m: int) -> int:
@@ -264,7 +259,7 @@ class GlobalView:
             if st.first >= k:
                 continue  # nothing of this partition is older than k
             got = st.waiting.pop(k, None)
-            if got is None and (k <= st.skipped or p in self._idle):
+            if got is None and (k <= st.skipped or (p, m) in self._idle):
                 silent += k <= st.skipped
                 continue  # nothing published through a silence, or by an idle partition
             if got is None:

@@ -15,6 +15,7 @@ from monitor.app.checkpointing import Checkpointer
 from monitor.app.global_alerts import GlobalAlerts
 from monitor.config.spec import Config
 from monitor.state.engine import Engine
+from monitor.state.view import Idle
 
 
 class LocalAlerts:
@@ -29,7 +30,7 @@ class LocalAlerts:
         self.owed: dict[Key, tuple[int, Alert]] = {}
         self.dispatcher: Dispatcher | None = None
         self.owned: Callable[[], Iterable[int]] = set  # read by GlobalAlerts only
-        self.idle: Callable[[int], bool] = lambda p: False  # likewise (the evaluator has its own)
+        self.idle: Idle = lambda p, m: False  # likewise (the evaluator has its own)
 
     def start(self, partitions: int) -> None:
         self.checkpoints.restore_alerts(self.evaluator)

@@ -56,6 +56,7 @@ from monitor.ingest.kafka import client_config
 from monitor.ingest.kafka_join import finish_unawaited_joins
 from monitor.state.engine import Engine
 from monitor.state.stores import StateStore
+from monitor.state.view import Idle
 
 log = logging.getLogger("monitor.app.global_alerts")
 
@@ -94,7 +95,7 @@ class GlobalAlerts:
         self.stepping = Lock()
         self.in_poll, self.dispatcher = False, cast("Dispatcher | None", None)
         self.owned: Callable[[], Iterable[int]] = set  # the input partitions owned (service)
-        self.idle: Callable[[int], bool] = lambda p: False  # app/idle.py (service)
+        self.idle: Idle = lambda p, m: False  # app/idle.py (service)
 
     def start(self, partitions: int) -> None:
         """Restore the last saved judging state and start reading (``partitions``: of the
@@ -177,7 +178,10 @@ class GlobalAlerts:
         and save the judging state. Returns the new transitions."""
         assert self.reader is not None and self.elector is not None and self.out is not None
         self.out.hello(self.owned(), self.publisher.firsts)
-        self.out.idle([p for p in self.owned() if self.idle(p)])
+        models = [m.name for m in self.view.models]
+        self.out.idle(
+            [(p, n) for p in self.owned() for m, n in enumerate(models) if self.idle(p, m)]
+        )
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
             for r in records:

@@ -4,9 +4,11 @@ Why: a boundary closes once every partition with data has passed it (the low wat
 partition that received one record and then nothing (a backfill that wrote once, a producer
 keyed onto a few partitions) held every boundary back for good — the alerts stopped judging,
 silently, and the label ledger, settled only by those reads, grew with every label. A partition
-is idle once ``kafka.idle_partition_timeout`` (wall clock) has passed without a decision record
-from it, it is not paused, and its decision topics are read to the highwater the broker last
-gave (a backlog is never idle). An idle partition holds no boundary back (Flink's
+is idle for a model once ``kafka.idle_partition_timeout`` (wall clock) has passed without a
+decision of that model from it, it is not paused, and its decision topics are read to the
+highwater the broker last gave (a backlog is never idle). Per model, because each model's
+boundaries close on their own: a partition that got one decision of model A and then only B's
+(a producer that moved A elsewhere) held A's boundaries back for good, busy as it was. An idle partition holds no boundary back (Flink's
 ``withIdleness``, in the watermark's terms; when every partition is idle, the newest head
 closes the boundaries: nothing more is there to wait for); its next decision makes it busy
 again, and one stamped before boundaries already judged is counted like any late event.
@@ -16,32 +18,50 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+import numpy.typing as npt
 from kafka import TopicPartition
 
-from monitor.app.ownership import Accepted, PartitionOwnership
+from monitor.app.ownership import PartitionOwnership
+from monitor.state.engine import Engine
 
 
 class IdlePartitions:
-    """``idle(p)`` for the alert evaluator; ``saw(accepted)`` after each poll."""
+    """``idle(p, m)`` for the alert evaluator; ``saw()`` after each poll."""
 
     def __init__(
-        self, ownership: PartitionOwnership, clock: Callable[[], float], timeout: float
+        self,
+        ownership: PartitionOwnership,
+        engine: Engine,
+        clock: Callable[[], float],
+        timeout: float | None = None,
     ) -> None:
-        self.own, self.clock, self.timeout = ownership, clock, timeout
-        self.seen: dict[int, float] = {}  # partition -> when a decision record last came
+        """``timeout``: ``kafka.idle_partition_timeout`` unless given."""
+        self.own, self.clock = ownership, clock
+        self.timeout = ownership.k.idle_partition_timeout if timeout is None else timeout
+        self.arrivals = arrivals_of(engine)
+        self.seen: dict[tuple[int, int], float] = {}  # (partition, model) -> a decision came
+        self.counts: dict[int, tuple[int, ...]] = {}  # partition -> arrivals when last looked
 
-    def saw(self, accepted: Accepted) -> None:
+    def saw(self) -> None:
         now = self.clock()
-        for p, got in accepted.items():
-            if any(b is not None and len(b) for b in (got.predictions, got.responses)):
-                self.seen[p] = now
-        for p in [p for p in self.seen if p not in self.own.owned]:
-            del self.seen[p]  # given away: owned again later, its timer starts afresh
+        for p in self.own.owned:
+            got = self.arrivals(p)
+            if got is None:
+                continue
+            before, self.counts[p] = self.counts.get(p), tuple(got)
+            for m, n in enumerate(got):
+                if before is not None and (m >= len(before) or before[m] != n):
+                    self.seen[(p, m)] = now
+        for p in [p for p in self.counts if p not in self.own.owned]:
+            del self.counts[p]  # given away: owned again later, its timers start afresh
+        for key in [k for k in self.seen if k[0] not in self.own.owned]:
+            del self.seen[key]
 
-    def __call__(self, p: int) -> bool:
+    def __call__(self, p: int, m: int) -> bool:
         if self.timeout <= 0:
             return False
-        since = self.seen.setdefault(p, self.clock())  # owned since: the timer starts now
+        since = self.seen.setdefault((p, m), self.clock())  # owned since: the timer starts now
         if self.clock() - since < self.timeout:
             return False
         paused, assigned = self.own.consumer.paused(), self.own.consumer.assignment()
@@ -53,3 +73,9 @@ class IdlePartitions:
             if high is None or nxt is None or nxt < high:  # not fetched yet, or a backlog
                 return False
         return True
+
+
+def arrivals_of(engine: Engine) -> Callable[[int], npt.NDArray[np.int64] | None]:
+    """Each partition's decisions per model so far (the engine's count; None before any)."""
+    parts = engine.partitions
+    return lambda p: st.arrived if (st := parts.get(p)) is not None else None

@@ -41,7 +41,7 @@ class PartialsOut:
         self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
         self.sent = self.failed = self.too_large = 0
         self.said: set[int] = set()  # partitions this replica said it owns
-        self.idled: set[int] = set()  # partitions said idle, not busy since
+        self.idled: set[tuple[int, str]] = set()  # (partition, model) said idle, busy since
 
     def publish(self, partials: list[BoundaryPartial]) -> None:
         for p in partials:
@@ -83,12 +83,13 @@ class PartialsOut:
             value = json.dumps({"partition": p, "first": dict(first)}) if first else str(p)
             self._send((HELLO_KEY, value.encode()))
 
-    def idle(self, idle: Iterable[int]) -> None:
-        """Say once per quiet spell that a partition is idle (app/idle.py): in the view, as in
-        one instance, it then holds no boundary back."""
+    def idle(self, idle: Iterable[tuple[int, str]]) -> None:
+        """Say once per quiet spell that a partition is idle for a model (app/idle.py): in the
+        view, as in one instance, it then holds none of the model's boundaries back."""
         now = set(idle)
-        for p in sorted(now - self.idled):
-            self._send((IDLE_KEY, str(p).encode()))
+        for p, model in sorted(now - self.idled):
+            value = json.dumps({"partition": p, "model": model})
+            self._send((IDLE_KEY, value.encode()))
         self.idled = now
 
     def send(self, key: bytes, value: bytes) -> None:

@@ -15,11 +15,13 @@ from monitor.state.view import CountsView
 
 
 def alerts_behind(engine: CountsView, evaluator: AlertEvaluator) -> dict[str, float]:
-    """Per model, event time from the last boundary the rules judged to the newest closed
-    one: 0 normally; up to the model's lateness while boundaries wait for labels."""
+    """Per model, event time from the last boundary the rules judged to the newest partition's
+    head: 0 normally; up to the model's lateness while boundaries wait for labels; more when
+    one partition holds the others' boundaries back (measured from the oldest head, as it
+    was, a partition stalled for good read 0: it held back the judging and the measure)."""
     out = {}
     for m, spec in enumerate(engine.models):
-        head, last = engine.low_watermark(m), evaluator.last.get(m)
+        head, last = engine.low_watermark(m, lambda p, m: True), evaluator.last.get(m)
         if head is not None and last is not None:
             out[spec.name] = float(max(0, head - last) * spec.bucket)
     return out

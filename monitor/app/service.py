@@ -93,7 +93,7 @@ class Monitor:
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.alerting = make_alerting(config, self.engine, self.checkpoints)  # local / global
         self.evaluator = self.alerting.evaluator
-        self.idle = IdlePartitions(self.ownership, clock, self.k.idle_partition_timeout)
+        self.idle = IdlePartitions(self.ownership, self.engine, clock)
         self.evaluator.idle = self.alerting.idle = self.idle  # holds no boundary back
         self.alerting.owned = lambda: self.ownership.owned  # global: said on the partials topic
         self.dispatcher = Dispatcher(config.alerts.sinks, kafka_send=_alert_producer(config))
@@ -187,7 +187,7 @@ class Monitor:
 
     def _process(self, batch: dict[TopicPartition, list[Any]], stale: Collection[int] = ()) -> None:
         accepted = self.ownership.accept(batch, stale)
-        self.idle.saw(accepted)
+        self.idle.saw()
         self.checkpoints.record(self.intake.apply(accepted))
 
     def _alerts(self) -> None:

@@ -215,8 +215,8 @@ def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
         GaugeMetricFamily(
             "fairness_alert_evaluation_behind_seconds",
             "Event time from the last bucket boundary the alert rules judged to the newest "
-            "closed one: grows while boundaries wait for a partition's labels (at most the "
-            "model's lateness).",
+            "partition's head: grows while boundaries wait for a partition's labels (at most "
+            "the model's lateness) or for a partition behind the others.",
             labels=["model"],
         ),
         s.evaluation_behind,

@@ -40,6 +40,7 @@ from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
 from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
 from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
+from monitor.state.view import Idle
 from monitor.state.window_sums import WindowSums
 from monitor.state.windows import FN, FP, TN, TP, late_on_arrival, n_cells
 
@@ -109,6 +110,7 @@ class Engine:
             spec, ring = self.models[m], st.rings[m]
             ring.grow(len(self.registries[m]))
             sel = np.flatnonzero(b.model == m)
+            st.arrived[m] += len(sel)  # app/idle.py: a model's decisions keep it busy here
             bk = (b.ts[sel] // spec.bucket).astype(np.int64)
             late, gone = ring.admit(bk)
             st.count("late_predictions", late.sum())
@@ -224,14 +226,13 @@ class Engine:
             self.models, self.registries, list(self.partitions.values()), self.counters()
         )
 
-    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
-        """Oldest head bucket over the partitions that have data for model ``m``: every bucket
-        before it is closed everywhere (for in-order streams), so windows ending there are final.
-        ``idle(p)``: a partition that says so holds no boundary back (all idle: the newest head,
-        which no partition holds back)."""
+    def low_watermark(self, m: int, idle: Idle | None = None) -> int | None:
+        """Oldest head bucket over the partitions with data for model ``m``: every bucket before
+        it is closed everywhere (in-order streams), so windows ending there are final. A partition
+        ``idle(p, m)`` holds none back (all idle: the newest head, which none holds back)."""
         heads = {p: st.rings[m].head for p, st in self.partitions.items()}
         live = {p: h for p, h in heads.items() if h is not None}
-        busy = [h for p, h in live.items() if idle is None or not idle(p)]
+        busy = [h for p, h in live.items() if idle is None or not idle(p, m)]
         return (min(busy) if busy else max(live.values())) if live else None
 
     def first_bucket(self, m: int) -> int | None:

@@ -40,6 +40,8 @@ def apply_served(
     """Returns the responses that will never meet their request (``RESPONSE_DTYPE`` rows:
     the caller dead-letters their records)."""
     st = engine.partition(p)
+    for half in (requests, responses):  # a call's half keeps its model busy (app/idle.py)
+        st.arrived += np.bincount(half["model"], minlength=len(st.arrived))
     h = st.halves
     met = [h.add_responses(responses), h.add_requests(requests)]
     wait = max(m.lateness + m.bucket for m in engine.models)  # a half's longest wait

@@ -15,6 +15,10 @@ from monitor.config.spec import ModelSpec
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.windows import I64
 
+# (partition, model) -> whether that partition holds no boundary of the model back: no
+# decisions of it there for a while, nothing left to read (app/idle.py)
+Idle = Callable[[int, int], bool]
+
 
 class CountsView(Protocol):
     track_label_times: bool  # set by the evaluator: label counts as of a boundary
@@ -28,9 +32,9 @@ class CountsView(Protocol):
     @property
     def partitions(self) -> Mapping[int, object]: ...
 
-    def low_watermark(self, m: int, idle: Callable[[int], bool] | None = None) -> int | None:
+    def low_watermark(self, m: int, idle: Idle | None = None) -> int | None:
         """The newest boundary every partition with data for model ``m`` has closed (those
-        ``idle`` names aside)."""
+        ``idle(partition, m)`` names aside)."""
         ...
 
     def first_bucket(self, m: int) -> int | None: ...

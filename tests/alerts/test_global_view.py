@@ -428,3 +428,31 @@ def test_a_view_restored_after_a_silence_marker_judges_on() -> None:
         ev2.advance()
     assert ev2.last == whole.last and ev2.history[-5:] == whole.history[-5:]
     assert all(not st.waiting for st in again._parts[0].values())
+
+
+def test_idle_records_name_the_model_and_older_ones_every_model() -> None:
+    """Idleness is per (partition, model) (app/idle.py): an idle record names its model, and
+    only that model's boundaries go on without the partition; a bare partition number (written
+    before, or saved so in a view's progress) means every model; a model this configuration
+    lacks is ignored; a record that is neither is refused with its reason."""
+    from monitor.alerts.partials_codec import PartialError
+
+    cfg = parse_config(
+        {"models": {n: {"attributes": {"g": {}}, "bucket": "5m"} for n in ("m", "n")}}
+    )
+    view = GlobalView(cfg, partitions=3)
+    view.idle(b'{"partition": 1, "model": "n"}')
+    view.idle(b'{"partition": 2, "model": "gone"}')
+    assert view._idle == {(1, 1)}
+    view.idle(b"2")
+    assert view._idle == {(1, 1), (2, 0), (2, 1)}
+    saved = json.loads(json.dumps(view.progress({})))
+    assert sorted(saved["idle"]) == [[1, "n"], [2, "m"], [2, "n"]]
+    again = GlobalView(cfg, partitions=3)
+    again.restore(saved)
+    assert again._idle == view._idle
+    again.restore({**saved, "idle": [0]})  # saved before idleness was per model
+    assert again._idle == {(0, 0), (0, 1)}
+    for bad in (b'{"partition": 1}x', b'{"partition": 7, "model": "m"}', b"one", b'{"p": 1}'):
+        with pytest.raises(PartialError):
+            view.idle(bad)

@@ -110,8 +110,14 @@ def test_a_partition_is_said_idle_once_per_quiet_spell() -> None:
     producer = Producer()
     o = out(producer)
     o.idled = set()
-    o.idle([1])
-    o.idle([1])  # still idle: said already
+    o.idle([(1, "m")])
+    o.idle([(1, "m")])  # still idle: said already
     o.idle([])  # busy again
-    o.idle([1, 2])  # a new quiet spell
-    assert producer.sent == [(IDLE_KEY, b"1"), (IDLE_KEY, b"1"), (IDLE_KEY, b"2")]
+    o.idle([(1, "m"), (2, "m"), (1, "n")])  # a new quiet spell
+    said = [(k, json.loads(v)) for k, v in producer.sent]
+    assert said == [
+        (IDLE_KEY, {"partition": 1, "model": "m"}),
+        (IDLE_KEY, {"partition": 1, "model": "m"}),
+        (IDLE_KEY, {"partition": 1, "model": "n"}),
+        (IDLE_KEY, {"partition": 2, "model": "m"}),
+    ]
