@@ -1,8 +1,9 @@
 """A serving stack's traffic vs the monitor's own events: decisions per second from raw records
 to counts, side by side in one run (issue 16's bar: at least 0.7× of the monitor-JSON path).
 
-The same decisions four ways: the monitor's own JSON events (one record per decision: the fast
-decoding path, then ``Engine.apply``), bare Open Inference Protocol JSON (a request and a
+The same decisions four ways, each as the records a poll gives (value, headers, time,
+consecutive offsets) read through ``ConsumerBatch`` as the service reads them: the monitor's own
+JSON events (one record per decision: the fast decoding path, then ``Engine.apply``), bare Open Inference Protocol JSON (a request and a
 response record per call), KServe's logger CloudEvents (the same with ``ce_*`` headers), and
 Seldon Core 2's protobuf messages (``ModelInferRequest`` / ``ModelInferResponse``).
 The serving paths decode both halves, join them (``HalfJoin``) and apply what met. Calls carry
@@ -24,7 +25,7 @@ import yaml
 
 from bench.common import T0, best_of
 from monitor.config.spec import parse_config
-from monitor.ingest.events import ConsumerBatch, LabelBatch, RawBatch
+from monitor.ingest.events import ConsumerBatch, LabelBatch
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
@@ -54,9 +55,9 @@ def engine(fmt: str | None) -> Engine:
     return Engine(parse_config(yaml.safe_load(text)), clock=lambda: NOW)
 
 
-def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any], list[Any]]:
-    """(own events, bare OIP records, CloudEvent records, Seldon's protobuf records) for
-    ``n`` decisions."""
+def traffic(n: int, rows: int) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Records as a poll gives them (value, headers, time, offset), of the monitor's own
+    events, bare OIP, CloudEvents and Seldon's protobuf, for ``n`` decisions."""
     own, oip, ce, sel = [], [], [], []
     for c in range(n // rows):
         t = T0 + c * 0.05
@@ -111,7 +112,13 @@ def traffic(n: int, rows: int) -> tuple[list[bytes], list[Any], list[Any], list[
                        f"proto/InferModel{kind}".encode())]  # fmt: skip
             value = msg.SerializeToString()
             sel.append(SimpleNamespace(value=value, headers=headers, timestamp=ms, offset=0))
-    return own, oip, ce, sel
+    for stream in (oip, ce, sel):  # a poll's records have consecutive offsets
+        for i, r in enumerate(stream):
+            r.offset = i
+    records = [
+        SimpleNamespace(value=v, headers=[], timestamp=0, offset=i) for i, v in enumerate(own)
+    ]
+    return records, oip, ce, sel
 
 
 def _protobuf(cid: str, sex: list[str], age: list[int], p: list[float]) -> tuple[Any, Any]:
@@ -128,11 +135,10 @@ def _protobuf(cid: str, sex: list[str], age: list[int], p: list[float]) -> tuple
     return req, resp
 
 
-def run_own(values: list[bytes]) -> None:
+def run_own(records: list[Any]) -> None:
     e = engine(None)
-    for i in range(0, len(values), BATCH):
-        chunk = values[i : i + BATCH]
-        pb, _ = e.decoder.decode_predictions(RawBatch(chunk, [None] * len(chunk)))
+    for i in range(0, len(records), BATCH):
+        pb, _ = e.decoder.decode_predictions(ConsumerBatch(records[i : i + BATCH], "t", 0))
         e.apply(0, pb, LabelBatch())
 
 

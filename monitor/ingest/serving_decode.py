@@ -29,7 +29,7 @@ from monitor.ingest.events import DeadLetter, Invalid, Reason, unforeseen
 from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.seldon_fast import SeldonFast
-from monitor.ingest.serving import decisions, groups, is_number
+from monitor.ingest.serving import decisions, groups
 from monitor.ingest.serving_fast import ServingFast, header
 
 
@@ -58,6 +58,7 @@ RESPONSE_DTYPE = np.dtype(
         ("on_responses", np.uint8),
     ]
 )
+NUMBER_TYPES = frozenset({int, float, type(None)})
 Answered = tuple[RowIds, float, int, list[float], list[int], int]  # ..., record index
 
 
@@ -85,10 +86,12 @@ class ServingDecoder:
             self.fast = ServingFast(plan, fmt, self.serving[0], only)
 
     def _numbers(self, columns: Sequence[Sequence[Any]]) -> bool:
-        """Are the fast path's binned attribute columns all finite numbers (or missing)?"""
+        """Are the fast path's binned attribute columns all numbers (or missing)? By type
+        alone: the fast paths' numbers are finite already (typed structs bound ints to int64
+        and JSON has no NaN; protobuf floats are checked finite), as ``is_number`` asks."""
         attrs = self.plan.models[self.serving[0]].attributes
         return all(
-            all(v is None or is_number(v) for v in col)
+            set(map(type, col)) <= NUMBER_TYPES
             for a, col in zip(attrs, columns, strict=False)
             if a.bins
         )
