@@ -127,6 +127,14 @@ def check_rule(
     )
 
 
+def _gap(r: AttributeResult, metric: str) -> str:
+    d = r.disparity(metric)
+    if not d.defined or d.low_group is None or d.high_group is None:
+        return f"{metric} –"
+    pair = f"{r.labels[d.low_group]} vs {r.labels[d.high_group]}"
+    return f"{metric} {_fmt(d.value)} [{_fmt(d.lower)}, {_fmt(d.upper)}] {pair}"
+
+
 def _annotations(
     rule: AlertRule,
     r: AttributeResult,
@@ -169,6 +177,9 @@ def _annotations(
         "reference_n": str(r_n),
         "runbook_url": rule.runbook_url,
     }
+    if rule.metric == "equalized_odds_difference":  # a maximum: its lower limit may be the
+        # other gap's, between other groups; the page shows both, each with its own pair
+        ann["gaps"] = "; ".join(_gap(r, g) for g in ("tpr_gap", "fpr_gap"))
     if METRICS[rule.metric].needs_labels:
         ann["base_rates"] = (
             f"{lo_name}: {_fmt(r.value('prevalence', lo))}, "

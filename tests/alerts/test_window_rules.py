@@ -229,7 +229,16 @@ def test_a_significant_equalized_odds_rule_judges_both_gaps() -> None:
     # TPR 0.6 vs 0.3 on 40 and 30 labelled positives; FPR 0.5 vs 0.25 on 4,000 negatives each
     noisy_tpr = ({"n": 4000, "tp": 24, "fn": 16, "fp": 2000, "tn": 2000},
                  {"n": 4000, "tp": 9, "fn": 21, "fp": 1000, "tn": 3000})  # fmt: skip
-    assert judge(AlertBook(), *noisy_tpr, T0) == "firing"
+    paged = AlertBook()
+    assert judge(paged, *noisy_tpr, T0) == "firing"
+    # the page names the larger gap (TPR, 0.30) but its lower limit is the FPR gap's: both
+    # gaps are written out, each with its interval, so the proof is on the page
+    (alert,) = paged.firing()
+    gaps = dict(part.split(" ", 1) for part in alert.annotations["gaps"].split("; "))
+    assert set(gaps) == {"tpr_gap", "fpr_gap"}
+    assert gaps["tpr_gap"].startswith("0.300 [") and gaps["tpr_gap"].endswith("] b vs a")
+    fpr_lower = float(gaps["fpr_gap"].split("[")[1].split(",")[0])
+    assert fpr_lower > 0.2 and f"[{fpr_lower:.3f}," in alert.annotations["description"]
     book = AlertBook()
     unfair = ({"n": 4000, "tp": 1500, "fn": 500, "fp": 1000, "tn": 1000},
               {"n": 4000, "tp": 1500, "fn": 500, "fp": 500, "tn": 1500})  # fmt: skip
