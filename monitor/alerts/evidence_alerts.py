@@ -139,16 +139,21 @@ class EvidenceTracker:
 
 def expected(me: ModelEvidence, out: dict[str, Any]) -> Any:
     """Seconds until a drop to 0.8× of each detector's rate would show: [S, G, 5] (the rate
-    over the blocks held, the volume of the last hour; a pair test: the smaller volume)."""
+    over the blocks held, the volume of the last hour; a pair test: the smaller volume; the
+    equalized-odds test fires on either gap: the sooner of its TPR and FPR pairs)."""
     held, hour = out["held"], out["hour"]
     with np.errstate(divide="ignore", invalid="ignore"):
         p = held[..., 0] / held[..., 1]  # [S, G, 3]: the rate over the blocks held
     per_s = hour[..., 1] / (me.nr * me.spec.bucket)  # the volume of the last hour
     r = np.maximum(me.refs, 0)
     ref_per_s = per_s[np.arange(len(r)), r][:, None, :]
-    p5 = np.concatenate([p, p[..., :2]], axis=-1)
-    rate5 = np.concatenate([per_s, np.minimum(per_s, ref_per_s)[..., :2]], axis=-1)
-    return sq.expected_seconds(out["log_c"], np.nan_to_num(p5, nan=0.5), rate5)
+    pair = np.minimum(per_s, ref_per_s)
+    p6 = np.concatenate([p, p[..., :2], p[..., 2:]], axis=-1)  # the last: the FPR pair
+    rate6 = np.concatenate([per_s, pair[..., :2], pair[..., 2:]], axis=-1)
+    log_c = np.append(out["log_c"], out["log_c"][4])
+    six = sq.expected_seconds(log_c, np.nan_to_num(p6, nan=0.5), rate6)
+    six[..., 4] = np.minimum(six[..., 4], six[..., 5])
+    return six[..., :5]
 
 
 def _labels(me: ModelEvidence, s: int, g: int, det: int) -> dict[str, str]:

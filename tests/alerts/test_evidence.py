@@ -293,3 +293,44 @@ def test_an_equalized_odds_page_on_the_fpr_gap_shows_false_positive_rates() -> N
         float(notes[k].split()[0]) for k in ("group_rate_last_hour", "reference_rate_last_hour")
     ]
     assert sorted(rates)[0] < 0.3 < 0.4 < sorted(rates)[1]  # ~0.2 and ~0.45, not two ~0.8 TPRs
+
+
+def test_the_equalized_odds_time_to_detect_is_the_sooner_of_its_two_gaps() -> None:
+    """Found in review: the equalized-odds detector's expected time to detect was computed
+    from the TPR pair alone. It fires on either gap, so with few positives (prevalence 0.05:
+    19 labelled negatives to each positive) the FPR pair shows a change first, and the status
+    page said a group would take longer to judge than it does. Checked against the two times
+    computed here from the formula (log c / (KL · pair volume per second))."""
+    import math
+
+    from monitor.metrics import sequential as sq
+
+    rng = np.random.default_rng(9)
+    ts, grp, pred, lab = [], [], [], []
+    for minute in range(30 * H):
+        g = np.repeat([0, 1], rng.poisson((20.0, 20.0)))
+        y = rng.random(len(g)) < 0.05
+        ts.append(T0 + minute * 60 + rng.uniform(0, 60, len(g)))
+        grp.append(g)
+        pred.append(np.where(y, rng.random(len(g)) < 0.8, rng.random(len(g)) < 0.2))
+        lab.append(y)
+    t, g, p, y = (np.concatenate(a) for a in (ts, grp, pred, lab))
+    order = np.argsort(t, kind="stable")
+    t, g, p, y = t[order], g[order], p[order].astype(np.uint8), y[order].astype(np.uint8)
+    keys = np.arange(1, len(t) + 1, dtype=np.uint64)
+    lt = t + rng.uniform(60, 600, len(t))
+    lo = np.argsort(lt, kind="stable")
+    preds = {"key": keys, "ts": t, "group": g, "pred": p}
+    ev = drive(preds, {"key": keys[lo], "ts": lt[lo], "label": y[lo]}, cut_minutes=5)
+    rows = {(r.group, r.detector): r for r in ev.evidence.snapshot()}
+    eo = rows[("b", "equalized_odds")]
+    # the pair's volume per second: the smaller group's labelled positives / negatives in the
+    # last hour, as the detector reads them; TPR 0.8 and FPR 0.2 as drawn
+    hour = t >= t.max() - 3600
+    pos = min(int(((g == k) & (y == 1) & hour).sum()) for k in (0, 1)) / 3600
+    neg = min(int(((g == k) & (y == 0) & hour).sum()) for k in (0, 1)) / 3600
+    via_tpr = float(sq.expected_seconds(eo.log_threshold, 0.8, pos))
+    via_fpr = float(sq.expected_seconds(eo.log_threshold, 0.2, neg))
+    assert via_fpr < 0.8 * via_tpr  # the FPR pair is the quicker here...
+    # ...and the time shown is its time (before: the TPR pair's, 31 % longer here)
+    assert math.isclose(eo.expected_seconds, via_fpr, rel_tol=0.1), (eo, via_tpr, via_fpr)
