@@ -2,8 +2,9 @@
 
 Why: an :class:`~monitor.alerts.evaluator.AlertEvaluator` over a :class:`GlobalView` judges the
 model over all partitions, whichever replicas own them, with the code a single instance runs
-(``CountsView``). Partials arrive in any order and more than once (a partition's new owner
-publishes again from its checkpoint): the first copy of each (model, partition, boundary) is
+(``CountsView``). Partials arrive in any order (within two rings of buckets of each other: see
+``_bound``) and more than once (a partition's new owner publishes again from its checkpoint):
+the first copy of each (model, partition, boundary) is
 kept, later ones are counted as duplicates and dropped — the copies are equal, because a
 partition's terms at a closed boundary are final (``alerts/partials.py``).
 
@@ -22,12 +23,14 @@ import numpy as np
 from monitor.alerts.partials import BoundaryPartial, window_ranges
 from monitor.alerts.partials_codec import PartialError
 from monitor.alerts.view_marks import read_hello, read_idle
+from monitor.alerts.view_partition import ViewPartition
 from monitor.config.spec import Config, ModelSpec
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.view import Idle
 from monitor.state.windows import I64, n_cells
 
 log = logging.getLogger("monitor.alerts.global_view")
+KEEP_RINGS = 2  # partials waiting per (model, partition), in rings of buckets
 
 
 @dataclass
@@ -40,21 +43,8 @@ class _Boundary:
     arrivals: I64
     cohorts: dict[tuple[int, int], I64] = field(default_factory=dict)
     held: dict[int, bool] = field(default_factory=dict)  # cohort start -> every ring held it
+    gone: bool = False  # a partition's partial was let go unread: no window here is whole
     silent: bool = False  # every partition said it has nothing here (a silence)
-
-
-@dataclass
-class _Partition:
-    """What the view knows of one (model, partition)."""
-
-    first: int
-    reached: int  # every boundary up to this one is here (or was read)
-    # boundary -> the partial and its groups' indices in the view (registered on arrival, so
-    # the evaluator knows every group before it reads the boundary)
-    waiting: dict[int, tuple[BoundaryPartial, I64, int]] = field(default_factory=dict)
-    labels: tuple[str, ...] = ()  # the owner's groups the remap below was built for
-    remap: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    skipped: int = -(2**62)  # through here the owner said it has nothing more (a silence)
 
 
 class GlobalView:
@@ -73,10 +63,11 @@ class GlobalView:
         ]
         self.track_label_times = False
         self._index = {m.name: i for i, m in enumerate(self.models)}
-        self._parts: list[dict[int, _Partition]] = [{} for _ in self.models]
+        self._parts: list[dict[int, ViewPartition]] = [{} for _ in self.models]
         self._read: list[_Boundary | None] = [None for _ in self.models]
         self.duplicates = 0  # partials dropped: a copy of one already here (or already read)
         self.missing = 0  # (partition, boundary) read as zero: its owner skipped the boundary
+        self.dropped = 0  # partials let go unread: too many waited (_bound)
         self.unknown_models = 0
 
     # -- receiving -----------------------------------------------------------------------------
@@ -99,17 +90,35 @@ class GlobalView:
         parts = self._parts[m]
         st = parts.get(partial.partition)
         if st is None:
-            st = parts[partial.partition] = _Partition(partial.first, partial.first)
+            st = parts[partial.partition] = ViewPartition(partial.first, partial.first)
         if partial.marker and partial.boundary > st.reached:  # nothing through it: a silence
             st.skipped = max(st.skipped, partial.boundary)
-            _settle(st)
+            st.settle()
             return True
         if partial.marker or partial.boundary <= st.reached or partial.boundary in st.waiting:
             self.duplicates += not partial.marker or partial.boundary != st.first
             return False
         st.waiting[partial.boundary] = (partial, self._remap(m, st, partial), offset)
-        _settle(st)
+        st.settle()
+        self._bound(m, partial.partition, st)
         return True
+
+    def _bound(self, m: int, p: int, st: ViewPartition) -> None:
+        """At most two rings of partials wait per (model, partition): while another partition
+        holds the boundaries back for longer (a stuck owner), the oldest are let go, counted
+        and logged, and their boundaries read as windows not whole (skipped, as one instance
+        skips windows that left its ring, after half the skew), never as counts without this
+        partition. Within that, partials arrive in any order and are judged exactly."""
+        spec = self.models[m]
+        gone = st.let_go(KEEP_RINGS * spec.ring_buckets)
+        if not gone:
+            return
+        self.dropped += gone
+        log.error(
+            "model %s: partition %d's partials through boundary %d were let go unread (%d so "
+            "far): another partition held judgement back for over %d buckets",
+            spec.name, p, st.dropped, self.dropped, KEEP_RINGS * spec.ring_buckets,
+        )  # fmt: skip
 
     def hello(self, value: bytes | None) -> None:
         """A hello record (``view_marks.py``): a partition has an owner; each model with data
@@ -118,7 +127,7 @@ class GlobalView:
         for name, first in said.first.items():
             m = self._index.get(name)
             if m is not None and said.partition not in self._parts[m]:
-                self._parts[m][said.partition] = _Partition(first, first)
+                self._parts[m][said.partition] = ViewPartition(first, first)
         self._known.add(said.partition)
 
     def idle(self, value: bytes | None) -> None:
@@ -146,14 +155,7 @@ class GlobalView:
         models: dict[str, dict[str, list[int]]] = {}
         for m, parts in enumerate(self._parts):
             done = last.get(m)
-            models[self.models[m].name] = {
-                str(p): [
-                    st.first,
-                    st.first if done is None else max(st.first, min(st.reached, done)),
-                    st.skipped,  # a silence's marker may lie before the offset resumed from
-                ]
-                for p, st in parts.items()
-            }
+            models[self.models[m].name] = {str(p): st.saved(done) for p, st in parts.items()}
         idle = sorted([p, self.models[m].name] for p, m in self._idle)
         return {"known": sorted(self._known), "models": models, "idle": idle}
 
@@ -175,7 +177,7 @@ class GlobalView:
             m = self._index.get(name)
             if m is None:
                 continue
-            self._parts[m] = {int(p): _restored(v) for p, v in parts.items()}
+            self._parts[m] = {int(p): ViewPartition.restored(v) for p, v in parts.items()}
             self._read[m] = None
 
     # -- CountsView ----------------------------------------------------------------------------
@@ -212,7 +214,8 @@ class GlobalView:
         return None if st is None else st.reached
 
     def ring_holds(self, m: int, start: int, *, at: int) -> bool:
-        return self._boundary(m, at).held.get(start, True)
+        b = self._boundary(m, at)
+        return not b.gone and b.held.get(start, True)
 
     def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
         if as_of is None:
@@ -234,7 +237,7 @@ class GlobalView:
         return self._boundary(m, k).arrivals.copy()
 
     # -- summing -------------------------------------------------------------------------------
-    def _remap(self, m: int, st: _Partition, p: BoundaryPartial) -> I64:
+    def _remap(self, m: int, st: ViewPartition, p: BoundaryPartial) -> I64:
         """The owner's group indices → this view's (groups it lacks are registered)."""
         n = len(st.labels)
         if p.labels[:n] != st.labels:  # another owner, another numbering
@@ -252,13 +255,16 @@ class GlobalView:
             return cached
         spec = self.models[m]
         taken: list[tuple[I64, BoundaryPartial]] = []
-        silent = 0
+        silent, gone = 0, False
         for p, st in self._parts[m].items():
             for old in [b for b in st.waiting if b < k]:
                 del st.waiting[old]  # read before (boundaries are read in order)
             if st.first >= k:
                 continue  # nothing of this partition is older than k
             got = st.waiting.pop(k, None)
+            if got is None and k <= st.dropped:
+                gone = True  # let go unread (_bound)
+                continue
             if got is None and (k <= st.skipped or (p, m) in self._idle):
                 silent += k <= st.skipped
                 continue  # nothing published through a silence, or by an idle partition
@@ -274,7 +280,7 @@ class GlobalView:
             np.zeros((g, c), np.int64),
             np.zeros((g, c), np.int64),
         )
-        b.silent = not taken and silent > 0
+        b.silent, b.gone = not taken and silent > 0, gone
         for remap, partial in taken:
             assert partial.windows is not None
             assert partial.bucket is not None and partial.arrivals is not None
@@ -304,25 +310,3 @@ def _check_shape(spec: ModelSpec, p: BoundaryPartial) -> None:
         )
     if any(not 0 <= s < sets for s in p.set_of):
         raise PartialError(f"model {spec.name}: an attribute set outside 0..{sets - 1}")
-
-
-def _restored(saved: list[int]) -> _Partition:
-    """[first, reached] (older saves) or [first, reached, skipped]."""
-    st = _Partition(int(saved[0]), int(saved[1]))
-    if len(saved) > 2:
-        st.skipped = int(saved[2])
-    return st
-
-
-def _settle(st: _Partition) -> None:
-    """Move ``reached`` over the consecutive boundaries that are here, and over a silence the
-    owner skipped once the boundary after it is here (the owner publishes them together, as
-    one instance's head jumps over the silence at once: judged on the way, the boundaries of
-    the silence would be judged here and not there)."""
-    while True:
-        if st.reached + 1 in st.waiting:
-            st.reached += 1
-        elif st.reached < st.skipped and st.skipped + 1 in st.waiting:
-            st.reached = st.skipped + 1
-        else:
-            return

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.global_view import GlobalView
+from monitor.alerts.global_view import KEEP_RINGS, GlobalView
 from monitor.alerts.partials import BoundaryPartial, PartialPublisher
 from monitor.config.spec import parse_config
 from monitor.ingest.events import PredictionBatch
@@ -339,7 +339,7 @@ def test_a_hello_read_before_its_partitions_partials_holds_judgement_back() -> N
     from monitor.alerts.partials_codec import PartialError
 
     cfg = config()
-    events = stream(0, 6, 2)
+    events = stream(0, 4, 2)  # within two rings: partials are judged exactly in any order
     partials = published(cfg, events, 2)
     view = GlobalView(cfg, partitions=2)
     ev = AlertEvaluator(cfg, view)
@@ -456,3 +456,37 @@ def test_idle_records_name_the_model_and_older_ones_every_model() -> None:
     for bad in (b'{"partition": 1}x', b'{"partition": 7, "model": "m"}', b"one", b'{"p": 1}'):
         with pytest.raises(PartialError):
             view.idle(bad)
+
+
+def test_partials_waiting_behind_a_stuck_partition_are_bounded_and_skipped_not_miscounted() -> None:
+    """Found in review: while one partition's owner published nothing (alive, busy, so never
+    idle), every other partition's partials waited in the view, without bound (a day of them
+    per partition and model). At most two rings of them wait now; older ones are let go,
+    counted and logged, and their boundaries are skipped when judging resumes (as one
+    instance skips windows that left its ring), never judged on counts without them."""
+    cfg = config()
+    ring = KEEP_RINGS * cfg.models["m"].ring_buckets
+    partials = published(cfg, stream(0, 36, 2), 2)
+    stuck_from = min(p.boundary for p in partials if p.partition == 1) + 8 * 12  # 8 h in
+    held = [p for p in partials if p.partition == 1 and p.boundary > stuck_from]
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    longest = 0
+    for p in partials:
+        if p not in held:
+            view.add(p)
+            ev.advance()
+            longest = max(longest, len(view._parts[0][0].waiting))
+    assert longest <= ring < 36 * 12 - 8 * 12  # before: every partial since hour 8 waited
+    assert view.dropped > 0 and ev.last[0] == stuck_from
+    for p in held:  # the stuck owner publishes again
+        view.add(p)
+        ev.advance()
+    assert ev.last[0] == max(p.boundary for p in partials)  # judged to the end
+    assert view.missing == 0  # no boundary read without partition 0's partial
+    assert ev.skipped["m"] > 0  # the let-go boundaries were skipped, counted
+    saved = json.loads(json.dumps(view.progress(ev.last)))
+    assert all(len(v) == 4 for v in saved["models"]["m"].values())
+    again = GlobalView(cfg, partitions=2)
+    again.restore(saved)
+    assert again._parts[0][0].dropped == view._parts[0][0].dropped
