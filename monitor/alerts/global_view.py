@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -135,10 +136,13 @@ class GlobalView:
         boundaries back until its next partial of it (its owner's
         ``kafka.idle_partition_timeout`` passed without a decision of it)."""
         said = read_idle(value, self.expected)
+        self._said_idle(said.partition, said.model)
+
+    def _said_idle(self, p: int, model: str | None) -> None:
+        """Partition ``p`` is idle for ``model`` (None: every model; one not configured here:
+        none)."""
         every = range(len(self.models))
-        self._idle |= {
-            (said.partition, m) for m in every if said.model in (None, self.models[m].name)
-        }
+        self._idle |= {(p, m) for m in every if model in (None, self.models[m].name)}
 
     def resume_offset(self) -> int | None:
         """The lowest offset of a partial taken but not read yet: reading again from there
@@ -156,8 +160,12 @@ class GlobalView:
         for m, parts in enumerate(self._parts):
             done = last.get(m)
             models[self.models[m].name] = {str(p): st.saved(done) for p, st in parts.items()}
-        idle = sorted([p, self.models[m].name] for p, m in self._idle)
-        return {"known": sorted(self._known), "models": models, "idle": idle}
+        # partitions idle for every model as bare numbers, as older versions wrote and read them
+        n = len(self.models)
+        every = {p for p, _ in self._idle if all((p, m) in self._idle for m in range(n))}
+        some = sorted([p, self.models[m].name] for p, m in self._idle if p not in every)
+        return {"known": sorted(self._known), "models": models, "idle": sorted(every),
+                "idle_models": some}  # fmt: skip
 
     def restore(self, progress: dict[str, object]) -> None:
         """The inverse of :meth:`progress` (models no longer configured are left out)."""
@@ -165,14 +173,12 @@ class GlobalView:
         models = progress.get("models", {})
         assert isinstance(known, list) and isinstance(models, dict)
         self._known = {int(p) for p in known}
-        idle = progress.get("idle", [])  # absent: saved before idle records
         self._idle = set()
-        for said in idle if isinstance(idle, list) else ():
-            if isinstance(said, list):  # [partition, model]
-                m = self._index.get(str(said[1]))
-                self._idle |= {(int(said[0]), m)} if m is not None else set()
-            else:  # a partition (saved before idleness was per model): every model's
-                self._idle |= {(int(said), m) for m in range(len(self.models))}
+        every = cast("list[int]", progress.get("idle", []))  # absent: saved before idle records
+        for p in every:  # idle for every model
+            self._said_idle(int(p), None)
+        for p, model in cast("list[list[Any]]", progress.get("idle_models", [])):
+            self._said_idle(int(p), str(model))
         for name, parts in models.items():
             m = self._index.get(name)
             if m is None:

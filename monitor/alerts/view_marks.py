@@ -14,29 +14,29 @@ import msgspec
 from monitor.alerts.partials_codec import PartialError
 
 
-class Hello(msgspec.Struct, forbid_unknown_fields=True):
+class HelloMark(msgspec.Struct, forbid_unknown_fields=True):
     partition: int
     first: dict[str, int]  # model -> its first bucket there (a partition with data)
 
 
-class Idle(msgspec.Struct, forbid_unknown_fields=True):
+class IdleMark(msgspec.Struct, forbid_unknown_fields=True):
     partition: int
     model: str | None  # None: every model (a bare number, written before it was per model)
 
 
-def read_hello(value: bytes | None, partitions: int | None) -> Hello:
+def read_hello(value: bytes | None, partitions: int | None) -> HelloMark:
     """``{"partition": p, "first": {model: bucket}}``, or a bare partition number (no data)."""
-    said = _json(value, Hello, "hello") or Hello(_number(value, "hello"), {})
+    said = _json(value, HelloMark, "hello") or HelloMark(_number(value, "hello"), {})
     return _in_range(said, "hello", partitions)
 
 
-def read_idle(value: bytes | None, partitions: int | None) -> Idle:
+def read_idle(value: bytes | None, partitions: int | None) -> IdleMark:
     """``{"partition": p, "model": name}``, or a bare partition number (every model)."""
-    said = _json(value, Idle, "idle") or Idle(_number(value, "idle"), None)
+    said = _json(value, IdleMark, "idle") or IdleMark(_number(value, "idle"), None)
     return _in_range(said, "idle", partitions)
 
 
-T = TypeVar("T", Hello, Idle)
+T = TypeVar("T", HelloMark, IdleMark)
 
 
 def _json(value: bytes | None, kind: type[T], name: str) -> T | None:

@@ -178,10 +178,9 @@ class GlobalAlerts:
         and save the judging state. Returns the new transitions."""
         assert self.reader is not None and self.elector is not None and self.out is not None
         self.out.hello(self.owned(), self.publisher.firsts)
-        models = [m.name for m in self.view.models]
-        self.out.idle(
-            [(p, n) for p in self.owned() for m, n in enumerate(models) if self.idle(p, m)]
-        )
+        names = [m.name for m in self.view.models]
+        idle = [(p, n) for p in self.owned() for m, n in enumerate(names) if self.idle(p, m)]
+        self.out.idle(idle, names)
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
         for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
             for r in records:

@@ -6,12 +6,17 @@ keyed onto a few partitions) held every boundary back for good — the alerts st
 silently, and the label ledger, settled only by those reads, grew with every label. A partition
 is idle for a model once ``kafka.idle_partition_timeout`` (wall clock) has passed without a
 decision of that model from it, it is not paused, and its decision topics are read to the
-highwater the broker last gave (a backlog is never idle). Per model, because each model's
-boundaries close on their own: a partition that got one decision of model A and then only B's
-(a producer that moved A elsewhere) held A's boundaries back for good, busy as it was. An idle partition holds no boundary back (Flink's
+highwater the broker last gave (a backlog is never idle; the attributes topic's counts too).
+Per model, because each model's boundaries close on their own: a partition that got one
+decision of model A and then only B's (a producer that moved A elsewhere) held A's boundaries
+back for good, busy as it was. An idle partition holds no boundary back (Flink's
 ``withIdleness``, in the watermark's terms; when every partition is idle, the newest head
-closes the boundaries: nothing more is there to wait for); its next decision makes it busy
-again, and one stamped before boundaries already judged is counted like any late event.
+closes the boundaries: nothing more is there to wait for); its next decision (or served half)
+makes it busy again in the same loop turn, and one stamped before boundaries already judged is
+counted like any late event. Decisions waiting in a join for their other half or their
+attributes do not keep a partition busy once its topics are read to their end: what completes
+them later than the timeout counts like a late event (waiting for them instead would let one
+unanswered request hold the model back until it expires, which needs new data to happen).
 """
 
 from __future__ import annotations
@@ -44,14 +49,15 @@ class IdlePartitions:
         self.counts: dict[int, tuple[int, ...]] = {}  # partition -> arrivals when last looked
 
     def saw(self) -> None:
+        """After a poll's records are applied: each model whose count moved is busy now."""
         now = self.clock()
         for p in self.own.owned:
             got = self.arrivals(p)
             if got is None:
                 continue
-            before, self.counts[p] = self.counts.get(p), tuple(got)
-            for m, n in enumerate(got):
-                if before is not None and (m >= len(before) or before[m] != n):
+            before, self.counts[p] = self.counts.get(p), tuple(int(n) for n in got)
+            for m, n in enumerate(self.counts[p]):
+                if n != (before[m] if before is not None else 0):
                     self.seen[(p, m)] = now
         for p in [p for p in self.counts if p not in self.own.owned]:
             del self.counts[p]  # given away: owned again later, its timers start afresh
@@ -65,7 +71,8 @@ class IdlePartitions:
         if self.clock() - since < self.timeout:
             return False
         paused, assigned = self.own.consumer.paused(), self.own.consumer.assignment()
-        for topic in self.own.k.prediction_topics:
+        k = self.own.k
+        for topic in (*k.prediction_topics, *([k.attributes_topic] if k.attributes_topic else [])):
             tp = TopicPartition(topic, p)
             if tp in paused or tp not in assigned:  # (taken away since the last drain)
                 return False
@@ -76,6 +83,7 @@ class IdlePartitions:
 
 
 def arrivals_of(engine: Engine) -> Callable[[int], npt.NDArray[np.int64] | None]:
-    """Each partition's decisions per model so far (the engine's count; None before any)."""
+    """Each partition's count per model of decisions and served halves so far (a change
+    counter; None before the partition has state)."""
     parts = engine.partitions
     return lambda p: st.arrived if (st := parts.get(p)) is not None else None

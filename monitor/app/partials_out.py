@@ -41,7 +41,7 @@ class PartialsOut:
         self.futures: list[tuple[Any, tuple[bytes, bytes]]] = []
         self.sent = self.failed = self.too_large = 0
         self.said: set[int] = set()  # partitions this replica said it owns
-        self.idled: set[tuple[int, str]] = set()  # (partition, model) said idle, busy since
+        self.idled: set[tuple[int, str]] = set()  # (partition, model) said idle, not busy since
 
     def publish(self, partials: list[BoundaryPartial]) -> None:
         for p in partials:
@@ -83,13 +83,20 @@ class PartialsOut:
             value = json.dumps({"partition": p, "first": dict(first)}) if first else str(p)
             self._send((HELLO_KEY, value.encode()))
 
-    def idle(self, idle: Iterable[tuple[int, str]]) -> None:
+    def idle(self, idle: Iterable[tuple[int, str]], models: Iterable[str]) -> None:
         """Say once per quiet spell that a partition is idle for a model (app/idle.py): in the
-        view, as in one instance, it then holds none of the model's boundaries back."""
-        now = set(idle)
-        for p, model in sorted(now - self.idled):
-            value = json.dumps({"partition": p, "model": model})
-            self._send((IDLE_KEY, value.encode()))
+        view, as in one instance, it then holds none of the model's boundaries back. Idle for
+        every model of ``models``, a partition is said as a bare number (as versions before
+        per-model idleness wrote and read it: a replica of one reads the other's)."""
+        now, every = set(idle), set(models)
+        fresh = now - self.idled
+        for p in sorted({p for p, _ in fresh}):
+            if {m for q, m in now if q == p} >= every:
+                self._send((IDLE_KEY, str(p).encode()))
+                continue
+            for model in sorted(m for q, m in fresh if q == p):
+                value = json.dumps({"partition": p, "model": model})
+                self._send((IDLE_KEY, value.encode()))
         self.idled = now
 
     def send(self, key: bytes, value: bytes) -> None:

@@ -187,8 +187,8 @@ class Monitor:
 
     def _process(self, batch: dict[TopicPartition, list[Any]], stale: Collection[int] = ()) -> None:
         accepted = self.ownership.accept(batch, stale)
-        self.idle.saw()
         self.checkpoints.record(self.intake.apply(accepted))
+        self.idle.saw()  # after the decisions are counted: they make their model busy now
 
     def _alerts(self) -> None:
         """Judge the closed boundaries; hand transitions to sinks, status page and listeners."""

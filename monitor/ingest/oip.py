@@ -101,7 +101,8 @@ class Table:
     model: str | None = None  # a response's model_name
 
     def row_ids(self, fallback: str | None = None) -> RowIds:
-        """``<id>/<row>`` per row (a single row keeps the id itself), as keys only."""
+        """``<id>/<row>`` per row (a single row keeps the id itself), never written out
+        (``keys.RowIds``: their keys, their longest length)."""
         rid = self.id if self.id is not None else fallback
         if rid is None or rid == "":
             raise Invalid(Reason.MISSING_ID, "the payload has no id (nor a header giving one)")

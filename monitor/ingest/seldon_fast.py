@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -96,11 +96,13 @@ class SeldonFast:
             [m.inputs for m in asked_msgs],
             [m.raw_input_contents for m in asked_msgs],
             _ids(asked_msgs, reqs, ids),
+            self.plan.limits.max_rows_per_record,
         )
         answered = _Tensors(
             [m.outputs for m in answered_msgs],
             [m.raw_output_contents for m in answered_msgs],
             _ids(answered_msgs, resps, ids),
+            self.plan.limits.max_rows_per_record,
         )
         n_attrs = len(self.plan.models[self.model].attributes)
         columns: list[list[Any]] = [[] for _ in range(n_attrs)] if not asked.n else []
@@ -124,7 +126,9 @@ class SeldonFast:
 class _Tensors:
     """The tensors of one half of the batch, checked as the careful path checks them."""
 
-    def __init__(self, tensors: list[Any], raws: list[Any], ids: list[str | None]) -> None:
+    def __init__(
+        self, tensors: list[Any], raws: list[Any], ids: list[str | None], max_rows: int
+    ) -> None:
         self.n = len(tensors)
         self.ids = ids
         self.rows = np.zeros(self.n, dtype=np.int64)
@@ -138,9 +142,13 @@ class _Tensors:
         layout = layouts.pop()
         if not layout or len({name for name, _, _ in layout}) != len(layout):
             raise GiveUp
+        if any(0 in trailing for _, _, trailing in layout):  # [n, 0]: rows without values,
+            raise GiveUp  # n of them from a few bytes (the careful path bounds them)
         self.sig = tuple((name, dt, trailing, False) for name, dt, trailing in layout)
         self.rows = np.array([ts[0].shape[0] for ts in tensors], dtype=np.int64)
-        if not (self.rows > 0).all() or None in self.ids or "" in self.ids:
+        if not (self.rows > 0).all() or int(self.rows.max()) > max_rows:  # before any repeat
+            raise GiveUp
+        if None in self.ids or "" in self.ids:
             raise GiveUp
         raw = [len(r) for r in raws]  # raw contents: one buffer per tensor, in every message
         if any(raw) and raw != [len(layout)] * self.n:
@@ -155,7 +163,7 @@ class _Tensors:
                 self.flat.append(_contents(at, datatype, trailing, self.rows))
 
     def row_ids(self) -> RowIds:
-        return RowIds([i or "" for i in self.ids], self.rows)
+        return RowIds(cast("list[str]", self.ids), self.rows)  # None and "" gave up above
 
     def column(self, where: Any, allowed: frozenset[str] | None) -> npt.NDArray[Any]:
         k, col, width, _ = place(self.sig, where, allowed or frozenset(FIELD))

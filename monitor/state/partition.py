@@ -84,7 +84,7 @@ class PartitionState:
         # engine applies them without, once restored)
         self.unread_attributes: PredictionBatch | None = None
         self.watermark = -np.inf
-        self.arrived = np.zeros(len(models), np.int64)  # decisions per model: app/idle.py
+        self.arrived = np.zeros(len(models), np.int64)  # decisions, halves: app/idle.py
         self.label_watermark = -np.inf  # newest label time seen (alert evaluation waits on it)
         # per model: label increments by label time, for counts as of a boundary (as_of)
         self.ledgers = [

@@ -54,6 +54,19 @@ def test_a_partition_is_idle_for_a_model_only_after_the_timeout_without_its_deci
     assert idle(1, 0) and not idle(1, 1)
 
 
+def test_a_partitions_first_decisions_make_it_busy_at_once() -> None:
+    """Found in review: the first look at a partition only noted its counts, so decisions it
+    already had (its first ones, or the first after a restore) did not make it busy; a
+    partition whose timer ran out before it had any data stayed idle through them."""
+    idle, _, clock, counts = setup()
+    assert idle(0, 0) is idle(0, 1) is False  # asked before any look: the timers start
+    clock.t += 301
+    assert idle(0, 0) and idle(0, 1)  # quiet, read to its end
+    counts[0][0] += 3  # its first decisions, applied before the first look
+    idle.saw()
+    assert not idle(0, 0) and idle(0, 1)
+
+
 def test_a_backlog_or_a_pause_is_never_idle() -> None:
     """A partition behind its highwater (records to read) or paused (a restore, a failing
     checkpoint store) is waited for, however long it has been quiet."""

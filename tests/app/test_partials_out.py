@@ -110,14 +110,17 @@ def test_a_partition_is_said_idle_once_per_quiet_spell() -> None:
     producer = Producer()
     o = out(producer)
     o.idled = set()
-    o.idle([(1, "m")])
-    o.idle([(1, "m")])  # still idle: said already
-    o.idle([])  # busy again
-    o.idle([(1, "m"), (2, "m"), (1, "n")])  # a new quiet spell
+    models = ["m", "n"]
+    o.idle([(1, "m")], models)
+    o.idle([(1, "m")], models)  # still idle: said already
+    o.idle([], models)  # busy again
+    o.idle([(1, "m"), (2, "m"), (1, "n")], models)  # a new quiet spell
+    o.idle([(1, "m"), (2, "m"), (1, "n"), (2, "n")], models)  # 2 idle for n too
     said = [(k, json.loads(v)) for k, v in producer.sent]
     assert said == [
         (IDLE_KEY, {"partition": 1, "model": "m"}),
-        (IDLE_KEY, {"partition": 1, "model": "m"}),
-        (IDLE_KEY, {"partition": 1, "model": "n"}),
+        # idle for every model: a bare number, as versions before per-model idleness read it
+        (IDLE_KEY, 1),
         (IDLE_KEY, {"partition": 2, "model": "m"}),
+        (IDLE_KEY, 2),
     ]

@@ -272,3 +272,33 @@ def test_a_call_of_too_many_rows_is_dead_lettered(raw: bool, fast: bool) -> None
     assert len(dead) == 2 and {r.value for r, _, _ in dead} == {"too_many_rows"}
     assert all("12000 rows > limits.max_rows_per_record 10000" in d for _, d, _ in dead)
     assert len(asked) == len(answered) == sum(len(c["sex"]) for c in small)
+
+
+@pytest.mark.parametrize("rows", [10_001, 30_000_000])
+def test_a_tensor_of_rows_without_values_costs_nothing(rows: int) -> None:
+    """Found in review: a 45-byte response of shape [30,000,000, 0] passed the element bound
+    (rows × 0 values) and the fast path repeated the record's time per row before any row
+    limit: 229 MiB for 45 bytes (8 GB at a billion rows). Now the fast path gives up on a
+    zero trailing dimension and on more rows than ``limits.max_rows_per_record`` before any
+    per-row work, and the careful path dead-letters the record."""
+    import tracemalloc
+
+    from monitor.ingest.open_inference_grpc_pb2 import ModelInferResponse as Resp
+
+    resp = Resp(model_name="credit_1", id="abc", outputs=[
+        Resp.InferOutputTensor(name="probabilities", datatype="FP64", shape=[rows, 0])])  # fmt: skip
+    headers = [("seldon-infer-type", b"proto/InferModelResponse")]
+    rec = SimpleNamespace(value=resp.SerializeToString(), headers=headers,
+                          timestamp=round((T0 + 60) * 1000), offset=100)  # fmt: skip
+    dec = decoder(fast=True)
+    assert dec.fast is not None
+    tracemalloc.start()
+    try:
+        fast = dec.fast.decode(ConsumerBatch([rec], "out", 0))
+        asked, answered, dead = dec.decode(ConsumerBatch([rec], "out", 0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fast is None and len(asked) == len(answered) == 0
+    assert [d.reason.value for d in dead] in (["too_many_rows"], ["bad_tensor"])
+    assert peak < 2 * 2**20, f"{peak / 2**20:.1f} MiB for {len(rec.value)} bytes"
