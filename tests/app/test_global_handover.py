@@ -110,7 +110,7 @@ class Out:
     def hello(self, owned: Any, firsts: Any) -> None:
         pass
 
-    def idle(self, idle: Any) -> None:
+    def idle(self, idle: Any, models: Any = ()) -> None:
         pass
 
     def send(self, key: bytes, value: bytes) -> None:
