@@ -40,6 +40,7 @@ def wait_for(
 ACCOUNTED = (
     "predictions",
     "duplicate_predictions",
+    "shared_id_predictions",
     "late_predictions",
     "labels",
     "duplicate_labels",

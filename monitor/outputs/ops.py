@@ -24,6 +24,7 @@ from monitor.state.engine import DELAY_BOUNDS
 # engine counter -> (which topic, outcome label) in fairness_events
 _ENGINE_OUTCOMES = (
     ("predictions", "duplicate", "duplicate_predictions"),
+    ("predictions", "shared_id", "shared_id_predictions"),  # another model's id
     ("predictions", "late", "late_predictions"),
     ("predictions", "evicted", "evicted_pending"),
     ("predictions", "expired", "expired_pending"),

@@ -129,6 +129,14 @@ HEALTH_GROUP = """\
         summary: "{{ $value }} decisions of {{ $labels.model }} wait for their protected attributes and none has been counted for 45 minutes ({{ $labels.instance }})"
         description: "No attribute record has met a decision, and the attributes topic's clock has not moved past any decision's attributes_ttl: the attributes producer is down or writes elsewhere. Until it resumes, these decisions are in no fairness metric and no alert can fire."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessattributesnotarriving"
+    - alert: FairnessPredictionIdsShared
+      expr: sum by (instance) (increase(fairness_events_total{outcome="shared_id"}[1h])) > 0
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $value }} predictions in the last hour carried the id of another model's prediction ({{ $labels.instance }})"
+        description: "Labels name a decision by its id alone, so two models' predictions with one id cannot both be joined: the later one is not counted, and that model is judged on fewer decisions or none (a champion and a challenger scoring the same request). Give each model's predictions ids of their own (prefix them with the model) and publish a label per id."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnesspredictionidsshared"
     - alert: FairnessGroupsOverflowing
       expr: sum by (instance, model, attribute) (increase(fairness_group_overflow_total[1h])) > 0
       labels:

@@ -7,7 +7,8 @@ Every step is vectorized over the batch; the only Python loops are over models.
 
 Counting rules (each outcome is counted, none is silent):
 
-* a prediction whose id is already pending (or repeated in the batch) is a *duplicate*;
+* a prediction whose id is already pending (or repeated in the batch) is a *duplicate*; when
+  that id is another model's prediction, a *shared id* (labels could not tell them apart);
 * a prediction too old for the ring is *late*;
 * a label is counted in the bucket of its prediction (``label_time: prediction``, the cohort
   view) or of its own arrival (``label_time: arrival``); if that bucket has left the ring the
@@ -34,12 +35,20 @@ from monitor.ingest.decoder import Decoder
 from monitor.ingest.events import LabelBatch, PredictionBatch
 from monitor.ingest.groups import GroupRegistry
 from monitor.state.fingerprint import fingerprint
-from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order
+from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order, other_model
 from monitor.state.join import NO_SCORE as STORED_NO_SCORE
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
 from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
-from monitor.state.snapshot import ModelSnapshot, Snapshot, WindowCounts, take_snapshot
+from monitor.state.snapshot import (
+    ModelSnapshot,
+    Snapshot,
+    WindowCounts,
+    counters,
+    invalid,
+    label_delays,
+    take_snapshot,
+)
 from monitor.state.view import Idle
 from monitor.state.window_sums import WindowSums
 from monitor.state.windows import FN, FP, TN, TP, late_on_arrival, n_cells
@@ -95,8 +104,11 @@ class Engine:
         # one sort of the batch's keys serves the duplicate check, the lookups and the insert
         order = key_order(b.key)
         old = late_on_arrival(st.rings, [m.bucket for m in self.models], b.model, b.ts)
-        dup = ~first_occurrences(b.key, order, ~old) | (st.pending.find(b.key, order) >= 0)
-        st.count("duplicate_predictions", dup.sum())
+        found = st.pending.find(b.key, order)
+        dup = ~first_occurrences(b.key, order, ~old) | (found >= 0)
+        other = other_model(b.key, b.model, dup, st.pending.models_of(found))
+        st.count("duplicate_predictions", (dup & ~other).sum())
+        st.count("shared_id_predictions", other.sum())  # another model's id (join.other_model)
         kept = ~dup
         b = b.take(kept)  # arrival order is kept: lateness depends on it
         if not len(b):
@@ -288,37 +300,16 @@ class Engine:
 
     def label_delays(self) -> tuple[npt.NDArray[np.int64], float]:
         """Label-delay histogram (counts per ``DELAY_BOUNDS`` bucket, last = beyond) and sum."""
-        counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
-        total = 0.0
-        for st in self.partitions.values():
-            counts += st.delay_counts
-            total += st.delay_sum
-        return counts, total
+        return label_delays(self.partitions.values())
 
     def counters(self) -> dict[str, int]:
         """Event counters summed over partitions (cheap: no window sums)."""
-        counters = dict.fromkeys(COUNTERS, 0)
-        for st in self.partitions.values():
-            for k, v in st.counters.items():
-                counters[k] += v
-        awaiting = sum(st.pending.awaiting_label() for st in self.partitions.values())
-        counters["awaiting_label"] = awaiting
-        held = sum(len(st.pending) for st in self.partitions.values())
-        counters["labelled_kept_until_ttl"] = held - awaiting
-        joins = [st.attributes for st in self.partitions.values() if st.attributes is not None]
-        if joins:  # only where the attributes come on a topic of their own
-            counters["awaiting_attributes"] = sum(len(j.decisions) for j in joins)
-        counters["invalid"] = sum(sum(st.invalid.values()) for st in self.partitions.values())
-        return counters
+        return counters(self.partitions.values())
 
     @property
     def invalid(self) -> dict[str, int]:
         """Dead-lettered records by reason, over all partitions."""
-        out: dict[str, int] = {}
-        for st in self.partitions.values():
-            for k, v in st.invalid.items():
-                out[k] = out.get(k, 0) + v
-        return out
+        return invalid(self.partitions.values())
 
     def count_invalid(self, partition: int, reasons: list[str]) -> None:
         inv = self.partition(partition).invalid

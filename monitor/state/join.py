@@ -137,6 +137,13 @@ class SortedTable:
         out[order] = found
         return out
 
+    def models_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The model of the rows at ``idx`` (a table of predictions), -1 where ``idx`` is."""
+        out = np.full(len(idx), -1, dtype=np.int64)
+        hit = idx >= 0
+        out[hit] = self.rows(idx[hit])["model"]
+        return out
+
     def rows(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         n = len(self.main)
         if not len(self.delta):
@@ -310,3 +317,19 @@ class EarlyLabels(SortedTable):
         if not len(self) or self._min_age >= before_ts:
             return self.main[:0]
         return self.remove_mask(self.data["ts"] < before_ts)
+
+
+def other_model(
+    keys: npt.NDArray[np.uint64],
+    models: npt.NDArray[np.uint16],
+    dup: npt.NDArray[np.bool_],
+    held: npt.NDArray[np.int64],
+) -> npt.NDArray[np.bool_]:
+    """Duplicates whose earlier copy is another model's prediction: the same id, no earlier
+    copy of this model in the batch, and the table's row (``held``: its model, -1 without one)
+    not of this model. Labels name decisions by id alone, so such a prediction cannot be told
+    apart from the other model's: it is counted as ``shared_id_predictions``, not as a
+    repeat (README: ids must be unique across the models of one monitor)."""
+    pair = keys ^ (models.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    out: npt.NDArray[np.bool_] = dup & first_occurrences(pair) & (held != models)
+    return out

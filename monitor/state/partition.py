@@ -50,6 +50,7 @@ COUNTERS = (
     "predictions",
     "labels",
     "duplicate_predictions",
+    "shared_id_predictions",  # another model's prediction id (join.other_model)
     "late_predictions",
     "duplicate_labels",
     "late_labels",

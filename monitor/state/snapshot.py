@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec, WindowSpec
 from monitor.ingest.groups import GroupRegistry
-from monitor.state.partition import PartitionState
+from monitor.state.partition import COUNTERS, DELAY_BOUNDS, PartitionState
 from monitor.state.windows import n_cells
 
 I64 = npt.NDArray[np.int64]
@@ -90,3 +90,39 @@ def take_snapshot(
         },
         counters=counters,
     )
+
+
+def label_delays(parts: Iterable[PartitionState]) -> tuple[I64, float]:
+    """Label-delay histogram (counts per ``DELAY_BOUNDS`` bucket, last = beyond) and sum."""
+    counts = np.zeros(len(DELAY_BOUNDS) + 1, dtype=np.int64)
+    total = 0.0
+    for st in parts:
+        counts += st.delay_counts
+        total += st.delay_sum
+    return counts, total
+
+
+def counters(parts: Iterable[PartitionState]) -> dict[str, int]:
+    """Event counters summed over partitions, and what the joins hold now."""
+    parts = list(parts)
+    out = dict.fromkeys(COUNTERS, 0)
+    for st in parts:
+        for k, v in st.counters.items():
+            out[k] += v
+    awaiting = sum(st.pending.awaiting_label() for st in parts)
+    out["awaiting_label"] = awaiting
+    out["labelled_kept_until_ttl"] = sum(len(st.pending) for st in parts) - awaiting
+    joins = [st.attributes for st in parts if st.attributes is not None]
+    if joins:  # only where the attributes come on a topic of their own
+        out["awaiting_attributes"] = sum(len(j.decisions) for j in joins)
+    out["invalid"] = sum(sum(st.invalid.values()) for st in parts)
+    return out
+
+
+def invalid(parts: Iterable[PartitionState]) -> dict[str, int]:
+    """Dead-lettered records by reason, over all partitions."""
+    out: dict[str, int] = {}
+    for st in parts:
+        for k, v in st.invalid.items():
+            out[k] = out.get(k, 0) + v
+    return out

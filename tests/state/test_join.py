@@ -242,3 +242,30 @@ def test_first_occurrences_among_eligible_copies() -> None:
     # it repeats nothing. 9: no eligible copy, neither repeats anything. 5: alone.
     assert first_occurrences(keys, None, eligible).tolist() == [True, True, False, True, True, True]
     assert first_occurrences(keys).tolist() == [True, False, False, True, False, True]
+
+
+def test_an_id_another_model_already_used_is_counted_as_shared_not_as_a_repeat() -> None:
+    """Found in review: a champion and a challenger scoring the same request (one id) left the
+    second model with no decision at all, counted as ``duplicate_predictions`` like a producer
+    retry. Labels name decisions by id alone, so the second cannot be joined; it is now counted
+    as ``shared_id_predictions`` (a ``FairnessPredictionIdsShared`` ticket), in the batch and
+    across batches, while a model's own repeat stays a duplicate."""
+    from monitor.config.spec import parse_config
+
+    model = {"attributes": {"g": {}}, "windows": ["1h"], "min_samples": 1}
+    engine = Engine(parse_config({"models": {"champion": model, "challenger": model}}))
+
+    def p(pid: str, who: str, t: float) -> object:
+        return pred(pid, t, "a", 1, model_id=who)
+
+    run(engine, [p("1", "champion", T0), p("1", "challenger", T0 + 1), p("1", "champion", T0 + 2)])
+    run(engine, [p("1", "challenger", T0 + 3), p("2", "challenger", T0 + 4)])
+    run(engine, [p("2", "champion", T0 + 5), p("2", "challenger", T0 + 6)], [label("1", T0, 1)])
+    c = engine.snapshot().counters
+    # 1: champion kept; challenger shared (in the batch); champion again a repeat; challenger
+    # again (a later batch): shared, as its first copy was never kept. 2: challenger kept,
+    # champion shared, challenger again a repeat
+    assert (c["predictions"], c["shared_id_predictions"], c["duplicate_predictions"]) == (2, 3, 2)
+    assert c["labels"] == 1  # the label went to the prediction that was kept
+    n = sum(c[k] for k in ("predictions", "shared_id_predictions", "duplicate_predictions"))
+    assert n == 7  # every record accounted for once
