@@ -44,8 +44,9 @@ def read_inputs(
         if not csv_mapping:
             raise ConfigError("", "--csv needs --csv-mapping")
         mapping = load_csv_mapping(csv_mapping)
+        binned = frozenset(a.name for m in cfg.models.values() for a in m.attributes if a.bins)
         for path in csv:
-            p, lab, _ = read_csv(path, mapping, cfg.fields)
+            p, lab, _ = read_csv(path, mapping, cfg.fields, numeric=binned)
             preds += p
             labs += lab
     return preds, labs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -25,11 +25,16 @@ from monitor.config.spec import FieldMap
 from monitor.ingest.events import Invalid, RawRecord
 from monitor.ingest.fields import parse_timestamp
 
+BOM = b"\xef\xbb\xbf"
+
 
 def read_jsonl(path: str | Path, *, topic: str = "") -> Iterator[RawRecord]:
-    """One raw record per non-blank line; ``offset`` is the 1-based line number."""
+    """One raw record per non-blank line; ``offset`` is the 1-based line number. A UTF-8 byte
+    order mark before the first line (editors on Windows write one) is not part of it."""
     with open(path, "rb") as fh:
         for lineno, line in enumerate(fh, start=1):
+            if lineno == 1 and line.startswith(BOM):
+                line = line[len(BOM) :]
             if line.strip():
                 yield RawRecord(value=line.rstrip(b"\r\n"), topic=topic or str(path), offset=lineno)
 
@@ -150,9 +155,17 @@ class UnreadableInput(ValueError):
 
 
 def read_csv(
-    path: str | Path, mapping: CsvMapping, fields: FieldMap
+    path: str | Path,
+    mapping: CsvMapping,
+    fields: FieldMap,
+    *,
+    numeric: frozenset[str] = frozenset(),
 ) -> tuple[list[RawRecord], list[RawRecord], int]:
-    """Prediction records, label records, and the number of rows filtered out."""
+    """Prediction records, label records, and the number of rows filtered out.
+
+    An attribute's cell stays text (``01`` is not ``1``, ``07`` and ``7`` are two groups, as
+    in the JSONL the same values would be), unless the attribute is ``numeric`` (binned):
+    then a number is parsed, as the bins need one."""
     preds: list[RawRecord] = []
     labels: list[RawRecord] = []
     skipped = 0
@@ -161,8 +174,9 @@ def read_csv(
     csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))
     lineno = 1
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a BOM is no name
             reader = csv.DictReader(fh)
+            _check_header(path, reader.fieldnames or [], mapping)
             for lineno, row in enumerate(reader, start=2):
                 if None in row or None in row.values():  # DictReader's marks of a ragged row
                     width = len(reader.fieldnames or ())
@@ -184,7 +198,9 @@ def read_csv(
                 if mapping.score is not None:
                     _put(ev, fields.score, _scaled(_cell(row.get(mapping.score)), mapping))
                 for attr, col in mapping.attributes.items():
-                    _put(ev, (*fields.attributes, attr), _cell(row.get(col)))
+                    cell = row.get(col)
+                    value = _cell(cell) if attr in numeric else cell or None
+                    _put(ev, (*fields.attributes, attr), value)
                 preds.append(RawRecord(value=ev, topic=topic, offset=lineno))
                 if mapping.label is None:
                     continue
@@ -203,6 +219,22 @@ def read_csv(
     except (csv.Error, UnicodeDecodeError) as exc:
         raise UnreadableInput(f"{path}: cannot read the CSV after line {lineno}: {exc}") from None
     return preds, labels, skipped
+
+
+def _check_header(path: str | Path, header: Sequence[str], mapping: CsvMapping) -> None:
+    """Every column the mapping names is in the file's header, else a ConfigError naming the
+    mapping's key: a misspelt column read as empty put every row in ``__missing__`` (and a
+    gate judged nothing, and passed)."""
+    named = {"id": mapping.id, "timestamp": mapping.timestamp, "prediction": mapping.prediction,
+             "score": mapping.score, "label": mapping.label,
+             "label_timestamp": mapping.label_timestamp}  # fmt: skip
+    named |= {f"attributes.{a}": col for a, col in mapping.attributes.items()}
+    named |= {f"where[{i}].column": f.column for i, f in enumerate(mapping.where)}
+    have = set(header)
+    for key, col in named.items():
+        if col is not None and col not in have:
+            shown = ", ".join(header[:20]) + (", …" if len(header) > 20 else "")
+            raise ConfigError(key, f"no column {col!r} in {path} (its columns: {shown})")
 
 
 def _put(event: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

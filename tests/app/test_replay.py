@@ -143,6 +143,29 @@ def test_replay_survives_hostile_lines(tmp_path: Path) -> None:
     assert sorted(d["reason"] for d in dead) == sorted(hostile)
 
 
+def test_a_byte_order_mark_and_a_batch_size_below_one_lose_no_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: a JSONL file saved with a UTF-8 BOM lost its first event (not_json);
+    ``--batch-size -5`` silently left the first batch unapplied (353 of 400 counted) and
+    ``--batch-size 0`` ended in a traceback. The BOM is not part of the first line; a batch
+    size below 1 is refused by argparse, naming it."""
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    preds, _ = make_events(4, n=50)
+    (tmp_path / "p.jsonl").write_bytes(b"\xef\xbb\xbf" + "\n".join(map(json.dumps, preds)).encode())
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl")]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([*args, "--format", "json"]) == 0
+    report = json.loads(buf.getvalue())
+    assert report["counters"]["predictions"] == 50 and report["invalid"] == {}
+    for size in ("-5", "0"):
+        with pytest.raises(SystemExit) as info:
+            main([*args, "--batch-size", size])
+        assert info.value.code == 2
+        assert f"argument --batch-size: {size}: must be at least 1" in capsys.readouterr().err
+
+
 SHORT_LATENESS = CONFIG.replace("lateness: 6h", "lateness: 5m")
 
 

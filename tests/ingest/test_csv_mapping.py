@@ -70,3 +70,47 @@ def test_mapping_mistakes_name_the_key(tmp_path: Path, text: str, message: str) 
     with pytest.raises(ConfigError) as err:
         load_csv_mapping(path)
     assert str(err.value).startswith(message), str(err.value)
+
+
+def _write(tmp_path: Path, mapping: str, csv_text: str, *, bom: bool = False) -> None:
+    (tmp_path / "m.yaml").write_text(mapping)
+    (tmp_path / "d.csv").write_bytes((b"\xef\xbb\xbf" if bom else b"") + csv_text.encode())
+
+
+def _read(tmp_path: Path, **kw: object) -> list[dict[str, object]]:
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import read_csv
+
+    m = load_csv_mapping(tmp_path / "m.yaml")
+    preds, _, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), **kw)  # type: ignore[arg-type]
+    return [r.value for r in preds]  # type: ignore[misc]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    """Found in review: a CSV saved with a UTF-8 BOM named its first column '\\ufeffrace', so
+    every row's race was missing and a gate on race passed without judging it."""
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nattributes: {race: race}\n",
+           "race,id,t,p\nA,1,1,1\nB,2,2,0\n", bom=True)  # fmt: skip
+    assert [e["attributes"]["race"] for e in _read(tmp_path)] == ["A", "B"]
+
+
+def test_a_mapped_column_missing_from_the_header_is_named_by_its_key(tmp_path: Path) -> None:
+    """Found in review: a misspelt column (``race: Race``) read as empty: every row in
+    ``__missing__``, no error, a gate that passed."""
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nattributes: {race: Race}\n",
+           "race,id,t,p\nA,1,1,1\n")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        _read(tmp_path)
+    assert str(info.value).startswith("attributes.race: no column 'Race' in ")
+    assert "its columns: race, id, t, p" in str(info.value)
+
+
+def test_attribute_cells_stay_text_unless_the_attribute_is_binned(tmp_path: Path) -> None:
+    """Found in review: cells were parsed as numbers, so codes 01 and 1, or 07, 0_7 and 7,
+    became one group (and a reference group '01' matched nothing). Text stays text, as the
+    same values in JSONL do; a binned attribute still gets its number."""
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nattributes: {code: c, age: a}\n",
+           "id,t,p,c,a\n1,1,1,01,30\n2,2,0,1,41.5\n3,3,0,0_7,\n4,4,1,NaN,7\n")  # fmt: skip
+    events = _read(tmp_path, numeric=frozenset({"age"}))
+    assert [e["attributes"]["code"] for e in events] == ["01", "1", "0_7", "NaN"]
+    assert [e["attributes"]["age"] for e in events] == [30, 41.5, None, 7]
