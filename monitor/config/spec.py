@@ -281,6 +281,8 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"config file {path} is not UTF-8 (byte {exc.start})") from None
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader) or {}  # a safe loader
     except yaml.YAMLError as exc:

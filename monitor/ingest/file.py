@@ -115,7 +115,7 @@ class CsvMappingDoc(Doc, frozen=True):
 def load_csv_mapping(path: str | Path) -> CsvMapping:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError("", f"cannot read CSV mapping {path}: {exc}") from None
     doc = convert(data, CsvMappingDoc)
     if not doc.attributes:
@@ -126,6 +126,9 @@ def load_csv_mapping(path: str | Path) -> CsvMapping:
             raise ConfigError(f"where[{i}].value", "between needs [low, high]")
         if f.op in ("in", "not_in") and not isinstance(f.value, list):
             raise ConfigError(f"where[{i}].value", f"{f.op} needs a list")
+        numbers = f.value if f.op == "between" else [f.value] if f.op in BOUNDS else []
+        if not all(_number(v) for v in numbers):
+            raise ConfigError(f"where[{i}].value", f"{f.op} needs numbers, not {f.value!r}")
         filters.append(RowFilter(f.column, f.op, f.value))
     if doc.prediction is None and doc.score is None:
         raise ConfigError("prediction", "map a prediction column or a score column")
@@ -269,7 +272,20 @@ def _scaled(x: Any, mapping: CsvMapping) -> Any:
     if mapping.score_range is None or isinstance(x, bool) or not isinstance(x, int | float):
         return x
     lo, hi = mapping.score_range
-    return (x - lo) / (hi - lo)
+    try:
+        return (x - lo) / (hi - lo)
+    except OverflowError:  # an int past a float's range: the decoder refuses it (bad_score)
+        return x
+
+
+BOUNDS = ("lt", "le", "gt", "ge")
+
+
+def _number(v: Any) -> bool:
+    """A finite number a bound can be (a 400-digit int is past a float's range)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return abs(v) < 2**1023
+    return isinstance(v, float) and math.isfinite(v)
 
 
 def _eq(cell: str, value: Any) -> bool:

@@ -53,7 +53,10 @@ def _num(x: Any) -> Any:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):  # before year 1 (min_timestamp allows it)
+        return f"{t:.0f} s"
 
 
 def _disp(d: Disparity, r: AttributeResult, blind: BlindReason | None) -> dict[str, Any]:

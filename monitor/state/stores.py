@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 from typing import Protocol
 
 from monitor.config.kafka import KafkaSpec
@@ -65,9 +66,13 @@ def open_for_reading(
     """The store ``status`` and ``report --checkpoint`` read: the SQLite file ``path`` when one
     is given, else the configured store. The state topic is opened read-only: it must exist
     (never created), and no producer is built, so no transactional id is initialised that
-    could fence or abort a running monitor's save."""
+    could fence or abort a running monitor's save. Nor is the file created: a mistyped path
+    gave an empty report of a new, empty checkpoint."""
     if path is None and settings.store == "kafka":
         if kafka is None:
             raise ValueError("checkpoint.store: kafka needs the kafka settings")
         return KafkaStateStore(settings, kafka, read_only=True)
-    return CheckpointStore(path or settings.path)
+    file = Path(path or settings.path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no checkpoint file at {file}")
+    return CheckpointStore(file)

@@ -256,3 +256,19 @@ def test_a_silence_longer_than_the_ring_skips_nothing(tmp_path: Path) -> None:
     start = int(min(e["timestamp"] for e in later) // 60)
     judged = {int(p.at // 60) for p in ev.series[("credit", "6h", "sex")]}
     assert set(range(start + 1, start + 3 * 60)) <= judged  # right after the silence too
+
+
+def test_events_at_the_start_of_the_calendar_report_without_a_traceback(tmp_path: Path) -> None:
+    """Found in review: with ``min_timestamp`` at year 1, events there crashed ``replay`` and
+    ``report`` (``year 0 is out of range`` formatting the window's start)."""
+    (tmp_path / "c.yaml").write_text(CONFIG + 'min_timestamp: "0001-01-01T00:00:00Z"\n')
+    t0 = -62135596800.0 + 60  # 0001-01-01T00:01:00Z
+    preds = [{"prediction_id": str(i), "model_id": "credit", "timestamp": t0 + i,
+              "attributes": {"sex": "FM"[i % 2], "age": 40}, "score": 0.4 + 0.2 * (i % 2)}
+             for i in range(20)]  # fmt: skip
+    (tmp_path / "p.jsonl").write_text("\n".join(map(json.dumps, preds)))
+    buf = io.StringIO()
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl")]
+    with contextlib.redirect_stdout(buf):
+        assert main([*args, "--format", "json"]) == 0
+    assert json.loads(buf.getvalue())["counters"]["predictions"] == 20

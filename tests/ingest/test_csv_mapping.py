@@ -57,6 +57,10 @@ BASE = "id: id\ntimestamp: t\nprediction: p\nattributes: {race: race}\n"
         ),
         (BASE + "where: [{column: a, op: between, value: 3}]\n", "where[0].value: between needs"),
         (BASE + "where: [{op: eq, value: 3}]\n", "where[0].column: required"),
+        (BASE + "where: [{column: a, op: lt}]\n", "where[0].value: lt needs numbers, not None"),
+        (BASE + "where: [{column: a, op: between, value: [low, 5]}]\n", "where[0].value: between"),
+        (BASE + "where: [{column: a, op: ge, value: [1]}]\n", "where[0].value: ge needs numbers"),
+        (BASE + "where: [{column: a, op: gt, value: " + "9" * 400 + "}]\n", "where[0].value: gt"),
         ("id: id\ntimestamp: t\nattributes: {race: race}\n", "prediction: map a prediction"),
         ("id: id\ntimestamp: t\nprediction: p\nattributes: {}\n", "attributes: map each"),
         (BASE + "score: s\nscore_range: [10, 1]\n", "score_range: needs [low, high]"),
@@ -114,3 +118,23 @@ def test_attribute_cells_stay_text_unless_the_attribute_is_binned(tmp_path: Path
     events = _read(tmp_path, numeric=frozenset({"age"}))
     assert [e["attributes"]["code"] for e in events] == ["01", "1", "0_7", "NaN"]
     assert [e["attributes"]["age"] for e in events] == [30, 41.5, None, 7]
+
+
+def test_a_score_past_a_floats_range_is_left_to_the_decoder(tmp_path: Path) -> None:
+    """Found in review: a 400-digit score cell with ``score_range`` raised OverflowError and
+    stopped the whole replay; it is passed on unscaled, for the decoder to dead-letter."""
+    _write(tmp_path, BASE.replace("prediction: p", "score: s\nscore_range: [0, 10]"),
+           "id,t,s,race\n1,1,5,a\n2,2," + "9" * 400 + ",b\n")  # fmt: skip
+    scores = [e["score"] for e in _read(tmp_path)]
+    assert scores[0] == 0.5 and scores[1] == int("9" * 400)
+
+
+def test_a_mapping_or_config_file_that_is_not_utf8_is_a_clean_error(tmp_path: Path) -> None:
+    from monitor.config.spec import load_config
+
+    (tmp_path / "m.yaml").write_bytes(b"id: \xff\n")
+    with pytest.raises(ConfigError, match="cannot read CSV mapping"):
+        load_csv_mapping(tmp_path / "m.yaml")
+    (tmp_path / "c.yaml").write_bytes(b"models: {m: {attributes: {g\xe9: {}}}}\n")
+    with pytest.raises(ConfigError, match="is not UTF-8"):
+        load_config(tmp_path / "c.yaml")

@@ -197,3 +197,17 @@ def test_report_needs_an_input(tmp_path: Path) -> None:
         rc = main(["report", "-c", str(config), "--out", str(tmp_path / "x.html")])
     assert rc == 2
     assert "give --predictions FILE or --csv FILE" in err.getvalue()
+
+
+def test_a_mistyped_checkpoint_path_is_an_error_not_an_empty_report(tmp_path: Path) -> None:
+    """Found in review: ``report --checkpoint`` (and ``status``) on a path with no file wrote
+    an HTML report of nothing ("No alert fired") and created an empty 262 KB checkpoint there.
+    Reading never creates: one line naming the path, exit 2, no file."""
+    config = tmp_path / "c.yaml"
+    config.write_text(demo_config_text())
+    missing = tmp_path / "nonexist.sqlite"
+    for command in (["report", "--out", str(tmp_path / "x.html")], ["status"]):
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            rc = main([command[0], "-c", str(config), "--checkpoint", str(missing), *command[1:]])
+        assert rc == 2 and f"no checkpoint file at {missing}" in err.getvalue()
+        assert not missing.exists() and not (tmp_path / "x.html").exists()
