@@ -31,7 +31,7 @@ from monitor.ingest.file import UnreadableInput
 from monitor.metrics.results import attribute_result
 from monitor.state.engine import Engine
 from monitor.state.snapshot import ModelSnapshot
-from monitor.state.windows import FN, FP, TN, TP, N
+from monitor.state.windows import FN, FP, I64, TN, TP, N
 
 SHOWN_DEAD = 5  # dead letters named in the exit-2 message
 MAX_BUCKETS = 512  # ring size of the whole-data window (coarser buckets past that)
@@ -114,6 +114,7 @@ def run_gate(
             if not group_labels:
                 continue
             counts = ms.totals[gidx]
+            _reference_seen(ms.spec, set_name, group_labels, counts)
             r = attribute_result(counts, group_labels, ms.spec, set_name, confidence=cfg.confidence)
             for rule in rules:
                 if not rule.attributes or set_name in rule.attributes:
@@ -130,6 +131,23 @@ def run_gate(
             "attributes): name the rules to judge with --fail-on",
         )
     return GateResult(checks, data, engine.counters(), cfg.confidence, dead, tuple(no_data))
+
+
+def _reference_seen(spec: ModelSpec, set_name: str, labels: Sequence[str], counts: I64) -> None:
+    """A configured reference group must have decisions in the data the gate judges: one
+    spelt otherwise (``a`` for ``A``, ``01`` for ``1``) left every ratio of the set undefined,
+    each check skipped as "insufficient data", and the gate passed on biased data."""
+    ref = spec.reference_groups.get(set_name)
+    if ref is None:
+        return
+    n = dict(zip(labels, counts[:, N].tolist(), strict=True))
+    if n.get(ref, 0) == 0:
+        had = [lab for lab, k in n.items() if k]
+        seen = ", ".join(repr(lab) for lab in had[:10]) + (", …" if len(had) > 10 else "")
+        raise ConfigError(
+            f"models.{spec.name}.reference_groups.{set_name}",
+            f"{ref!r} has no decision in the input (its groups: {seen})",
+        )
 
 
 def whole_data_config(

@@ -362,6 +362,22 @@ def test_bad_config_exits_2_naming_the_key(
     assert rc == 2 and "alerts.rules[0].bound" in err
 
 
+def test_a_reference_group_absent_from_the_data_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: ``reference_groups: {group: a}`` on data spelling it ``A`` left every
+    ratio undefined, each check "insufficient data", and the gate passed (exit 0) on a DIR of
+    0.5. The reference must have decisions in the data the gate judges."""
+    data = write_set(tmp_path, {"A": (200, 120), "B": (200, 60)})
+    assert gate(capsys, "-c", loan_config(tmp_path), *data)[0] == 1  # spelt right: it fails
+    cfg = yaml.safe_load(Path(loan_config(tmp_path)).read_text())
+    cfg["models"]["loan"]["reference_groups"] = {"group": "a"}
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(cfg))
+    rc, _, err = gate(capsys, "-c", str(tmp_path / "typo.yaml"), *data)
+    assert rc == 2 and "models.loan.reference_groups.group: 'a' has no decision" in err
+    assert "(its groups: 'A', 'B')" in err
+
+
 def test_schema_rejects_what_ci_cannot_read(schema: xmlschema.XMLSchema) -> None:
     """The schema bites: a testcase without a name, a count that is not a number."""
     assert not schema.is_valid(
