@@ -29,9 +29,11 @@ def read_inputs(
     labels: Sequence[str] = (),
     csv: Sequence[str] = (),
     csv_mapping: str | None = None,
+    excluded: list[int] | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord]]:
     """The raw prediction and label records of the named JSONL and CSV files (``replay``,
-    ``report`` and ``gate`` read them the one way)."""
+    ``report`` and ``gate`` read them the one way); ``excluded`` gets the number of CSV rows
+    the mapping's ``where`` left out, per file (an audit says how many cases it did not see)."""
     if not (predictions or csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -46,7 +48,9 @@ def read_inputs(
         mapping = load_csv_mapping(csv_mapping)
         binned = frozenset(a.name for m in cfg.models.values() for a in m.attributes if a.bins)
         for path in csv:
-            p, lab, _ = read_csv(path, mapping, cfg.fields, numeric=binned)
+            p, lab, skipped = read_csv(path, mapping, cfg.fields, numeric=binned)
+            if excluded is not None:
+                excluded.append(skipped)
             preds += p
             labs += lab
     return preds, labs
@@ -67,8 +71,14 @@ def replay_files(
 
     ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
     (``outputs/timeline.py``), streamed as the evaluator goes."""
+    excluded: list[int] = []
     preds, labs = read_inputs(
-        cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping
+        cfg,
+        predictions=predictions,
+        labels=labels,
+        csv=csv,
+        csv_mapping=csv_mapping,
+        excluded=excluded,
     )
     engine = Engine(cfg)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
@@ -90,6 +100,8 @@ def replay_files(
         invalid=dict(Counter(d.reason.value for d in dead)),
         audit=True,
     )
+    if csv:
+        report["csv_rows_excluded"] = sum(excluded)  # by the mapping's where: never seen
     # the backtest: when each alert would have fired and resolved, with its evidence
     report["alerts"] = [
         alert_json(t.alert) for t in evaluator.history if t.alert.state != "pending"

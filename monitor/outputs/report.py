@@ -257,6 +257,8 @@ def format_table(report: dict[str, Any]) -> str:
     held = [f"{c[k]} {what}" for k, what in HELD.items() if k in c]
     if held:
         lines.append("join holds: " + "; ".join(held))
+    if "csv_rows_excluded" in report:
+        lines.append(f"CSV rows left out by the mapping's where: {report['csv_rows_excluded']}")
     if report["invalid"]:
         lines.append(
             "dead-lettered: " + ", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items()))

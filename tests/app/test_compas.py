@@ -59,6 +59,8 @@ def test_filter_keeps_6172_rows(report: dict) -> None:
     # every label arrived: none awaits one; all are kept until the TTL (de-duplication)
     assert report["counters"]["awaiting_label"] == 0
     assert report["counters"]["labelled_kept_until_ttl"] == 6172
+    # the rows ProPublica's filter leaves out are reported (an audit says what it did not see)
+    assert report["csv_rows_excluded"] == len(pd.read_csv(COMPAS_CSV)) - 6172 == 1042
 
 
 def test_text_summary_names_what_the_join_holds() -> None:
