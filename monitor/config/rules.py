@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, get_args
+from urllib.parse import urlsplit
 
 from msgspec import Meta
 from msgspec import field as key
@@ -342,4 +343,7 @@ def _url(raw: str | None, path: str) -> str | None:
         return None
     if not raw.startswith(("http://", "https://")):
         raise ConfigError(path, f"{raw!r} is not an http(s) URL")
+    if "@" in urlsplit(raw).netloc:  # user:password@host: never sent (urllib reads it as the
+        # host), every delivery failed, and the password was logged with each failure
+        raise ConfigError(path, "credentials in the URL are not supported (they are not sent)")
     return raw.rstrip("/")

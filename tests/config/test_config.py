@@ -124,6 +124,15 @@ def test_a_secret_that_yaml_reads_as_a_number_is_refused_not_changed() -> None:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
+        # found in review: urllib sends no credentials from the URL, every delivery failed and
+        # each failure logged the password
+        (
+            {
+                "models": {"m": {"attributes": {"g": {}}}},
+                "alerts": {"sinks": {"webhook_url": "https://pager:S3cr3t@hooks.example/x"}},
+            },
+            "alerts.sinks.webhook_url: credentials in the URL are not supported",
+        ),
         # msgspec elides a mapping's key (`$.models[...]`): the error still names it
         (
             {
