@@ -45,8 +45,12 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def status(config: Path, env: dict[str, str]) -> dict[str, Any]:
+def status(config: Path, env: dict[str, str], *, before_first: bool = False) -> dict[str, Any]:
+    """``status --format json``; ``before_first``: a checkpoint file not written yet reads as
+    no offsets (``status`` refuses to read a file that is not there)."""
     r = cli("status", "-c", str(config), "--format", "json", env=env)
+    if before_first and r.returncode == 2 and "no checkpoint file at" in r.stderr:
+        return {"offsets": {}}
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 

@@ -331,7 +331,7 @@ def run_to_end(
     try:
 
         def caught_up() -> dict[str, Any] | None:
-            got = status(m.config, {})
+            got = status(m.config, {}, before_first=True)
             seen = {(t, int(p)): o for p, offs in got["offsets"].items() for t, o in offs.items()}
             return got if all(seen.get(k, 0) >= v for k, v in target.items()) else None
 
