@@ -43,6 +43,8 @@ class ViewPartition:
     def let_go(self, keep: int) -> int:
         """Let the oldest partials that are here (up to ``reached``) go unread while more than
         ``keep`` wait; how many went."""
+        if len(self.waiting) <= keep:
+            return 0
         over = sorted(b for b in self.waiting if b <= self.reached)[: len(self.waiting) - keep]
         for b in over:
             del self.waiting[b]

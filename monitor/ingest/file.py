@@ -46,9 +46,7 @@ class RowFilter:
     value: Any
 
     def keep(self, row: Mapping[str, str]) -> bool:
-        cell = row.get(self.column)
-        if cell is None:
-            raise ConfigError(f"where.{self.column}", "no such column in the CSV file")
+        cell = row[self.column]  # in the header: read_csv checked it (_check_header)
         v = self.value
         if self.op in ("in", "not_in"):
             hit = any(_eq(cell, x) for x in v)

@@ -106,7 +106,9 @@ class Engine:
         old = late_on_arrival(st.rings, [m.bucket for m in self.models], b.model, b.ts)
         found = st.pending.find(b.key, order)
         dup = ~first_occurrences(b.key, order, ~old) | (found >= 0)
-        other = other_model(b.key, b.model, dup, st.pending.models_of(found))
+        other = np.zeros_like(dup)  # a second sort only where a model can meet another's id
+        if len(self.models) > 1 and dup.any():
+            other = other_model(b.key, b.model, dup, st.pending.models_of(found))
         st.count("duplicate_predictions", (dup & ~other).sum())
         st.count("shared_id_predictions", other.sum())  # another model's id (join.other_model)
         kept = ~dup
