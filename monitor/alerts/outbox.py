@@ -101,6 +101,10 @@ class Outbox:
             return self._tickets.get(seq, 0)
         return None
 
+    def owes(self, a: Alert) -> bool:
+        """Is this very notification still owed (not delivered, replaced, or forgotten)?"""
+        return any(x is a for x in self.owed.values())
+
     def clear(self) -> None:
         """Forget everything owed and firing (another replica delivers from now on)."""
         self.owed.clear()

@@ -16,8 +16,12 @@ POST, and which rejections are final.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
+import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -84,19 +88,95 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+class _Watched:
+    """Hands urllib connections whose sockets it keeps (urllib lets go of the connection once
+    the answer's headers are in), so :func:`post_json` can cut them off."""
+
+    def __init__(self) -> None:
+        self.sockets: list[socket.socket] = []
+        self.expired = False
+        self.lock = threading.Lock()
+
+    def connection(self, cls: Any) -> Callable[..., http.client.HTTPConnection]:
+        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            conn: http.client.HTTPConnection = cls(*args, **kwargs)
+            connect = conn.connect
+
+            def connect_and_keep() -> None:
+                connect()
+                with self.lock:
+                    self.sockets.append(conn.sock)
+                    if self.expired:  # the deadline passed while connecting
+                        _cut(conn.sock)
+
+            conn.connect = connect_and_keep  # type: ignore[method-assign]
+            return conn
+
+        return make
+
+    def expire(self) -> None:
+        """Shut the sockets: a read blocked in another thread returns at once."""
+        with self.lock:
+            self.expired = True
+            for sock in self.sockets:
+                _cut(sock)
+
+
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _HTTP(urllib.request.HTTPHandler):
+    def __init__(self, watched: _Watched) -> None:
+        super().__init__()
+        self.watched = watched
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(self.watched.connection(http.client.HTTPConnection), req)
+
+
+class _HTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, watched: _Watched) -> None:
+        super().__init__()
+        self.watched = watched
+
+    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
+        return super().do_open(self.watched.connection(http_class), req, **kwargs)
 
 
 def post_json(url: str, body: Any, timeout: float) -> None:
+    """POST ``body``; the whole request (connect, send, answer) must finish within
+    ``timeout`` seconds. urllib's own timeout bounds each socket operation only: a receiver
+    answering a byte every half second held the delivery for as long as it liked."""
+    watched = _Watched()
+    opener = urllib.request.build_opener(_NoRedirect, _HTTP(watched), _HTTPS(watched))
     req = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
         method="POST",
         headers={"Content-Type": "application/json"},
     )
-    with _OPENER.open(req, timeout=timeout) as resp:
-        if resp.status >= 300:
-            raise urllib.error.HTTPError(url, resp.status, "bad status", resp.headers, None)
+    deadline = threading.Timer(timeout, watched.expire)
+    deadline.daemon = True
+    deadline.start()
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            if resp.status >= 300:
+                raise urllib.error.HTTPError(url, resp.status, "bad status", resp.headers, None)
+            resp.read(1 << 16)  # the whole answer (what it says is not used)
+    except (OSError, http.client.HTTPException) as exc:
+        if watched.expired and not isinstance(exc, urllib.error.HTTPError):
+            raise _late(url, timeout) from exc
+        raise
+    finally:
+        deadline.cancel()
+    if watched.expired:  # a cut-off answer reads as a short one
+        raise _late(url, timeout)
+
+
+def _late(url: str, timeout: float) -> TimeoutError:
+    return TimeoutError(f"no complete answer from {url} within {timeout:g}s")
 
 
 def permanent(exc: BaseException) -> bool:

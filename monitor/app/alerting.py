@@ -52,7 +52,7 @@ class LocalAlerts:
     def _submit(self, dispatcher: Dispatcher, t: Transition) -> None:
         self.dispatcher = dispatcher
         ticket = dispatcher.submit(t)
-        if ticket is not None and t.alert.state != "pending":
+        if t.alert.state != "pending":
             self.owed.pop(t.alert.key, None)  # its newest state replaces an older one
             self.owed[t.alert.key] = (ticket, t.alert)
             while len(self.owed) > MAX_OWED:

@@ -220,9 +220,7 @@ class GlobalAlerts:
             del self.owed[min(self.owed)]
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
-        ticket = dispatcher.submit(t)
-        if ticket is not None:  # else dropped (queue full), counted by the dispatcher
-            self.submitted.append((ticket, seq))
+        self.submitted.append((dispatcher.submit(t), seq))
 
     def _delivered(self, dispatcher: Dispatcher) -> int:
         """The seq through which everything owed has been delivered (or given up): the
@@ -282,7 +280,7 @@ class GlobalAlerts:
         dispatcher = self.dispatcher
         if self.leading and dispatcher is not None:
             deadline = time.monotonic() + STEP_DOWN_SECONDS
-            while dispatcher.settled < dispatcher.accepted + dispatcher.queue.qsize():
+            while dispatcher.settled < dispatcher.queued:
                 if time.monotonic() > deadline:
                     break
                 self.stopped.wait(0.02)

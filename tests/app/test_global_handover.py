@@ -69,7 +69,6 @@ class Dispatcher:
         self.sent: list[tuple[str, str, float]] = []
         self.queued = self.accepted = self.settled = 0
         self.down = False
-        self.queue = SimpleNamespace(qsize=lambda: 0)
 
     def submit(self, t: Transition) -> int:
         self.queued += 1

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
+from monitor.alerts.lifecycle import Transition
 from monitor.app.service import Monitor
 from monitor.config.spec import parse_config
 from tests.alerts.streams import run_stream
@@ -53,6 +54,10 @@ def config(path: Path) -> Any:
 def started(path: Path) -> Monitor:
     """A monitor as ``run`` leaves it after start-up and the first assignment."""
     m = Monitor(config(path))
+    handed: list[Transition] = []
+    submit = m.dispatcher.submit
+    m.dispatcher.submit = lambda t: handed.append(t) or submit(t)  # type: ignore[method-assign]
+    m.handed = handed  # type: ignore[attr-defined]
     m.ownership.consumer = FakeConsumer(TPS)
     m.checkpoints.restore_alerts(m.evaluator)
     m.ownership.restore(TPS)
@@ -66,11 +71,8 @@ def pages(m: Monitor) -> list[str]:
     while m.evaluator.last != before:
         before = dict(m.evaluator.last)
         m._alerts()
-    out = []
-    while not m.dispatcher.queue.empty():
-        t = m.dispatcher.queue.get_nowait()
-        if t.alert.state == "firing":
-            out.append(t.alert.name)
+    out = [t.alert.name for t in m.handed if t.alert.state == "firing"]  # type: ignore[attr-defined]
+    m.handed.clear()  # type: ignore[attr-defined]
     return out
 
 

@@ -99,7 +99,7 @@ def test_transitions_reach_sinks_page_and_listeners_and_history_is_bounded(
     m.listeners.append(heard.append)
     m._alerts()
     assert heard == new
-    assert m.dispatcher.queue.qsize() == 2
+    assert m.dispatcher.queued == 2  # both handed to the sinks
     # the page lists fired/resolved transitions, newest first; pending ones are not news
     assert [t["labels"]["n"] for t in m.recent_transitions] == ["-2"]
     # the newest HISTORY_KEEP transitions are kept, the oldest dropped
