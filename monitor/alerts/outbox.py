@@ -14,6 +14,10 @@ failing does a newer state replace an undelivered older one (an alert that fired
 during an outage arrives as resolved, with its times), and for Alertmanager always: it keeps
 the active set, so the newest state is all it needs.
 
+A notification the receiver keeps failing (a 5xx for that one payload) while it may take others
+does not hold every later page back: once it has failed ``stubborn_after`` times it is sent
+after the others (still owed, still retried, still replaced by its alert's newer state).
+
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
 are counted by reason: ``dropped`` past ``max_owed``, ``given_up`` when the receiver rejected
@@ -43,11 +47,14 @@ class Outbox:
         interval: float,
         backoff: float = 0.2,
         max_owed: int = MAX_OWED,
+        stubborn_after: int = 6,
     ) -> None:
         self.resend_all = resend_all  # every post carries all active alerts (Alertmanager)
         self.interval = interval
         self.backoff = backoff
         self.max_owed = max_owed
+        self.stubborn_after = stubborn_after
+        self._tries: Counter[int] = Counter()  # sequence -> failed attempts of that state
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
         self._tickets: dict[int, int] = {}  # sequence -> the dispatcher's ticket of that state
@@ -74,6 +81,7 @@ class Outbox:
         if older is not None and (self.resend_all or self.failed_in_row):
             del self.owed[older]  # the newest state only: Alertmanager, or during an outage
             self._tickets.pop(older, None)
+            self._tries.pop(older, None)
         self._seq += 1
         self.owed[self._seq] = a
         self._tickets[self._seq] = ticket
@@ -109,6 +117,7 @@ class Outbox:
         """Forget everything owed and firing (another replica delivers from now on)."""
         self.owed.clear()
         self._tickets.clear()
+        self._tries.clear()
         self._newest.clear()
         self.firing.clear()
         self.next_resend = math.inf
@@ -117,8 +126,12 @@ class Outbox:
         """What to send now (empty: nothing is due)."""
         if now < self.next_try:
             return []
-        if not self.resend_all:
-            return list(self.owed.values())
+        if not self.resend_all:  # in order; a notification that keeps failing after the rest
+            fresh = [s for s in self.owed if self._tries[s] < self.stubborn_after]
+            if len(fresh) == len(self.owed):
+                return list(self.owed.values())
+            late = [s for s in self.owed if self._tries[s] >= self.stubborn_after]
+            return [self.owed[s] for s in fresh + late]
         if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
             resolved = [a for a in self.owed.values() if a.state == "resolved"]
             return list(self.firing.values()) + resolved
@@ -150,6 +163,10 @@ class Outbox:
             return
         self.failed_in_row += 1
         self.next_try = now + self.retry_delay()
+        ids = {id(a) for a in sent}
+        for seq, a in self.owed.items():
+            if id(a) in ids:
+                self._tries[seq] += 1
 
     def retry_delay(self) -> float:
         n = max(0, self.failed_in_row - 1)
@@ -165,5 +182,6 @@ class Outbox:
 
     def _forget(self, key: Key, seq: int) -> None:
         self._tickets.pop(seq, None)
+        self._tries.pop(seq, None)
         if self._newest.get(key) == seq:
             del self._newest[key]

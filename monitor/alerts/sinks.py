@@ -71,7 +71,12 @@ class Dispatcher:
         self.senders: dict[str, Sender] = senders(spec, kafka_send, lambda: self.clock())
         interval = float(spec.resend_interval)
         self.outboxes = {
-            sink: Outbox(resend_all=sink in RESEND_ALL, interval=interval, max_owed=max_owed)
+            sink: Outbox(
+                resend_all=sink in RESEND_ALL,
+                interval=interval,
+                max_owed=max_owed,
+                stubborn_after=spec.max_retries + 1,
+            )
             for sink in self.senders
         }
         self.wakes = {sink: threading.Condition(self.lock) for sink in self.senders}

@@ -155,7 +155,9 @@ class SinkSpec:
     log: bool = True
     resend_interval: int = 60  # Alertmanager re-post period; failed pages retried within it
     timeout: float = 5.0
-    max_retries: int = 5  # failed attempts in a row before a second error line (retries go on)
+    # failed attempts in a row before a second error line (retries go on), and of one
+    # notification before the others are sent ahead of it (webhook, Kafka: outbox.py)
+    max_retries: int = 5
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ class Receiver:
     answers every POST with a ``redirect`` (an ALB's http -> https) to a path where a GET
     answers 200 (as Alertmanager's GET /api/v2/alerts does); or, past ``hold_after``
     requests, holds each until ``gate`` is set; or ``trickle``s its answer a byte at a time
-    (every 0.2 s, until closed: each read is quick, the whole answer never comes)."""
+    (every 0.2 s, until closed: each read is quick, the whole answer never comes); or answers
+    500 to every alert of the model named ``refuse`` (a payload it cannot take)."""
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class Receiver:
         redirect: int = 0,
         hold_after: int | None = None,
         trickle: bool = False,
+        refuse: str | None = None,
     ) -> None:
         self.fail, self.hang = fail, hang
         self.bodies: list[object] = []
@@ -81,7 +83,8 @@ class Receiver:
                     # a server that hangs before answering: the delay is the behaviour under
                     # test (the sink's timeout), not a wait (allowed in tests/test_no_sleeps.py)
                     time.sleep(outer.hang)
-                if outer.calls <= outer.fail:
+                refused = refuse is not None and body["labels"]["model"] == refuse
+                if outer.calls <= outer.fail or refused:
                     self.send_response(500)
                     self.end_headers()
                     return
@@ -348,6 +351,18 @@ def test_alertmanager_gets_every_active_alert_again_each_interval() -> None:
     assert not box.owed and box.wake(t) == t + 60  # then the active set every interval
 
 
+def test_a_stubborn_notification_goes_after_the_others_still_owed() -> None:
+    box = Outbox(resend_all=False, interval=60, stubborn_after=2)
+    for name in "abc":
+        box.add(alert(name), 0.0)
+    for t in (0.0, 1.0):  # "a" fails twice, alone at the head (an outage looks the same)
+        box.failed(box.due(t)[:1], t)
+    assert [a.labels["model"] for a in box.due(10.0)] == ["b", "c", "a"]
+    box.delivered(box.due(10.0)[:2], 10.0)
+    assert [a.labels["model"] for a in box.due(10.0)] == ["a"]  # still owed, still tried
+    assert box.oldest_ticket() is not None and box.undelivered["given_up"] == 0
+
+
 def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     box = Outbox(resend_all=False, interval=60, max_owed=3)
     for name in "abcde":
@@ -448,6 +463,29 @@ def test_a_slow_receiver_holds_back_only_its_own_sink() -> None:
     d.close()
     held.close()
     am.close()
+
+
+def test_a_notification_the_receiver_keeps_refusing_does_not_hold_the_later_ones_back() -> None:
+    """A webhook answering 500 to one payload (and 200 to the others) held every later page to
+    it back for good, across restarts: they are sent in order, stopping at the first failure.
+    After ``max_retries`` + 1 failures that one is sent after the others (still retried)."""
+    hook = Receiver(refuse="poison")
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, max_retries=2))
+    d.backoff = 0.01
+    d.start()
+    d.submit(Transition(alert("poison"), "pending"))
+    for name in ("a", "b", "c"):
+        d.submit(Transition(alert(name), "pending"))
+    wait_for(lambda: len(hook.bodies) == 3)
+    assert [b["labels"]["model"] for b in hook.bodies] == ["a", "b", "c"]  # type: ignore[index]
+    assert d.failures["webhook"] >= 3  # the refused one: three times before the others
+    assert [a.labels["model"] for a in d.outboxes["webhook"].owed.values()] == ["poison"]
+    assert d.settled == 0  # the first ticket is still owed
+    d.submit(Transition(alert("d"), "pending"))  # a later page is not held back either
+    wait_for(lambda: len(hook.bodies) == 4)
+    assert d.settled == 0 and len(d.outboxes["webhook"].owed) == 1
+    d.close(timeout=0.5)
+    hook.close()
 
 
 def test_a_resolve_is_never_lost_while_a_receiver_is_stalled() -> None:
