@@ -30,10 +30,12 @@ def read_inputs(
     csv: Sequence[str] = (),
     csv_mapping: str | None = None,
     excluded: list[int] | None = None,
+    dead: list[DeadLetter] | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord]]:
     """The raw prediction and label records of the named JSONL and CSV files (``replay``,
     ``report`` and ``gate`` read them the one way); ``excluded`` gets the number of CSV rows
-    the mapping's ``where`` left out, per file (an audit says how many cases it did not see)."""
+    the mapping's ``where`` left out, per file (an audit says how many cases it did not see);
+    ``dead``, the CSV rows that could not be read (else the first one stops the reading)."""
     if not (predictions or csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -48,7 +50,7 @@ def read_inputs(
         mapping = load_csv_mapping(csv_mapping)
         binned = frozenset(a.name for m in cfg.models.values() for a in m.attributes if a.bins)
         for path in csv:
-            p, lab, skipped = read_csv(path, mapping, cfg.fields, numeric=binned)
+            p, lab, skipped = read_csv(path, mapping, cfg.fields, numeric=binned, dead=dead)
             if excluded is not None:
                 excluded.append(skipped)
             preds += p
@@ -72,6 +74,7 @@ def replay_files(
     ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
     (``outputs/timeline.py``), streamed as the evaluator goes."""
     excluded: list[int] = []
+    unread: list[DeadLetter] = []  # CSV rows that could not be read: dead letters too
     preds, labs = read_inputs(
         cfg,
         predictions=predictions,
@@ -79,13 +82,14 @@ def replay_files(
         csv=csv,
         csv_mapping=csv_mapping,
         excluded=excluded,
+        dead=unread,
     )
     engine = Engine(cfg)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
     with contextlib.ExitStack() as stack:
         if timeline is not None:
             attach(evaluator, stack.enter_context(open(timeline, "wb")), cfg)
-        dead = replay(
+        dead = unread + replay(
             engine,
             preds,
             labs,

@@ -86,12 +86,13 @@ def run_gate(
             raise ConfigError("--model", f"unknown model {name!r} (configured: "
                               f"{', '.join(cfg.models)})")  # fmt: skip
     named = parse_fail_on(fail_on, cfg.alerts.rules) if fail_on else None
+    unread: list[DeadLetter] = []  # CSV rows that could not be read
     preds, labs = read_inputs(
-        cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping
+        cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping, dead=unread
     )
     whole, seen = whole_data_config(cfg, preds, labs)
     engine = Engine(whole)
-    dead = replay(engine, preds, labs, batch_size=batch_size)
+    dead = unread + replay(engine, preds, labs, batch_size=batch_size)
     if dead and not allow_invalid:
         raise UnreadableInput(_dead_message(dead))
     snap = engine.snapshot()

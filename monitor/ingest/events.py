@@ -58,6 +58,7 @@ class Reason(StrEnum):
     # a serving stack's response whose request never came (within the lateness): its dead
     # letter points at the record (fm.source.*), which stays in its topic; the value is empty
     ORPHAN_RESPONSE = "orphan_response"
+    BAD_ROW = "bad_row"  # a CSV row (replay) not as its header says: field count, not UTF-8
     UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 

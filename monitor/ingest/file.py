@@ -22,7 +22,7 @@ from msgspec import Meta
 from monitor.config.decode import ConfigError, Doc, convert
 from monitor.config.durations import Duration, seconds
 from monitor.config.spec import FieldMap
-from monitor.ingest.events import Invalid, RawRecord
+from monitor.ingest.events import DeadLetter, Invalid, RawRecord, Reason
 from monitor.ingest.fields import parse_timestamp
 
 BOM = b"\xef\xbb\xbf"
@@ -152,7 +152,34 @@ def load_csv_mapping(path: str | Path) -> CsvMapping:
 
 
 class UnreadableInput(ValueError):
-    """A file that cannot be read as what it claims to be (not UTF-8, broken CSV quoting)."""
+    """A file that cannot be read as what it claims to be (broken CSV quoting)."""
+
+
+class _Lines:
+    """A binary file's lines as text for ``csv``, remembering the bytes and whether they were
+    UTF-8 since the last row was taken: one bad row is dead-lettered, not the whole file."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+        self.raw: list[bytes] = []
+        self.bad = False
+
+    def __iter__(self) -> Iterator[str]:
+        for n, line in enumerate(self.fh):
+            if n == 0:
+                line = line.removeprefix(BOM)  # a BOM is no column name
+            self.raw.append(line)
+            try:
+                yield line.decode("utf-8")
+            except UnicodeDecodeError:
+                self.bad = True
+                yield line.decode("utf-8", "replace")
+
+    def take(self) -> tuple[bytes, bool]:
+        """The bytes of the row just read, and whether any of them was not UTF-8."""
+        raw, bad = b"".join(self.raw), self.bad
+        self.raw, self.bad = [], False
+        return raw, bad
 
 
 def read_csv(
@@ -161,8 +188,14 @@ def read_csv(
     fields: FieldMap,
     *,
     numeric: frozenset[str] = frozenset(),
+    dead: list[DeadLetter] | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord], int]:
     """Prediction records, label records, and the number of rows filtered out.
+
+    A row that cannot be read as its header says (more or fewer fields, bytes that are not
+    UTF-8) is dead-lettered into ``dead`` (``bad_row``, its line and bytes) and the reading
+    goes on: one damaged row of an audit extract must not hide the rest. Without ``dead`` it
+    stops the reading (:class:`UnreadableInput`), naming the line.
 
     An attribute's cell stays text (``01`` is not ``1``, ``07`` and ``7`` are two groups, as
     in the JSONL the same values would be), unless the attribute is ``numeric`` (binned):
@@ -175,17 +208,21 @@ def read_csv(
     csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))
     lineno = 1
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a BOM is no name
-            reader = csv.DictReader(fh)
+        with open(path, "rb") as fh:
+            lines = _Lines(fh)
+            reader = csv.DictReader(iter(lines))
             _check_header(path, reader.fieldnames or [], mapping)
+            lines.take()
             for lineno, row in enumerate(reader, start=2):
-                if None in row or None in row.values():  # DictReader's marks of a ragged row
-                    width = len(reader.fieldnames or ())
-                    extra = row.pop(None, [])
-                    got = len(extra) + sum(v is not None for v in row.values())
-                    raise UnreadableInput(
-                        f"{path} line {reader.line_num}: {got} fields where the header has {width}"
-                    )
+                raw, not_utf8 = lines.take()
+                why = _damage(row, len(reader.fieldnames or ()), not_utf8)
+                if why is not None:
+                    where = f"{path} line {reader.line_num}"
+                    if dead is None:
+                        raise UnreadableInput(f"{where}: {why}")
+                    record = RawRecord(value=raw, topic=topic, offset=reader.line_num)
+                    dead.append(DeadLetter(Reason.BAD_ROW, why, record))
+                    continue
                 if not all(f.keep(row) for f in mapping.where):
                     skipped += 1
                     continue
@@ -217,9 +254,19 @@ def read_csv(
                     except Invalid:
                         _put(lab, fields.timestamp, _cell(row.get(mapping.timestamp)))
                 labels.append(RawRecord(value=lab, topic=topic, offset=lineno))
-    except (csv.Error, UnicodeDecodeError) as exc:
+    except csv.Error as exc:
         raise UnreadableInput(f"{path}: cannot read the CSV after line {lineno}: {exc}") from None
     return preds, labels, skipped
+
+
+def _damage(row: dict[Any, Any], width: int, not_utf8: bool) -> str | None:
+    """Why a row cannot be read as its header says, or None."""
+    if not_utf8:
+        return "not UTF-8"
+    if None in row or None in row.values():  # DictReader's marks of a ragged row
+        got = len(row.get(None) or ()) + sum(v is not None for k, v in row.items() if k is not None)
+        return f"{got} fields where the header has {width}"
+    return None
 
 
 def _check_header(path: str | Path, header: Sequence[str], mapping: CsvMapping) -> None:

@@ -323,7 +323,8 @@ def test_malformed_file_exits_2_naming_the_line(
 def test_ragged_csv_row_exits_2_naming_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A COMPAS row that lost its last field: exit 2, the line and both widths named."""
+    """A COMPAS row that lost its last field: exit 2, the line and both widths named (a dead
+    letter like any unreadable record: --allow-invalid judges without it)."""
     lines = COMPAS_CSV.read_text().splitlines()[:6]
     width = len(lines[0].split(","))
     lines[3] = lines[3].rsplit(",", 1)[0]  # file line 4
@@ -332,7 +333,10 @@ def test_ragged_csv_row_exits_2_naming_the_line(
     rc, out, err = gate(capsys, "-c", str(COMPAS_CONFIG), "--csv", str(bad),
                         "--csv-mapping", str(COMPAS_MAPPING))  # fmt: skip
     assert rc == 2 and out == ""
-    assert f"{bad} line 4: {width - 1} fields where the header has {width}" in err
+    assert f"{bad} line 4: bad_row: {width - 1} fields where the header has {width}" in err
+    rc, out, err = gate(capsys, "-c", str(COMPAS_CONFIG), "--csv", str(bad),
+                        "--csv-mapping", str(COMPAS_MAPPING), "--allow-invalid")  # fmt: skip
+    assert "fields where the header" not in err  # judged without it (here: too few rows)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,27 @@ def test_a_mapping_or_config_file_that_is_not_utf8_is_a_clean_error(tmp_path: Pa
     (tmp_path / "c.yaml").write_bytes(b"models: {m: {attributes: {g\xe9: {}}}}\n")
     with pytest.raises(ConfigError, match="is not UTF-8"):
         load_config(tmp_path / "c.yaml")
+
+
+def test_a_damaged_row_is_dead_lettered_and_the_rest_is_read(tmp_path: Path) -> None:
+    """Found in review: one row with a field too few, or one byte that is not UTF-8 (a
+    Latin-1 name in a UTF-8 extract), stopped the whole replay; the UTF-8 error even named
+    the wrong line. Each such row is a ``bad_row`` dead letter with its line and its bytes;
+    a quoted cell over two lines keeps the row's line right."""
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import UnreadableInput, read_csv
+
+    (tmp_path / "m.yaml").write_text(BASE)
+    rows = [b"id,t,p,race", b"1,1,1,a", b"2,2,0", b'3,3,1,"b\nc"', b"4,4,0,Jos\xe9", b"5,5,1,d"]
+    (tmp_path / "d.csv").write_bytes(b"\r\n".join(rows) + b"\r\n")
+    dead: list[Any] = []
+    mapping = load_csv_mapping(tmp_path / "m.yaml")
+    preds, _, _ = read_csv(tmp_path / "d.csv", mapping, FieldMap(), dead=dead)
+    assert [r.value["prediction_id"] for r in preds] == ["1", "3", "5"]  # type: ignore[index]
+    assert [(d.reason.value, d.record.offset, d.detail) for d in dead] == [
+        ("bad_row", 3, "3 fields where the header has 4"),
+        ("bad_row", 6, "not UTF-8"),
+    ]
+    assert [d.record.value for d in dead] == [b"2,2,0\r\n", b"4,4,0,Jos\xe9\r\n"]
+    with pytest.raises(UnreadableInput, match=r"d.csv line 3: 3 fields where the header has 4"):
+        read_csv(tmp_path / "d.csv", mapping, FieldMap())  # no dead list: the first one stops

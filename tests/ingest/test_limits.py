@@ -127,7 +127,9 @@ def test_intersection_parts_with_the_separator_stay_apart() -> None:
     assert intersection_label(["A", "F"]) == "A&F"  # the common case reads as before
 
 
-def test_a_csv_that_is_not_utf8_is_a_clean_error_and_long_cells_are_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_csv_row_that_is_not_utf8_is_dead_lettered_and_long_cells_are_read(  # type: ignore[no-untyped-def]
+    tmp_path, capsys
+) -> None:
     from monitor.cli import main
 
     (tmp_path / "c.yaml").write_text("models: {m: {attributes: {g: {}}, threshold: 0.5}}\n")
@@ -141,7 +143,10 @@ def test_a_csv_that_is_not_utf8_is_a_clean_error_and_long_cells_are_read(tmp_pat
     )
     assert main([*args, "--csv", str(csv_file), "--format", "json"]) == 0  # 128 KiB+ cell
     csv_file.write_bytes(b"id,ts,s,g\n1,1767225600,0.5,a\n2,1767225600,0.5,\xff\n")
-    assert main([*args, "--csv", str(csv_file)]) == 2
+    capsys.readouterr()
+    assert main([*args, "--csv", str(csv_file), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["invalid"] == {"bad_row": 1}  # the row, not the file
 
 
 def test_a_dead_letters_detail_header_is_whole_utf8_however_long_the_detail() -> None:
