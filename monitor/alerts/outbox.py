@@ -15,8 +15,11 @@ during an outage arrives as resolved, with its times), and for Alertmanager alwa
 the active set, so the newest state is all it needs.
 
 A notification the receiver keeps failing (a 5xx for that one payload) while it may take others
-does not hold every later page back: once it has failed ``stubborn_after`` times it is sent
-after the others (still owed, still retried, still replaced by its alert's newer state).
+does not hold every later page back: once it has failed ``stubborn_after`` times, its alert's
+states (all of them, in their order: a firing page never arrives after its own resolve) are sent
+after the other alerts', and the alerts set aside so take turns, the one tried longest ago
+first (:meth:`tried`), so one refused payload cannot starve another. An outage sets the head
+alert aside too; that only changes the order among different alerts.
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -63,6 +66,8 @@ class Outbox:
         self.failed_in_row = 0
         self.next_try = -math.inf  # backoff after a failure
         self.next_resend = math.inf
+        self.doubted_since: float | None = None  # first of the rejections that may pass
+        self._seeds = self._seeds_sent = 0  # seeds made / as of the last batch handed out
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
 
     def add(self, a: Alert, now: float, ticket: int = 0) -> None:
@@ -101,17 +106,24 @@ class Outbox:
             self.firing[a.key] = a
         if self.firing:
             self.next_resend = now
+            self._seeds += 1  # a post already in flight does not carry these: post again
 
     def oldest_ticket(self) -> int | None:
         """The ticket of the oldest state still owed (None: nothing is owed): every ticket
         before it was delivered, given up, or replaced by a newer state of its alert."""
-        for seq in self.owed:
-            return self._tickets.get(seq, 0)
-        return None
+        return min((self._tickets.get(seq, 0) for seq in self.owed), default=None)
 
     def owes(self, a: Alert) -> bool:
         """Is this very notification still owed (not delivered, replaced, or forgotten)?"""
         return any(x is a for x in self.owed.values())
+
+    def tried(self, a: Alert) -> None:
+        """``a`` failed: if its alert is set aside, its states go behind the other alerts' (in
+        their order), so the next round tries another alert set aside first."""
+        seqs = [s for s, x in self.owed.items() if x.key == a.key]
+        if any(self._tries[s] >= self.stubborn_after for s in seqs):
+            for s in seqs:
+                self.owed.move_to_end(s)
 
     def clear(self) -> None:
         """Forget everything owed and firing (another replica delivers from now on)."""
@@ -126,12 +138,13 @@ class Outbox:
         """What to send now (empty: nothing is due)."""
         if now < self.next_try:
             return []
-        if not self.resend_all:  # in order; a notification that keeps failing after the rest
-            fresh = [s for s in self.owed if self._tries[s] < self.stubborn_after]
-            if len(fresh) == len(self.owed):
+        self._seeds_sent = self._seeds
+        if not self.resend_all:  # in order; an alert that keeps failing after the others
+            aside = {self.owed[s].key for s, n in self._tries.items() if n >= self.stubborn_after}
+            if not aside:
                 return list(self.owed.values())
-            late = [s for s in self.owed if self._tries[s] >= self.stubborn_after]
-            return [self.owed[s] for s in fresh + late]
+            fresh = [a for a in self.owed.values() if a.key not in aside]
+            return fresh + [a for a in self.owed.values() if a.key in aside]
         if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
             resolved = [a for a in self.owed.values() if a.state == "resolved"]
             return list(self.firing.values()) + resolved
@@ -145,17 +158,28 @@ class Outbox:
             return max(now, self.next_try, self.next_resend)
         return math.inf
 
+    def doubtful(self, now: float) -> bool:
+        """A rejection that may pass (a 404 while an ingress is redeployed): True while such
+        rejections have lasted less than one interval (retry), False after (give up)."""
+        if self.doubted_since is None:
+            self.doubted_since = now
+        return now - self.doubted_since < self.interval
+
     def delivered(self, sent: list[Alert], now: float) -> None:
+        self.doubted_since = None
         self._settle(sent)
         self.failed_in_row = 0
         self.next_try = -math.inf
         if self.resend_all:
             self.next_resend = now + self.interval if self.firing else math.inf
+            if self._seeds != self._seeds_sent:  # seeded while this post was in flight
+                self.next_resend = now
 
     def failed(self, sent: list[Alert], now: float, *, rejected: bool = False) -> None:
         """A transient failure backs off (capped at half an interval); a rejection gives the
         owed notifications up (an Alertmanager's active set is posted again next interval)."""
         if rejected:  # the receiver answered: no backoff, the owed ones are given up
+            self.doubted_since = None
             self.undelivered["given_up"] += self._settle(sent)
             self.failed_in_row, self.next_try = 0, -math.inf
             if self.resend_all:

@@ -100,16 +100,19 @@ class _Watched:
     def connection(self, cls: Any) -> Callable[..., http.client.HTTPConnection]:
         def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
             conn: http.client.HTTPConnection = cls(*args, **kwargs)
-            connect = conn.connect
+            create = conn._create_connection  # type: ignore[attr-defined]
 
-            def connect_and_keep() -> None:
-                connect()
+            def create_and_keep(*a: Any, **kw: Any) -> socket.socket:
+                # kept as soon as it is connected: a proxy's CONNECT answer and the TLS
+                # handshake are read on it before connect() returns
+                sock: socket.socket = create(*a, **kw)
                 with self.lock:
-                    self.sockets.append(conn.sock)
+                    self.sockets.append(sock)
                     if self.expired:  # the deadline passed while connecting
-                        _cut(conn.sock)
+                        _cut(sock)
+                return sock
 
-            conn.connect = connect_and_keep  # type: ignore[method-assign]
+            conn._create_connection = create_and_keep  # type: ignore[attr-defined]
             return conn
 
         return make
@@ -179,12 +182,24 @@ def _late(url: str, timeout: float) -> TimeoutError:
     return TimeoutError(f"no complete answer from {url} within {timeout:g}s")
 
 
+# answers that may come from something in front of the receiver for a while (an ingress being
+# redeployed answers 404, a proxy or an expired session 401/403): retried like a failure for
+# one resend interval (``Outbox.doubtful``), then final
+DOUBTFUL = frozenset({401, 403, 404})
+
+
 def permanent(exc: BaseException) -> bool:
-    """A rejection that a retry cannot fix: a 4xx other than timeout / rate limit, or a
-    redirect (the sink's URL is wrong: it names the Location to configure instead)."""
+    """A rejection that a retry cannot fix: a 4xx other than timeout / rate limit (and, once
+    they have lasted, :data:`DOUBTFUL`), or a redirect (the sink's URL is wrong: it names the
+    Location to configure instead)."""
     return isinstance(exc, urllib.error.HTTPError) and (
         300 <= exc.code < 400 or (400 <= exc.code < 500 and exc.code not in (408, 429))
     )
+
+
+def doubtful(exc: BaseException) -> bool:
+    """A rejection that may pass: see :data:`DOUBTFUL`."""
+    return isinstance(exc, urllib.error.HTTPError) and exc.code in DOUBTFUL
 
 
 def rejection(exc: BaseException) -> str:

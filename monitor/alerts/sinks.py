@@ -33,6 +33,7 @@ from monitor.alerts.receivers import (
     SINKS,
     Sender,
     alert_json,
+    doubtful,
     permanent,
     rejection,
     senders,
@@ -221,6 +222,7 @@ class Dispatcher:
             if not box.owes(a):
                 continue  # abandoned, or replaced by a newer state while the lock was free
             if not self._attempt(sink, box, [a]):
+                box.tried(a)  # set aside: behind the others next round (outbox.py)
                 break
 
     def _attempt(self, sink: str, box: Outbox, alerts: list[Alert]) -> bool:
@@ -237,8 +239,9 @@ class Dispatcher:
             self.lock.acquire()
         if failure is not None:
             self.failures[sink] += 1
-            rejected = permanent(failure)
-            box.failed(alerts, self.clock(), rejected=rejected)
+            now = self.clock()
+            rejected = permanent(failure) and not (doubtful(failure) and box.doubtful(now))
+            box.failed(alerts, now, rejected=rejected)
             if rejected:
                 log.error(
                     "alert delivery to %s rejected, not retried: %s", sink, rejection(failure)

@@ -41,6 +41,7 @@ class Receiver:
         hold_after: int | None = None,
         trickle: bool = False,
         refuse: str | None = None,
+        fail_code: int = 500,
     ) -> None:
         self.fail, self.hang = fail, hang
         self.bodies: list[object] = []
@@ -85,7 +86,7 @@ class Receiver:
                     time.sleep(outer.hang)
                 refused = refuse is not None and body["labels"]["model"] == refuse
                 if outer.calls <= outer.fail or refused:
-                    self.send_response(500)
+                    self.send_response(fail_code if outer.calls <= outer.fail else 500)
                     self.end_headers()
                     return
                 outer.bodies.append(body)
@@ -363,6 +364,89 @@ def test_a_stubborn_notification_goes_after_the_others_still_owed() -> None:
     assert box.oldest_ticket() is not None and box.undelivered["given_up"] == 0
 
 
+def test_an_alert_set_aside_keeps_its_states_in_order_and_takes_turns() -> None:
+    """Found in review: (1) an outage set the head aside alone, and a firing page then went
+    out after its own resolve (the webhook's incident reopened for good); (2) a payload
+    refused for good, first among those set aside, was tried first every round and failed,
+    so another alert set aside by a short outage was never sent again."""
+    box = Outbox(resend_all=False, interval=60, stubborn_after=2)
+    box.add(alert("a"), 0.0)
+    box.add(alert("a", "resolved", at=2.0e9), 0.0)  # both owed: one loop turn judged both
+    box.add(alert("b"), 0.0)
+
+    def fail_head(t: float) -> None:  # as the sink thread does: send the head, it fails
+        head = box.due(t)[0]
+        box.failed([head], t)
+        box.tried(head)
+
+    fail_head(0.0)
+    fail_head(1.0)  # a's firing page failed twice: a is set aside
+    sent = [(a.labels["model"], a.state) for a in box.due(10.0)]
+    assert sent == [("b", "firing"), ("a", "firing"), ("a", "resolved")]
+    box.delivered(box.due(10.0)[:1], 10.0)  # b
+    box.add(alert("x"), 11.0)
+    assert [a.labels["model"] for a in box.due(11.0)] == ["x", "a", "a"]
+    fail_head(11.0)
+    fail_head(12.0)  # x set aside too (a short outage)
+    assert [a.labels["model"] for a in box.due(20.0)] == ["a", "a", "x"]
+    fail_head(20.0)  # a refused again: x's turn first next round
+    assert [a.labels["model"] for a in box.due(30.0)] == ["x", "a", "a"]
+
+
+def test_alerts_seeded_while_a_post_is_in_flight_are_posted_at_once() -> None:
+    """Found in review: a reseed (delivery taken back) during an Alertmanager post was
+    overwritten by that post's success: the taken-back alerts waited a whole interval."""
+    am = Outbox(resend_all=True, interval=60)
+    am.seed([alert("old")], 0.0)
+    batch = am.due(0.0)
+    am.seed([alert("b")], 0.5)  # while the post of `batch` is in flight
+    am.delivered(batch, 1.0)
+    assert am.wake(1.0) == 1.0 and {a.labels["model"] for a in am.due(1.0)} == {"old", "b"}
+    am.delivered(am.due(1.0), 1.5)
+    assert am.wake(1.5) == 61.5
+
+
+def test_the_deadline_covers_a_proxys_connect_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in review: through an HTTPS proxy the tunnel is set up inside connect(), before
+    the socket was watched: a proxy trickling its CONNECT answer held the delivery."""
+    import socket
+
+    from monitor.alerts.receivers import post_json
+
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def proxy() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+            while not stop.wait(0.2):  # one header line at a time, never the blank line
+                try:
+                    conn.sendall(b"X-Slow: a\r\n")
+                except OSError:
+                    return
+
+    threading.Thread(target=proxy, daemon=True).start()
+    monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    outcome: list[BaseException] = []
+
+    def post() -> None:
+        try:
+            post_json("https://alerts.example.invalid/hook", {}, 1.0)
+        except BaseException as exc:  # what the sink thread would see
+            outcome.append(exc)
+
+    thread = threading.Thread(target=post, daemon=True)
+    thread.start()
+    wait_for(lambda: bool(outcome), timeout=20)  # the trickle would go on for ever
+    assert isinstance(outcome[0], TimeoutError)
+    stop.set()
+    listener.close()
+
+
 def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     box = Outbox(resend_all=False, interval=60, max_owed=3)
     for name in "abcde":
@@ -486,6 +570,28 @@ def test_a_notification_the_receiver_keeps_refusing_does_not_hold_the_later_ones
     assert d.settled == 0 and len(d.outboxes["webhook"].owed) == 1
     d.close(timeout=0.5)
     hook.close()
+
+
+@pytest.mark.parametrize("code", [401, 403, 404])
+def test_a_rejection_that_may_pass_is_retried_for_an_interval_before_it_is_final(
+    code: int,
+) -> None:
+    """A 404 from an ingress being redeployed (or a 401/403 from a proxy) gave the page up at
+    once: it is retried for one resend interval, and delivered when the receiver is back."""
+    hook = Receiver(fail=3, fail_code=code)
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, resend_interval=600))
+    d.backoff = 0.01
+    d.start()
+    d.submit(transition())
+    wait_for(lambda: len(hook.bodies) == 1)
+    assert d.failures["webhook"] == 3 and d.undelivered("webhook", "given_up") == 0
+    d.close()
+    hook.close()
+    box = Outbox(resend_all=False, interval=60)
+    assert box.doubtful(100.0) and box.doubtful(159.0)  # still within the interval
+    assert not box.doubtful(160.0)  # lasted one interval: final
+    box.delivered([], 161.0)
+    assert box.doubtful(200.0)  # a delivery in between starts it again
 
 
 def test_a_resolve_is_never_lost_while_a_receiver_is_stalled() -> None:
