@@ -154,10 +154,8 @@ class SinkSpec:
     kafka_topic: str | None = None
     log: bool = True
     resend_interval: int = 60  # Alertmanager re-post period; failed pages retried within it
-    timeout: float = 5.0
-    # failed attempts in a row before a second error line (retries go on), and of one
-    # notification before the others are sent ahead of it (webhook, Kafka: outbox.py)
-    max_retries: int = 5
+    timeout: float = 5.0  # seconds for a whole request
+    max_retries: int = 5  # failures before a second error line / an alert is set aside
 
 
 @dataclass(frozen=True)
