@@ -58,6 +58,10 @@ class Outbox:
         self.max_owed = max_owed
         self.stubborn_after = stubborn_after
         self._tries: Counter[int] = Counter()  # sequence -> failed attempts of that state
+        # alerts set aside retry on their own backoff, never the sink's (a refused payload
+        # must not make a working receiver look down): alert -> (failures, next try)
+        self._aside: dict[Key, tuple[int, float]] = {}
+        self._doubted: dict[int, float] = {}  # sequence (-1: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
         self._tickets: dict[int, int] = {}  # sequence -> the dispatcher's ticket of that state
@@ -66,7 +70,6 @@ class Outbox:
         self.failed_in_row = 0
         self.next_try = -math.inf  # backoff after a failure
         self.next_resend = math.inf
-        self.doubted_since: float | None = None  # first of the rejections that may pass
         self._seeds = self._seeds_sent = 0  # seeds made / as of the last batch handed out
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
 
@@ -83,8 +86,10 @@ class Outbox:
         else:
             return  # pending alerts are not paged
         older = self._newest.get(a.key)
-        if older is not None and (self.resend_all or self.failed_in_row):
-            del self.owed[older]  # the newest state only: Alertmanager, or during an outage
+        if older is not None and (
+            self.resend_all or self.failed_in_row or a.key in self._set_aside()
+        ):  # the newest state only: Alertmanager, during an outage, or for an alert set aside
+            del self.owed[older]
             self._tickets.pop(older, None)
             self._tries.pop(older, None)
         self._seq += 1
@@ -92,7 +97,8 @@ class Outbox:
         self._tickets[self._seq] = ticket
         self._newest[a.key] = self._seq
         while len(self.owed) > self.max_owed:
-            seq, gone = self.owed.popitem(last=False)
+            seq = min(self.owed)  # the oldest (alerts set aside were moved to the end)
+            gone = self.owed.pop(seq)
             self._forget(gone.key, seq)
             if not (self.resend_all and self.firing.get(gone.key) is gone):
                 self.undelivered["dropped"] += 1  # (a firing one is still posted with the set)
@@ -120,16 +126,25 @@ class Outbox:
     def tried(self, a: Alert) -> None:
         """``a`` failed: if its alert is set aside, its states go behind the other alerts' (in
         their order), so the next round tries another alert set aside first."""
-        seqs = [s for s, x in self.owed.items() if x.key == a.key]
-        if any(self._tries[s] >= self.stubborn_after for s in seqs):
-            for s in seqs:
+        if a.key in self._set_aside():
+            for s in [s for s, x in self.owed.items() if x.key == a.key]:
                 self.owed.move_to_end(s)
+
+    def owed_tickets(self) -> set[int]:
+        """The tickets of every state still owed."""
+        return {self._tickets.get(seq, 0) for seq in self.owed}
+
+    def _set_aside(self) -> set[Key]:
+        """Alerts one of whose owed states failed ``stubborn_after`` times."""
+        return {self.owed[s].key for s, n in self._tries.items() if n >= self.stubborn_after}
 
     def clear(self) -> None:
         """Forget everything owed and firing (another replica delivers from now on)."""
         self.owed.clear()
         self._tickets.clear()
         self._tries.clear()
+        self._aside.clear()
+        self._doubted.clear()
         self._newest.clear()
         self.firing.clear()
         self.next_resend = math.inf
@@ -140,11 +155,12 @@ class Outbox:
             return []
         self._seeds_sent = self._seeds
         if not self.resend_all:  # in order; an alert that keeps failing after the others
-            aside = {self.owed[s].key for s, n in self._tries.items() if n >= self.stubborn_after}
+            aside = self._set_aside()
             if not aside:
                 return list(self.owed.values())
             fresh = [a for a in self.owed.values() if a.key not in aside]
-            return fresh + [a for a in self.owed.values() if a.key in aside]
+            due = {k for k in aside if self._aside.get(k, (0, -math.inf))[1] <= now}
+            return fresh + [a for a in self.owed.values() if a.key in due]
         if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
             resolved = [a for a in self.owed.values() if a.state == "resolved"]
             return list(self.firing.values()) + resolved
@@ -152,21 +168,33 @@ class Outbox:
 
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
+        aside = self._set_aside() if self._tries and not self.resend_all else set()
+        if aside and all(a.key in aside for a in self.owed.values()):
+            first = min(self._aside.get(k, (0, -math.inf))[1] for k in aside)
+            return max(now, self.next_try, first)
         if self.owed or (self.resend_all and self.firing and self.failed_in_row):
             return max(now, self.next_try)
         if self.resend_all and self.firing:
             return max(now, self.next_try, self.next_resend)
         return math.inf
 
-    def doubtful(self, now: float) -> bool:
-        """A rejection that may pass (a 404 while an ingress is redeployed): True while such
-        rejections have lasted less than one interval (retry), False after (give up)."""
-        if self.doubted_since is None:
-            self.doubted_since = now
-        return now - self.doubted_since < self.interval
+    def doubtful(self, sent: list[Alert], now: float, *, doubtful: bool = True) -> bool:
+        """A rejection of ``sent`` that may pass (a 404 while an ingress is redeployed): True
+        while that notification's rejections have lasted less than one interval (retry),
+        False after (give up). ``doubtful=False``: another failure, which ends the spell."""
+        key = -1 if self.resend_all else self._seq_of(sent[0])
+        if not doubtful:
+            self._doubted.pop(key, None)
+            return False
+        since = self._doubted.setdefault(key, now)
+        return now - since < self.interval
+
+    def _seq_of(self, a: Alert) -> int:
+        return next((s for s, x in self.owed.items() if x is a), -2)
 
     def delivered(self, sent: list[Alert], now: float) -> None:
-        self.doubted_since = None
+        if self.resend_all:
+            self._doubted.clear()
         self._settle(sent)
         self.failed_in_row = 0
         self.next_try = -math.inf
@@ -179,21 +207,34 @@ class Outbox:
         """A transient failure backs off (capped at half an interval); a rejection gives the
         owed notifications up (an Alertmanager's active set is posted again next interval)."""
         if rejected:  # the receiver answered: no backoff, the owed ones are given up
-            self.doubted_since = None
+            if self.resend_all:
+                self._doubted.clear()
             self.undelivered["given_up"] += self._settle(sent)
             self.failed_in_row, self.next_try = 0, -math.inf
             if self.resend_all:
                 self.next_resend = now + self.interval if self.firing else math.inf
             return
-        self.failed_in_row += 1
-        self.next_try = now + self.retry_delay()
+        aside = self._set_aside()
         ids = {id(a) for a in sent}
         for seq, a in self.owed.items():
             if id(a) in ids:
                 self._tries[seq] += 1
+        keys = {a.key for a in sent}
+        if sent and not self.resend_all and keys <= self._set_aside():
+            for key in keys:  # its own backoff, going on from its failures so far
+                n = max(t for q, t in self._tries.items() if self.owed[q].key == key)
+                self._aside[key] = (n, now + self._delay(n))
+            if not keys <= aside:  # set aside just now: the others are tried at once, as
+                self.failed_in_row, self.next_try = 0, -math.inf  # if the receiver worked
+            return  # (an outage shows again at the next one's failure)
+        self.failed_in_row += 1
+        self.next_try = now + self.retry_delay()
 
     def retry_delay(self) -> float:
-        n = max(0, self.failed_in_row - 1)
+        return self._delay(self.failed_in_row)
+
+    def _delay(self, failures: int) -> float:
+        n = max(0, failures - 1)
         return min(self.backoff * float(2 ** min(n, 30)), self.interval / 2)
 
     def _settle(self, sent: list[Alert]) -> int:
@@ -207,5 +248,7 @@ class Outbox:
     def _forget(self, key: Key, seq: int) -> None:
         self._tickets.pop(seq, None)
         self._tries.pop(seq, None)
+        self._doubted.pop(seq, None)
         if self._newest.get(key) == seq:
             del self._newest[key]
+            self._aside.pop(key, None)  # no state of it owed any more

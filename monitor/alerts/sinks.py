@@ -160,6 +160,12 @@ class Dispatcher:
                 box.seed(alerts, now)
                 self.wakes[sink].notify()
 
+    def owed_tickets(self) -> set[int]:
+        """The tickets some sink still owes (every other one was delivered, given up, or
+        replaced by a newer state): what a restart must send again, whatever came after it."""
+        with self.lock:
+            return set().union(*(box.owed_tickets() for box in self.outboxes.values()))
+
     def undelivered(self, sink: str, reason: str) -> int:
         """Pages never delivered to ``sink``: ``dropped`` or ``given_up``."""
         box = self.outboxes.get(sink)
@@ -240,7 +246,8 @@ class Dispatcher:
         if failure is not None:
             self.failures[sink] += 1
             now = self.clock()
-            rejected = permanent(failure) and not (doubtful(failure) and box.doubtful(now))
+            maybe = box.doubtful(alerts, now, doubtful=doubtful(failure))  # may pass: retried
+            rejected = permanent(failure) and not maybe
             box.failed(alerts, now, rejected=rejected)
             if rejected:
                 log.error(

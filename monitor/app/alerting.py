@@ -59,9 +59,10 @@ class LocalAlerts:
                 del self.owed[next(iter(self.owed))]
 
     def _still_owed(self) -> list[Alert]:
-        settled = self.dispatcher.settled if self.dispatcher is not None else 0
-        for key in [k for k, (ticket, _) in self.owed.items() if ticket <= settled]:
-            del self.owed[key]
+        if self.dispatcher is not None:  # by ticket: one page a receiver keeps refusing does
+            owed = self.dispatcher.owed_tickets()  # not keep the ones delivered after it
+            for key in [k for k, (ticket, _) in self.owed.items() if ticket not in owed]:
+                del self.owed[key]
         return [a for _, a in self.owed.values()]
 
     def not_ready(self) -> str | None:

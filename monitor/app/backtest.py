@@ -118,7 +118,12 @@ def write_dead_letters(path: str, dead: list[DeadLetter]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for d in dead:
             raw = d.record.value
-            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else json.dumps(raw)
+            # bytes that are not UTF-8 kept as \xNN (a CSV row dead-lettered for them)
+            text = (
+                raw.decode("utf-8", "backslashreplace")
+                if isinstance(raw, bytes)
+                else json.dumps(raw)
+            )
             fh.write(
                 json.dumps(
                     {

@@ -22,10 +22,9 @@ from msgspec import Meta
 from monitor.config.decode import ConfigError, Doc, convert
 from monitor.config.durations import Duration, seconds
 from monitor.config.spec import FieldMap
+from monitor.ingest.csv_rows import BOM, BrokenQuoting, CsvRows, printable
 from monitor.ingest.events import DeadLetter, Invalid, RawRecord, Reason
 from monitor.ingest.fields import parse_timestamp
-
-BOM = b"\xef\xbb\xbf"
 
 
 def read_jsonl(path: str | Path, *, topic: str = "") -> Iterator[RawRecord]:
@@ -155,33 +154,6 @@ class UnreadableInput(ValueError):
     """A file that cannot be read as what it claims to be (broken CSV quoting)."""
 
 
-class _Lines:
-    """A binary file's lines as text for ``csv``, remembering the bytes and whether they were
-    UTF-8 since the last row was taken: one bad row is dead-lettered, not the whole file."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh = fh
-        self.raw: list[bytes] = []
-        self.bad = False
-
-    def __iter__(self) -> Iterator[str]:
-        for n, line in enumerate(self.fh):
-            if n == 0:
-                line = line.removeprefix(BOM)  # a BOM is no column name
-            self.raw.append(line)
-            try:
-                yield line.decode("utf-8")
-            except UnicodeDecodeError:
-                self.bad = True
-                yield line.decode("utf-8", "replace")
-
-    def take(self) -> tuple[bytes, bool]:
-        """The bytes of the row just read, and whether any of them was not UTF-8."""
-        raw, bad = b"".join(self.raw), self.bad
-        self.raw, self.bad = [], False
-        return raw, bad
-
-
 def read_csv(
     path: str | Path,
     mapping: CsvMapping,
@@ -207,21 +179,18 @@ def read_csv(
     # a long cell is the decoder's to judge (limits.*), not a reason to stop reading
     csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))
     lineno = 1
+    rows: CsvRows | None = None
     try:
         with open(path, "rb") as fh:
-            lines = _Lines(fh)
-            reader = csv.DictReader(iter(lines))
-            _check_header(path, reader.fieldnames or [], mapping)
-            lines.take()
-            for lineno, row in enumerate(reader, start=2):
-                raw, not_utf8 = lines.take()
-                why = _damage(row, len(reader.fieldnames or ()), not_utf8)
-                if why is not None:
-                    where = f"{path} line {reader.line_num}"
+            rows = CsvRows(fh)
+            _check_header(path, rows.header, mapping)
+            for got in rows.rows(_columns(mapping)):
+                row, lineno = got.cells, got.line
+                if got.damage is not None:
                     if dead is None:
-                        raise UnreadableInput(f"{where}: {why}")
-                    record = RawRecord(value=raw, topic=topic, offset=reader.line_num)
-                    dead.append(DeadLetter(Reason.BAD_ROW, why, record))
+                        raise UnreadableInput(f"{path} line {lineno}: {got.damage}")
+                    record = RawRecord(value=got.raw, topic=topic, offset=lineno)
+                    dead.append(DeadLetter(Reason.BAD_ROW, got.damage, record))
                     continue
                 if not all(f.keep(row) for f in mapping.where):
                     skipped += 1
@@ -255,18 +224,19 @@ def read_csv(
                         _put(lab, fields.timestamp, _cell(row.get(mapping.timestamp)))
                 labels.append(RawRecord(value=lab, topic=topic, offset=lineno))
     except csv.Error as exc:
-        raise UnreadableInput(f"{path}: cannot read the CSV after line {lineno}: {exc}") from None
+        line = rows.line if rows is not None else lineno
+        raise UnreadableInput(f"{path}: cannot read the CSV from line {line}: {exc}") from None
+    except BrokenQuoting as exc:
+        raise UnreadableInput(f"{path} {exc}") from None
     return preds, labels, skipped
 
 
-def _damage(row: dict[Any, Any], width: int, not_utf8: bool) -> str | None:
-    """Why a row cannot be read as its header says, or None."""
-    if not_utf8:
-        return "not UTF-8"
-    if None in row or None in row.values():  # DictReader's marks of a ragged row
-        got = len(row.get(None) or ()) + sum(v is not None for k, v in row.items() if k is not None)
-        return f"{got} fields where the header has {width}"
-    return None
+def _columns(mapping: CsvMapping) -> list[str]:
+    """The columns a mapping reads."""
+    named = [mapping.id, mapping.timestamp, mapping.prediction, mapping.score, mapping.label,
+             mapping.label_timestamp, *mapping.attributes.values(),
+             *(f.column for f in mapping.where)]  # fmt: skip
+    return [c for c in named if c is not None]
 
 
 def _check_header(path: str | Path, header: Sequence[str], mapping: CsvMapping) -> None:
@@ -281,7 +251,7 @@ def _check_header(path: str | Path, header: Sequence[str], mapping: CsvMapping) 
     have = set(header)
     for key, col in named.items():
         if col is not None and col not in have:
-            shown = ", ".join(header[:20]) + (", …" if len(header) > 20 else "")
+            shown = ", ".join(map(printable, header[:20])) + (", …" if len(header) > 20 else "")
             raise ConfigError(key, f"no column {col!r} in {path} (its columns: {shown})")
 
 

@@ -42,6 +42,7 @@ class Receiver:
         trickle: bool = False,
         refuse: str | None = None,
         fail_code: int = 500,
+        refuse_code: int = 500,
     ) -> None:
         self.fail, self.hang = fail, hang
         self.bodies: list[object] = []
@@ -86,7 +87,7 @@ class Receiver:
                     time.sleep(outer.hang)
                 refused = refuse is not None and body["labels"]["model"] == refuse
                 if outer.calls <= outer.fail or refused:
-                    self.send_response(fail_code if outer.calls <= outer.fail else 500)
+                    self.send_response(fail_code if outer.calls <= outer.fail else refuse_code)
                     self.end_headers()
                     return
                 outer.bodies.append(body)
@@ -447,6 +448,22 @@ def test_the_deadline_covers_a_proxys_connect_answer(monkeypatch: pytest.MonkeyP
     listener.close()
 
 
+def test_past_max_owed_the_oldest_goes_even_after_a_rotation() -> None:
+    """Found in review: after an alert set aside was moved to the end, the eviction past
+    ``max_owed`` took the first in the new order: a newer resolve went, the older refused
+    firing page stayed."""
+    box = Outbox(resend_all=False, interval=60, max_owed=3, stubborn_after=1)
+    x = alert("x")
+    box.add(x, 0.0)
+    box.add(alert("y", "resolved"), 1.0)
+    box.failed([x], 1.0)
+    box.tried(x)  # set aside, moved behind y
+    box.add(alert("z1"), 2.0)
+    box.add(alert("z2"), 3.0)  # one too many: x is the oldest
+    assert [a.labels["model"] for a in box.owed.values()] == ["y", "z1", "z2"]
+    assert box.undelivered["dropped"] == 1
+
+
 def test_overflow_and_rejection_are_counted_as_undelivered() -> None:
     box = Outbox(resend_all=False, interval=60, max_owed=3)
     for name in "abcde":
@@ -588,10 +605,53 @@ def test_a_rejection_that_may_pass_is_retried_for_an_interval_before_it_is_final
     d.close()
     hook.close()
     box = Outbox(resend_all=False, interval=60)
-    assert box.doubtful(100.0) and box.doubtful(159.0)  # still within the interval
-    assert not box.doubtful(160.0)  # lasted one interval: final
-    box.delivered([], 161.0)
-    assert box.doubtful(200.0)  # a delivery in between starts it again
+    a, b = alert("a"), alert("b")
+    box.add(a, 0.0)
+    box.add(b, 0.0)
+    assert box.doubtful([a], 100.0) and box.doubtful([a], 159.0)  # still within the interval
+    assert box.doubtful([b], 150.0)  # per notification: b's spell began now
+    assert not box.doubtful([a], 160.0)  # lasted one interval: final
+    assert not box.doubtful([b], 170.0, doubtful=False)  # a 503: the spell ends
+    assert box.doubtful([b], 215.0)  # a 404 again starts it afresh
+
+
+def test_a_refused_payload_neither_slows_nor_thins_the_other_pages() -> None:
+    """Found in review: an alert set aside failed at the end of every round, so the sink
+    looked down (its backoff, and only the newest state of a new alert owed): an alert that
+    fired and resolved in one loop turn arrived as a resolve alone, seconds late. Alerts set
+    aside now retry on their own backoff; and the tickets still owed are the refused one's
+    only (the checkpoint kept every page delivered after it, sent again after a restart)."""
+    hook = Receiver(refuse="poison")
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, max_retries=1))
+    d.backoff = 0.05
+    d.start()
+    poison = d.submit(Transition(alert("poison"), "pending"))
+    wait_for(lambda: hook.calls >= 3)  # refused twice: set aside, then once on its own
+    first = d.submit(Transition(alert("short"), "pending"))
+    d.submit(Transition(alert("short", "resolved", at=2.0e9), "firing"))  # the same turn
+    wait_for(lambda: len(hook.bodies) == 2)
+    states = [(b["labels"]["model"], b["state"]) for b in hook.bodies]  # type: ignore[index]
+    assert states == [("short", "firing"), ("short", "resolved")]
+    assert d.outboxes["webhook"].failed_in_row == 0  # the receiver works
+    assert d.owed_tickets() == {poison} and first > poison
+    d.close(timeout=0.5)
+    hook.close()
+
+
+def test_a_404_only_one_page_gets_is_given_up_whatever_the_others_do() -> None:
+    """Found in review: the 404 spell was the sink's, reset by every other delivery, so a
+    page only ever answered 404 was never given up (and held what counts as settled)."""
+    hook = Receiver(refuse="gone", refuse_code=404)
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, resend_interval=1))
+    d.backoff = 0.05
+    d.start()
+    d.submit(Transition(alert("gone"), "pending"))
+    for i in range(5):
+        d.submit(Transition(alert(f"ok{i}"), "pending"))
+    wait_for(lambda: d.undelivered("webhook", "given_up") == 1 and len(hook.bodies) == 5)
+    assert d.owed_tickets() == set() and d.settled == d.queued
+    d.close()
+    hook.close()
 
 
 def test_a_resolve_is_never_lost_while_a_receiver_is_stalled() -> None:

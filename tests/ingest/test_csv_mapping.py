@@ -144,22 +144,52 @@ def test_a_mapping_or_config_file_that_is_not_utf8_is_a_clean_error(tmp_path: Pa
 def test_a_damaged_row_is_dead_lettered_and_the_rest_is_read(tmp_path: Path) -> None:
     """Found in review: one row with a field too few, or one byte that is not UTF-8 (a
     Latin-1 name in a UTF-8 extract), stopped the whole replay; the UTF-8 error even named
-    the wrong line. Each such row is a ``bad_row`` dead letter with its line and its bytes;
-    a quoted cell over two lines keeps the row's line right."""
+    the wrong line. Each such row is a ``bad_row`` dead letter with its first line and its
+    bytes; bytes that are not UTF-8 in a column the mapping does not read harm nothing (the
+    row is kept: dropping it would drop one group's cases more than another's); a quoted
+    cell over two lines and blank lines keep every line number right."""
     from monitor.config.spec import FieldMap
     from monitor.ingest.file import UnreadableInput, read_csv
 
     (tmp_path / "m.yaml").write_text(BASE)
-    rows = [b"id,t,p,race", b"1,1,1,a", b"2,2,0", b'3,3,1,"b\nc"', b"4,4,0,Jos\xe9", b"5,5,1,d"]
+    rows = [b"id,t,p,race,name", b"1,1,1,a,x", b"2,2,0,b", b'3,3,1,"b\nc",y', b"",
+            b"4,4,0,Jos\xe9,z", b"5,5,1,d,Jos\xe9", b"6,6,1,e,w"]  # fmt: skip
     (tmp_path / "d.csv").write_bytes(b"\r\n".join(rows) + b"\r\n")
     dead: list[Any] = []
     mapping = load_csv_mapping(tmp_path / "m.yaml")
     preds, _, _ = read_csv(tmp_path / "d.csv", mapping, FieldMap(), dead=dead)
-    assert [r.value["prediction_id"] for r in preds] == ["1", "3", "5"]  # type: ignore[index]
+    kept = [(r.value["prediction_id"], r.offset) for r in preds]  # type: ignore[index]
+    assert kept == [("1", 2), ("3", 4), ("5", 8), ("6", 9)]
     assert [(d.reason.value, d.record.offset, d.detail) for d in dead] == [
-        ("bad_row", 3, "3 fields where the header has 4"),
-        ("bad_row", 6, "not UTF-8"),
+        ("bad_row", 3, "4 fields where the header has 5"),
+        ("bad_row", 7, "not UTF-8 (column 'race')"),
     ]
-    assert [d.record.value for d in dead] == [b"2,2,0\r\n", b"4,4,0,Jos\xe9\r\n"]
-    with pytest.raises(UnreadableInput, match=r"d.csv line 3: 3 fields where the header has 4"):
+    assert [d.record.value for d in dead] == [b"2,2,0,b\r\n", b"4,4,0,Jos\xe9,z\r\n"]
+    with pytest.raises(UnreadableInput, match=r"d.csv line 3: 4 fields where the header has 5"):
         read_csv(tmp_path / "d.csv", mapping, FieldMap())  # no dead list: the first one stops
+
+
+def test_broken_quoting_stops_the_reading_naming_the_line(tmp_path: Path) -> None:
+    """Found in review: a stray quote opened a cell that swallowed the other 998 rows, read
+    as one bad row, and replay exited 0 having seen 2 of 1,000 rows. Rows that no longer
+    line up, or a quote left open at the end, stop the reading where the row began."""
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import UnreadableInput, read_csv
+
+    (tmp_path / "m.yaml").write_text(BASE)
+    mapping = load_csv_mapping(tmp_path / "m.yaml")
+    body = "".join(f"{i},{i},1,a\n" for i in range(5, 1000))
+    for text, message in [
+        ('id,t,p,race\n1,1,1,a\n2,2,"0,b\n4,4,1,a"\n' + body, "line 3: a row of 3 fields over"),
+        ('id,t,p,race\n1,1,1,a\n2,2,0,"b\n' + body, "from line 3: unexpected end of data"),
+    ]:
+        (tmp_path / "d.csv").write_text(text)
+        with pytest.raises(UnreadableInput, match=message):
+            read_csv(tmp_path / "d.csv", mapping, FieldMap(), dead=[])
+
+
+def test_lines_ending_in_a_lone_carriage_return_are_rows(tmp_path: Path) -> None:
+    """Found in review: a file with old Mac line ends (CR only) was refused by the byte
+    reader; rows end at CR, LF or CRLF, as the csv module's newline="" reads them."""
+    _write(tmp_path, BASE, "id,t,p,race\r1,1,1,a\r2,2,0,b\r")
+    assert [e["attributes"]["race"] for e in _read(tmp_path)] == ["a", "b"]
