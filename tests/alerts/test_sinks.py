@@ -577,13 +577,13 @@ def test_a_notification_the_receiver_keeps_refusing_does_not_hold_the_later_ones
     d.submit(Transition(alert("poison"), "pending"))
     for name in ("a", "b", "c"):
         d.submit(Transition(alert(name), "pending"))
-    wait_for(lambda: len(hook.bodies) == 3)
+    wait_for(lambda: d.delivered["webhook"] == 3)  # taken, and the answers read
     assert [b["labels"]["model"] for b in hook.bodies] == ["a", "b", "c"]  # type: ignore[index]
     assert d.failures["webhook"] >= 3  # the refused one: three times before the others
     assert [a.labels["model"] for a in d.outboxes["webhook"].owed.values()] == ["poison"]
     assert d.settled == 0  # the first ticket is still owed
     d.submit(Transition(alert("d"), "pending"))  # a later page is not held back either
-    wait_for(lambda: len(hook.bodies) == 4)
+    wait_for(lambda: d.delivered["webhook"] == 4)
     assert d.settled == 0 and len(d.outboxes["webhook"].owed) == 1
     d.close(timeout=0.5)
     hook.close()
@@ -629,7 +629,7 @@ def test_a_refused_payload_neither_slows_nor_thins_the_other_pages() -> None:
     wait_for(lambda: hook.calls >= 3)  # refused twice: set aside, then once on its own
     first = d.submit(Transition(alert("short"), "pending"))
     d.submit(Transition(alert("short", "resolved", at=2.0e9), "firing"))  # the same turn
-    wait_for(lambda: len(hook.bodies) == 2)
+    wait_for(lambda: d.delivered["webhook"] == 2)  # taken, and the answers read
     states = [(b["labels"]["model"], b["state"]) for b in hook.bodies]  # type: ignore[index]
     assert states == [("short", "firing"), ("short", "resolved")]
     assert d.outboxes["webhook"].failed_in_row == 0  # the receiver works
@@ -648,7 +648,7 @@ def test_a_404_only_one_page_gets_is_given_up_whatever_the_others_do() -> None:
     d.submit(Transition(alert("gone"), "pending"))
     for i in range(5):
         d.submit(Transition(alert(f"ok{i}"), "pending"))
-    wait_for(lambda: d.undelivered("webhook", "given_up") == 1 and len(hook.bodies) == 5)
+    wait_for(lambda: d.undelivered("webhook", "given_up") == 1 and d.delivered["webhook"] == 5)
     assert d.owed_tickets() == set() and d.settled == d.queued
     d.close()
     hook.close()

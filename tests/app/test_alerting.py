@@ -87,3 +87,27 @@ def test_only_the_newest_state_of_an_alert_is_owed_and_delivered_ones_are_not() 
     assert [b["state"] for b in up.bodies] == ["firing", "resolved"]  # type: ignore[index]
     d.close()
     up.close()
+
+
+def test_pages_delivered_after_a_refused_one_are_not_owed_at_the_next_restart() -> None:
+    """Found in review: the checkpoint kept every page from the oldest undelivered one on (a
+    ticket watermark), so with one payload a receiver refuses for good, every page delivered
+    after it was sent again after each restart. Now exactly the tickets a sink still owes."""
+    from monitor.alerts.lifecycle import Alert
+
+    def page(model: str) -> Transition:
+        labels = {"alertname": "FourFifthsRule", "model": model, "severity": "page"}
+        return Transition(Alert("FourFifthsRule", labels, "firing", 1e9, 1e9, 0.6), "pending")
+
+    hook = Receiver(refuse="poison")
+    alerting = judging([page("poison"), *(page(f"ok{i}") for i in range(4))])
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False, max_retries=1))
+    d.backoff = 0.01
+    d.start()
+    alerting.turn(lambda p: True, d, 100)
+    wait_for(lambda: d.delivered["webhook"] == 4)  # taken, and the answer read
+    text = alerting.checkpoint_text()
+    assert text is not None
+    assert [a["labels"]["model"] for a in json.loads(text)["owed"]] == ["poison"]
+    d.close(timeout=0.5)
+    hook.close()
