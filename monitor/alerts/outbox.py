@@ -16,10 +16,12 @@ the active set, so the newest state is all it needs.
 
 A notification the receiver keeps failing (a 5xx for that one payload) while it may take others
 does not hold every later page back: once it has failed ``stubborn_after`` times, its alert's
-states (all of them, in their order: a firing page never arrives after its own resolve) are sent
-after the other alerts', and the alerts set aside so take turns, the one tried longest ago
-first (:meth:`tried`), so one refused payload cannot starve another. An outage sets the head
-alert aside too; that only changes the order among different alerts.
+states (all of them, in their order: a firing page never arrives after its own resolve; a newer
+state inherits the failures) are set aside behind the other alerts'. They are tried on a
+backoff of their own, one alert a round, the one tried longest ago first (:meth:`tried`), so
+one refused payload neither delays the others nor starves another set aside. An outage sets
+the head alert aside too, but costs no more requests: the others still wait for the sink's
+backoff, and those set aside for theirs (at most two requests per backoff period).
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -38,6 +40,7 @@ from monitor.alerts.lifecycle import Alert
 MAX_OWED = 1_000  # undelivered notifications kept per sink (oldest dropped beyond)
 
 Key = tuple[tuple[str, str], ...]
+ALL: Key = ()  # a whole post (Alertmanager's active set)
 
 
 class Outbox:
@@ -58,10 +61,11 @@ class Outbox:
         self.max_owed = max_owed
         self.stubborn_after = stubborn_after
         self._tries: Counter[int] = Counter()  # sequence -> failed attempts of that state
-        # alerts set aside retry on their own backoff, never the sink's (a refused payload
-        # must not make a working receiver look down): alert -> (failures, next try)
-        self._aside: dict[Key, tuple[int, float]] = {}
-        self._doubted: dict[int, float] = {}  # sequence (-1: a whole post) -> first doubtful
+        # alerts set aside: one backoff of their own (a refused payload must not hold back
+        # or slow the others), failures in a row and the next try
+        self.aside_failed, self.aside_next = 0, -math.inf
+        self._streak: set[Key] = set()  # alerts whose failures make the sink's failing streak
+        self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
         self._tickets: dict[int, int] = {}  # sequence -> the dispatcher's ticket of that state
@@ -86,13 +90,16 @@ class Outbox:
         else:
             return  # pending alerts are not paged
         older = self._newest.get(a.key)
+        tries = self._tries[older] if older is not None else 0
         if older is not None and (
-            self.resend_all or self.failed_in_row or a.key in self._set_aside()
+            self.resend_all or self.outage or tries >= self.stubborn_after
         ):  # the newest state only: Alertmanager, during an outage, or for an alert set aside
             del self.owed[older]
             self._tickets.pop(older, None)
             self._tries.pop(older, None)
         self._seq += 1
+        if tries >= self.stubborn_after:
+            self._tries[self._seq] = tries  # still set aside
         self.owed[self._seq] = a
         self._tickets[self._seq] = ticket
         self._newest[a.key] = self._seq
@@ -130,6 +137,10 @@ class Outbox:
             for s in [s for s, x in self.owed.items() if x.key == a.key]:
                 self.owed.move_to_end(s)
 
+    def aside(self, a: Alert) -> bool:
+        """Is ``a``'s alert set aside?"""
+        return a.key in self._set_aside()
+
     def owed_tickets(self) -> set[int]:
         """The tickets of every state still owed."""
         return {self._tickets.get(seq, 0) for seq in self.owed}
@@ -143,24 +154,31 @@ class Outbox:
         self.owed.clear()
         self._tickets.clear()
         self._tries.clear()
-        self._aside.clear()
+        self.aside_failed, self.aside_next = 0, -math.inf
+        self._streak.clear()
         self._doubted.clear()
         self._newest.clear()
         self.firing.clear()
         self.next_resend = math.inf
 
+    @property
+    def outage(self) -> bool:
+        """Failing, as far as the alerts not set aside show (the failures of an alert now set
+        aside were its payload's, as far as anyone knows: they hold the others back no more)."""
+        return self.failed_in_row > 0 and bool(self._streak - self._set_aside())
+
     def due(self, now: float) -> list[Alert]:
         """What to send now (empty: nothing is due)."""
+        if not self.resend_all:  # in order; an alert that keeps failing after the others
+            aside = self._set_aside()
+            fresh = [a for a in self.owed.values() if a.key not in aside]
+            late = [a for a in self.owed.values() if a.key in aside]
+            fresh_ok = now >= self.next_try or not self.outage
+            late_ok = fresh_ok and now >= self.aside_next
+            return (fresh if fresh_ok else []) + (late if late_ok else [])
         if now < self.next_try:
             return []
         self._seeds_sent = self._seeds
-        if not self.resend_all:  # in order; an alert that keeps failing after the others
-            aside = self._set_aside()
-            if not aside:
-                return list(self.owed.values())
-            fresh = [a for a in self.owed.values() if a.key not in aside]
-            due = {k for k in aside if self._aside.get(k, (0, -math.inf))[1] <= now}
-            return fresh + [a for a in self.owed.values() if a.key in due]
         if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
             resolved = [a for a in self.owed.values() if a.state == "resolved"]
             return list(self.firing.values()) + resolved
@@ -168,10 +186,13 @@ class Outbox:
 
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
-        aside = self._set_aside() if self._tries and not self.resend_all else set()
-        if aside and all(a.key in aside for a in self.owed.values()):
-            first = min(self._aside.get(k, (0, -math.inf))[1] for k in aside)
-            return max(now, self.next_try, first)
+        if not self.resend_all:
+            aside = self._set_aside() if self._tries else set()
+            fresh_at = self.next_try if self.outage else now
+            times = [fresh_at] if any(a.key not in aside for a in self.owed.values()) else []
+            if aside:
+                times.append(max(fresh_at, self.aside_next))
+            return max(now, min(times)) if times else math.inf
         if self.owed or (self.resend_all and self.firing and self.failed_in_row):
             return max(now, self.next_try)
         if self.resend_all and self.firing:
@@ -182,22 +203,24 @@ class Outbox:
         """A rejection of ``sent`` that may pass (a 404 while an ingress is redeployed): True
         while that notification's rejections have lasted less than one interval (retry),
         False after (give up). ``doubtful=False``: another failure, which ends the spell."""
-        key = -1 if self.resend_all else self._seq_of(sent[0])
+        key = ALL if self.resend_all else sent[0].key  # per alert: its newer states too
         if not doubtful:
             self._doubted.pop(key, None)
             return False
         since = self._doubted.setdefault(key, now)
         return now - since < self.interval
 
-    def _seq_of(self, a: Alert) -> int:
-        return next((s for s, x in self.owed.items() if x is a), -2)
-
     def delivered(self, sent: list[Alert], now: float) -> None:
         if self.resend_all:
             self._doubted.clear()
+        elif any(self.aside(a) for a in sent):
+            self.aside_failed, self.aside_next = 0, -math.inf
+        for a in sent:
+            self._doubted.pop(a.key, None)
         self._settle(sent)
         self.failed_in_row = 0
         self.next_try = -math.inf
+        self._streak.clear()
         if self.resend_all:
             self.next_resend = now + self.interval if self.firing else math.inf
             if self._seeds != self._seeds_sent:  # seeded while this post was in flight
@@ -211,6 +234,7 @@ class Outbox:
                 self._doubted.clear()
             self.undelivered["given_up"] += self._settle(sent)
             self.failed_in_row, self.next_try = 0, -math.inf
+            self._streak.clear()
             if self.resend_all:
                 self.next_resend = now + self.interval if self.firing else math.inf
             return
@@ -219,16 +243,18 @@ class Outbox:
         for seq, a in self.owed.items():
             if id(a) in ids:
                 self._tries[seq] += 1
-        keys = {a.key for a in sent}
-        if sent and not self.resend_all and keys <= self._set_aside():
-            for key in keys:  # its own backoff, going on from its failures so far
-                n = max(t for q, t in self._tries.items() if self.owed[q].key == key)
-                self._aside[key] = (n, now + self._delay(n))
-            if not keys <= aside:  # set aside just now: the others are tried at once, as
-                self.failed_in_row, self.next_try = 0, -math.inf  # if the receiver worked
-            return  # (an outage shows again at the next one's failure)
+        if sent and not self.resend_all and all(a.key in aside for a in sent):
+            self.aside_failed += 1  # set aside before this try: their own backoff only
+            self.aside_next = now + self._delay(self.aside_failed)
+            return
         self.failed_in_row += 1
         self.next_try = now + self.retry_delay()
+        self._streak.update(a.key for a in sent)
+        if not self.resend_all and any(a.key not in aside for a in sent if self.aside(a)):
+            # set aside just now: its backoff goes on from the sink's (an outage looks the
+            # same, and a receiver that is down is not asked more often for it)
+            self.aside_failed = max(self.aside_failed, self.failed_in_row)
+            self.aside_next = max(self.aside_next, self.next_try)
 
     def retry_delay(self) -> float:
         return self._delay(self.failed_in_row)
@@ -248,7 +274,6 @@ class Outbox:
     def _forget(self, key: Key, seq: int) -> None:
         self._tickets.pop(seq, None)
         self._tries.pop(seq, None)
-        self._doubted.pop(seq, None)
         if self._newest.get(key) == seq:
             del self._newest[key]
-            self._aside.pop(key, None)  # no state of it owed any more
+            self._doubted.pop(key, None)  # no state of it owed any more

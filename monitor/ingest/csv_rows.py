@@ -13,6 +13,9 @@ What is damage and what is not:
 - A row with more or fewer fields than the header: a dead letter, when it is one line. Over
   several lines it means the quoting is broken (a stray ``"`` opened a cell that swallowed the
   lines after it): nothing after it can be trusted, and the reading stops, naming the line.
+  So does a line break inside a cell the mapping reads (an id, a time, a group never holds
+  one: a stray quote closed by another in the same column made one row of several, the id of
+  one and the outcome of another), and a row longer than ``csv.field_size_limit()``.
 - Bytes that are not UTF-8 in a column the mapping reads: a dead letter. In a column it does
   not read (a free-text name, a comment), they harm nothing, and the row is kept: dropping it
   would drop the cases of one group more than another's (a Latin-1 name).
@@ -31,6 +34,7 @@ from typing import BinaryIO
 
 BOM = b"\xef\xbb\xbf"
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a bad byte
+_BREAK = re.compile("[\r\n]")
 
 
 class BrokenQuoting(ValueError):
@@ -55,7 +59,9 @@ class CsvRows:
 
     def __init__(self, fh: BinaryIO) -> None:
         self._text = io.TextIOWrapper(fh, encoding="latin-1", newline="")
-        self._taken: list[tuple[int, bytes]] = []  # the lines of the row being read
+        self._first = 0  # the first line of the row being read (0: none yet)
+        self._raw = bytearray()  # its bytes
+        self._lines_in_row = 0
         self._bad = False
         self._last = 0
         self._reader = csv.reader(self._lines(), strict=True)
@@ -65,24 +71,31 @@ class CsvRows:
     @property
     def line(self) -> int:
         """The first line of the row being read (the last line read, between rows)."""
-        return self._taken[0][0] if self._taken else self._last
+        return self._first or self._last
 
     def rows(self, used: Collection[str]) -> Iterator[Row]:
         """Every row, with its damage; ``used``: the columns the caller reads."""
         width = len(self.header)
         for cells in self._reader:
-            taken, bad = self._take()
-            first, raw = taken[0][0], b"".join(line for _, line in taken)
+            first, lines = self._first, self._lines_in_row
+            raw, bad = self._take()
             row = dict(zip(self.header, cells, strict=False))
             damage = None
             if len(cells) != width:
                 damage = f"{len(cells)} fields where the header has {width}"
-                if len(taken) > 1:
+                if lines > 1:
                     raise BrokenQuoting(
-                        f"line {first}: a row of {len(cells)} fields over {len(taken)} lines "
+                        f"line {first}: a row of {len(cells)} fields over {lines} lines "
                         f"where the header has {width}: a quote opened a cell that swallowed "
                         "the lines after it"
                     )
+            elif lines > 1 and (
+                hit := next((c for c in used if _BREAK.search(row.get(c) or "")), None)
+            ):
+                raise BrokenQuoting(
+                    f"line {first}: a line break inside column {printable(hit)!r}: a quote "
+                    "opened a cell that swallowed the lines after it"
+                )
             elif bad:
                 hit = next((c for c in used if _NOT_UTF8.search(row.get(c) or "")), None)
                 if hit is not None:
@@ -95,16 +108,23 @@ class CsvRows:
             if n == 1:
                 raw = raw.removeprefix(BOM)  # a BOM is no column name
             self._last = n
-            if not self._taken and not raw.strip(b"\r\n"):
-                continue  # a blank line between rows
-            self._taken.append((n, raw))
+            if not self._first:
+                if not raw.strip(b"\r\n"):
+                    continue  # a blank line between rows
+                self._first = n
+            self._raw += raw
+            self._lines_in_row += 1
+            if len(self._raw) > csv.field_size_limit():
+                raise BrokenQuoting(
+                    f"line {self._first}: a row longer than {csv.field_size_limit()} bytes"
+                )
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:
                 self._bad = True
                 yield raw.decode("utf-8", "surrogateescape")
 
-    def _take(self) -> tuple[list[tuple[int, bytes]], bool]:
-        taken, bad = self._taken, self._bad
-        self._taken, self._bad = [], False
-        return taken, bad
+    def _take(self) -> tuple[bytes, bool]:
+        raw, bad = bytes(self._raw), self._bad
+        self._first, self._raw, self._lines_in_row, self._bad = 0, bytearray(), 0, False
+        return raw, bad

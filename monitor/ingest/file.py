@@ -250,6 +250,8 @@ def _check_header(path: str | Path, header: Sequence[str], mapping: CsvMapping) 
     named |= {f"where[{i}].column": f.column for i, f in enumerate(mapping.where)}
     have = set(header)
     for key, col in named.items():
+        if col is not None and header.count(col) > 1:  # DictReader kept the last one, silently
+            raise ConfigError(key, f"column {col!r} is in the header of {path} more than once")
         if col is not None and col not in have:
             shown = ", ".join(map(printable, header[:20])) + (", …" if len(header) > 20 else "")
             raise ConfigError(key, f"no column {col!r} in {path} (its columns: {shown})")
