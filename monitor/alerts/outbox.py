@@ -104,7 +104,7 @@ class Outbox:
         self._tickets[self._seq] = ticket
         self._newest[a.key] = self._seq
         while len(self.owed) > self.max_owed:
-            seq = min(self.owed)  # the oldest (alerts set aside were moved to the end)
+            seq = min(self.owed)  # oldest by sequence, not position (rotations move)
             gone = self.owed.pop(seq)
             self._forget(gone.key, seq)
             if not (self.resend_all and self.firing.get(gone.key) is gone):
