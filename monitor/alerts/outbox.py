@@ -9,19 +9,20 @@ Which states are owed. A receiver that works is sent every transition, in order:
 fires and resolves within one loop turn (a backlog worked off, a short-lived evidence alert)
 pages and then resolves, as the backtest says it does — otherwise whether a page is sent would
 depend on how the boundaries fell into loop turns and how fast the delivery thread woke (the
-Kafka backtest lost the label-arrival detectors' pages that way). Only while the receiver is
-failing does a newer state replace an undelivered older one (an alert that fired and resolved
-during an outage arrives as resolved, with its times), and for Alertmanager always: it keeps
-the active set, so the newest state is all it needs.
+Kafka backtest lost the label-arrival detectors' pages that way). Only for an alert that has
+failed, or while the receiver is down, does a newer state replace an undelivered older one (an
+alert that fired and resolved during an outage arrives as resolved, with its times), and for
+Alertmanager always: it keeps the active set, so the newest state is all it needs.
 
-A notification the receiver keeps failing (a 5xx for that one payload) while it may take others
-does not hold every later page back: once it has failed ``stubborn_after`` times, its alert's
-states (all of them, in their order: a firing page never arrives after its own resolve; a newer
-state inherits the failures) are set aside behind the other alerts'. They are tried on a
-backoff of their own, one alert a round, the one tried longest ago first (:meth:`tried`), so
-one refused payload neither delays the others nor starves another set aside. An outage sets
-the head alert aside too, but costs no more requests: the others still wait for the sink's
-backoff, and those set aside for theirs (at most two requests per backoff period).
+Two backoffs, because a failure has two possible causes. Each alert has its own: a payload the
+receiver keeps refusing (a 5xx for that one body while it takes others) is retried on it, and
+holds no other page back. The sink has one too, for a receiver that is down: once failures in a
+row span two alerts or more (:attr:`Outbox.outage`), nothing is sent before the sink's backoff
+has passed — one request per backoff period however many alerts are owed. When it has, the
+alerts that failed least go first (then the oldest): a page that can be delivered waits at most
+half an interval however many payloads the receiver refuses, and an alert held up by an outage
+goes before the payloads refused all along. An alert's states stay in their order (a firing page
+never arrives after its own resolve).
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -53,26 +54,25 @@ class Outbox:
         interval: float,
         backoff: float = 0.2,
         max_owed: int = MAX_OWED,
-        stubborn_after: int = 6,
     ) -> None:
         self.resend_all = resend_all  # every post carries all active alerts (Alertmanager)
         self.interval = interval
         self.backoff = backoff
         self.max_owed = max_owed
-        self.stubborn_after = stubborn_after
-        self._tries: Counter[int] = Counter()  # sequence -> failed attempts of that state
-        # alerts set aside: one backoff of their own (a refused payload must not hold back
-        # or slow the others), failures in a row and the next try
-        self.aside_failed, self.aside_next = 0, -math.inf
-        self._streak: set[Key] = set()  # alerts whose failures make the sink's failing streak
+        # per alert with a state owed: failed attempts in a row, since when, when to try again
+        self.fails: Counter[Key] = Counter()
+        self.failing_since: dict[Key, float] = {}
+        self.retry_at: dict[Key, float] = {}
+        self._streak: set[Key] = set()  # alerts among the sink's failures in a row
         self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
         self._tickets: dict[int, int] = {}  # sequence -> the dispatcher's ticket of that state
         self._newest: dict[Key, int] = {}  # alert -> the sequence of its newest owed state
         self._seq = 0
-        self.failed_in_row = 0
-        self.next_try = -math.inf  # backoff after a failure
+        self.failed_in_row = 0  # the sink's failed attempts in a row (any alert)
+        self.down = 0  # ... of them since they looked like an outage (its backoff grows by them)
+        self.next_try = -math.inf  # the sink's backoff
         self.next_resend = math.inf
         self._seeds = self._seeds_sent = 0  # seeds made / as of the last batch handed out
         self.undelivered: Counter[str] = Counter()  # reason -> notifications
@@ -90,22 +90,15 @@ class Outbox:
         else:
             return  # pending alerts are not paged
         older = self._newest.get(a.key)
-        tries = self._tries[older] if older is not None else 0
-        if older is not None and (
-            self.resend_all or self.outage or tries >= self.stubborn_after
-        ):  # the newest state only: Alertmanager, during an outage, or for an alert set aside
-            del self.owed[older]
+        if older is not None and (self.resend_all or self.outage or self.fails[a.key]):
+            del self.owed[older]  # the newest state only (its alert's failures go on)
             self._tickets.pop(older, None)
-            self._tries.pop(older, None)
         self._seq += 1
-        if tries >= self.stubborn_after:
-            self._tries[self._seq] = tries  # still set aside
         self.owed[self._seq] = a
         self._tickets[self._seq] = ticket
         self._newest[a.key] = self._seq
         while len(self.owed) > self.max_owed:
-            seq = min(self.owed)  # oldest by sequence, not position (rotations move)
-            gone = self.owed.pop(seq)
+            seq, gone = self.owed.popitem(last=False)  # the oldest
             self._forget(gone.key, seq)
             if not (self.resend_all and self.firing.get(gone.key) is gone):
                 self.undelivered["dropped"] += 1  # (a firing one is still posted with the set)
@@ -128,76 +121,71 @@ class Outbox:
 
     def owes(self, a: Alert) -> bool:
         """Is this very notification still owed (not delivered, replaced, or forgotten)?"""
-        return any(x is a for x in self.owed.values())
-
-    def tried(self, a: Alert) -> None:
-        """``a`` failed: if its alert is set aside, its states go behind the other alerts' (in
-        their order), so the next round tries another alert set aside first."""
-        if a.key in self._set_aside():
-            for s in [s for s, x in self.owed.items() if x.key == a.key]:
-                self.owed.move_to_end(s)
-
-    def aside(self, a: Alert) -> bool:
-        """Is ``a``'s alert set aside?"""
-        return a.key in self._set_aside()
+        return a.key in self._newest and any(x is a for x in self.owed.values())
 
     def owed_tickets(self) -> set[int]:
         """The tickets of every state still owed."""
         return {self._tickets.get(seq, 0) for seq in self.owed}
 
-    def _set_aside(self) -> set[Key]:
-        """Alerts one of whose owed states failed ``stubborn_after`` times."""
-        return {self.owed[s].key for s, n in self._tries.items() if n >= self.stubborn_after}
-
     def clear(self) -> None:
         """Forget everything owed and firing (another replica delivers from now on)."""
         self.owed.clear()
         self._tickets.clear()
-        self._tries.clear()
-        self.aside_failed, self.aside_next = 0, -math.inf
+        self.fails.clear()
+        self.failing_since.clear()
+        self.retry_at.clear()
         self._streak.clear()
         self._doubted.clear()
         self._newest.clear()
         self.firing.clear()
+        self.failed_in_row = self.down = 0
+        self.next_try = -math.inf
         self.next_resend = math.inf
 
     @property
     def outage(self) -> bool:
-        """Failing, as far as the alerts not set aside show (the failures of an alert now set
-        aside were its payload's, as far as anyone knows: they hold the others back no more)."""
-        return self.failed_in_row > 0 and bool(self._streak - self._set_aside())
+        """Is the receiver down, as far as anyone can tell? Its failures in a row span two
+        alerts or more (one payload refused again and again is that payload's problem)."""
+        return self.failed_in_row > 0 and (self.resend_all or len(self._streak) >= 2)
 
     def due(self, now: float) -> list[Alert]:
-        """What to send now (empty: nothing is due)."""
-        if not self.resend_all:  # in order; an alert that keeps failing after the others
-            aside = self._set_aside()
-            fresh = [a for a in self.owed.values() if a.key not in aside]
-            late = [a for a in self.owed.values() if a.key in aside]
-            fresh_ok = now >= self.next_try or not self.outage
-            late_ok = fresh_ok and now >= self.aside_next
-            return (fresh if fresh_ok else []) + (late if late_ok else [])
-        if now < self.next_try:
+        """What to send now, in the order to send it (empty: nothing is due)."""
+        if now < self.next_try and self.outage:
             return []
+        if not self.resend_all:
+            return self._due_alerts(now)
         self._seeds_sent = self._seeds
         if self.owed or (self.firing and now >= self.next_resend) or self.failed_in_row:
             resolved = [a for a in self.owed.values() if a.state == "resolved"]
             return list(self.firing.values()) + resolved
         return []
 
+    def _due_alerts(self, now: float) -> list[Alert]:
+        """Every owed state of each alert past its own backoff: first those never failed, then
+        those failing for the shortest time (a payload refused all along goes last, behind an
+        alert an outage held up), then the oldest; each alert's states in their order."""
+        since = self.failing_since
+        due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
+        return sorted(due, key=lambda a: -since.get(a.key, math.inf))  # stable: by sequence
+
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
+        sink = self.next_try if self.outage else -math.inf
         if not self.resend_all:
-            aside = self._set_aside() if self._tries else set()
-            fresh_at = self.next_try if self.outage else now
-            times = [fresh_at] if any(a.key not in aside for a in self.owed.values()) else []
-            if aside:
-                times.append(max(fresh_at, self.aside_next))
-            return max(now, min(times)) if times else math.inf
-        if self.owed or (self.resend_all and self.firing and self.failed_in_row):
+            if not self.owed:
+                return math.inf
+            alert = min(self.retry_at.get(a.key, -math.inf) for a in self.owed.values())
+            return max(now, sink, alert)
+        if self.owed or (self.firing and self.failed_in_row):
             return max(now, self.next_try)
-        if self.resend_all and self.firing:
+        if self.firing:
             return max(now, self.next_try, self.next_resend)
         return math.inf
+
+    def hurry(self) -> None:
+        """Everything owed is due now, whatever the backoffs (a last attempt at close)."""
+        self.next_try = -math.inf
+        self.retry_at.clear()
 
     def doubtful(self, sent: list[Alert], now: float, *, doubtful: bool = True) -> bool:
         """A rejection of ``sent`` that may pass (a 404 while an ingress is redeployed): True
@@ -213,12 +201,13 @@ class Outbox:
     def delivered(self, sent: list[Alert], now: float) -> None:
         if self.resend_all:
             self._doubted.clear()
-        elif any(self.aside(a) for a in sent):
-            self.aside_failed, self.aside_next = 0, -math.inf
         for a in sent:
             self._doubted.pop(a.key, None)
+            self.fails.pop(a.key, None)  # the receiver takes this alert's payloads
+            self.failing_since.pop(a.key, None)
+            self.retry_at.pop(a.key, None)
         self._settle(sent)
-        self.failed_in_row = 0
+        self.failed_in_row = self.down = 0
         self.next_try = -math.inf
         self._streak.clear()
         if self.resend_all:
@@ -233,31 +222,28 @@ class Outbox:
             if self.resend_all:
                 self._doubted.clear()
             self.undelivered["given_up"] += self._settle(sent)
-            self.failed_in_row, self.next_try = 0, -math.inf
+            self.failed_in_row = self.down = 0
+            self.next_try = -math.inf
             self._streak.clear()
             if self.resend_all:
                 self.next_resend = now + self.interval if self.firing else math.inf
             return
-        aside = self._set_aside()
-        ids = {id(a) for a in sent}
-        for seq, a in self.owed.items():
-            if id(a) in ids:
-                self._tries[seq] += 1
-        if sent and not self.resend_all and all(a.key in aside for a in sent):
-            self.aside_failed += 1  # set aside before this try: their own backoff only
-            self.aside_next = now + self._delay(self.aside_failed)
-            return
+        was_down = self.outage
+        keys = {ALL} if self.resend_all else {a.key for a in sent}
         self.failed_in_row += 1
-        self.next_try = now + self.retry_delay()
-        self._streak.update(a.key for a in sent)
-        if not self.resend_all and any(a.key not in aside for a in sent if self.aside(a)):
-            # set aside just now: its backoff goes on from the sink's (an outage looks the
-            # same, and a receiver that is down is not asked more often for it)
-            self.aside_failed = max(self.aside_failed, self.failed_in_row)
-            self.aside_next = max(self.aside_next, self.next_try)
+        self._streak |= keys
+        if self.outage:  # a payload refused for hours before does not lengthen this backoff
+            self.down = self.down + 1 if was_down else 1
+            self.next_try = now + self.retry_delay()
+        if not self.resend_all:
+            for key in keys & self._newest.keys():  # still owed: its own backoff
+                self.failing_since.setdefault(key, now)
+                self.fails[key] += 1
+                self.retry_at[key] = now + self._delay(self.fails[key])
 
     def retry_delay(self) -> float:
-        return self._delay(self.failed_in_row)
+        """The sink's backoff after its latest failure (when they look like an outage)."""
+        return self._delay(self.down)
 
     def _delay(self, failures: int) -> float:
         n = max(0, failures - 1)
@@ -273,7 +259,9 @@ class Outbox:
 
     def _forget(self, key: Key, seq: int) -> None:
         self._tickets.pop(seq, None)
-        self._tries.pop(seq, None)
-        if self._newest.get(key) == seq:
+        if self._newest.get(key) == seq:  # no state of it owed any more
             del self._newest[key]
-            self._doubted.pop(key, None)  # no state of it owed any more
+            self._doubted.pop(key, None)
+            self.fails.pop(key, None)
+            self.failing_since.pop(key, None)
+            self.retry_at.pop(key, None)

@@ -20,7 +20,6 @@ delivered (``fairness_alert_pages_undelivered_total``): ``dropped`` when a sink 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -76,7 +75,6 @@ class Dispatcher:
                 resend_all=sink in RESEND_ALL,
                 interval=interval,
                 max_owed=max_owed,
-                stubborn_after=spec.max_retries + 1,
             )
             for sink in self.senders
         }
@@ -205,7 +203,7 @@ class Dispatcher:
         """At close: try once more whatever the backoff says (the receiver may be back), then
         say in the log what stays undelivered (the last checkpoint keeps what it owed, and the
         restarted monitor sends that again: ``app/alerting.py``)."""
-        box.next_try = -math.inf
+        box.hurry()
         batch = box.due(self.clock())
         if batch:
             self._send(sink, box, batch)
@@ -224,11 +222,10 @@ class Dispatcher:
         if box.resend_all:
             self._attempt(sink, box, batch)
             return
-        for a in batch:  # one notification per request; stop at the first outage
-            if not box.owes(a):
+        for a in batch:  # one notification per request; stop at the first failure (outbox.py
+            if not box.owes(a):  # says what goes next, and when)
                 continue  # abandoned, or replaced by a newer state while the lock was free
             if not self._attempt(sink, box, [a]):
-                box.tried(a)  # set aside: behind the others next round (outbox.py)
                 break
 
     def _attempt(self, sink: str, box: Outbox, alerts: list[Alert]) -> bool:

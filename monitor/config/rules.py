@@ -155,7 +155,7 @@ class SinkSpec:
     log: bool = True
     resend_interval: int = 60  # Alertmanager re-post period; failed pages retried within it
     timeout: float = 5.0  # seconds for a whole request
-    max_retries: int = 5  # failures before a second error line / an alert is set aside
+    max_retries: int = 5  # failures in a row before a second error line
 
 
 @dataclass(frozen=True)
