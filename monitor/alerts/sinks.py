@@ -68,6 +68,7 @@ class Dispatcher:
         self.failures: Counter[str] = Counter()
         self.delivered: Counter[str] = Counter()
         self.stopping = False
+        self.sending = 0  # requests under way (the lock released meanwhile)
         self.senders: dict[str, Sender] = senders(spec, kafka_send, lambda: self.clock())
         interval = float(spec.resend_interval)
         self.outboxes = {
@@ -158,6 +159,14 @@ class Dispatcher:
                 box.seed(alerts, now)
                 self.wakes[sink].notify()
 
+    def quiet(self) -> bool:
+        """Nothing under way: no request in flight and nothing due now (what is still owed
+        waits for a backoff). A handover waits for this, not for every page to be delivered:
+        a page a receiver refuses would hold it for its whole wait."""
+        with self.lock:
+            now = self.clock()
+            return not self.sending and all(b.wake(now) > now for b in self.outboxes.values())
+
     def owed_tickets(self) -> set[int]:
         """The tickets some sink still owes (every other one was delivered, given up, or
         replaced by a newer state): what a restart must send again, whatever came after it."""
@@ -231,6 +240,7 @@ class Dispatcher:
     def _attempt(self, sink: str, box: Outbox, alerts: list[Alert]) -> bool:
         """Send (the lock released meanwhile); True unless the receiver is unreachable or
         failing (try again later)."""
+        self.sending += 1
         self.lock.release()
         try:
             self.senders[sink](alerts)
@@ -240,6 +250,7 @@ class Dispatcher:
             failure = None
         finally:
             self.lock.acquire()
+            self.sending -= 1
         if failure is not None:
             self.failures[sink] += 1
             now = self.clock()

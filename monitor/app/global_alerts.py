@@ -14,8 +14,10 @@
   a transition is delivered once, unless the old owner died after delivering it and before its
   next save (within a loop turn), or was sending it when the handover's wait (at most
   ``STEP_DOWN_SECONDS``) ran out: the receiver then sees it twice, with the same notification
-  id — never not at all. What the old owner had delivered when it stepped down is recorded,
-  also while later transitions were still owed (``Dispatcher.settled``).
+  id — never not at all. What is recorded is exact: every transition through ``delivered``
+  was delivered (or given up, or replaced by a newer state of its alert) except those still in
+  ``owed`` — a page a receiver keeps refusing holds back neither the record of the others nor
+  a handover (it waits only for requests under way, ``Dispatcher.quiet``).
 
 All replicas read the same partials in the same order from the same saved state: they judge
 alike and number the transitions alike. A handover waits for the deliveries under way."""
@@ -25,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from threading import Event, Lock
 from typing import cast
@@ -42,7 +43,7 @@ from monitor.alerts.partials import PartialPublisher
 from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
 from monitor.app.checkpointing import Checkpointer
-from monitor.app.global_state import GlobalState, Mark, OwedState
+from monitor.app.global_state import GlobalState, Mark, OwedState, owed_at_takeover
 from monitor.app.partials_out import (
     HELLO_KEY,
     IDLE_KEY,
@@ -81,9 +82,11 @@ class GlobalAlerts:
         # The consumer's assignment() alone still lists it between a revocation and the end of
         # the rebalance, so a replica took delivery back while the new owner began (two pages)
         self.granted = False
-        # (dispatcher ticket, seq) of each transition handed over and not yet settled
-        self.submitted: deque[tuple[int, int]] = deque()
+        # dispatcher ticket -> seq of each transition handed over that a sink still owes
+        self.submitted: dict[int, int] = {}
+        self.handed = 0  # the last seq handed to the dispatcher
         self.saved_at = -1e18
+        self.marked = Mark(0)  # the last mark sent
         self.bad = 0  # records of the partials topic that are not partials
         self.lost: str | None = None  # partials deleted before the saved offset (why)
         self.out: PartialsOut | None = None
@@ -141,9 +144,7 @@ class GlobalAlerts:
         persist.restore(self.evaluator, s.evaluator)
         self.view.restore(s.view)
         self.seq, self.delivered = s.seq, s.delivered
-        self.owed = {
-            o.seq: persist.alert_from_state(o.alert) for o in s.owed if o.seq > s.delivered
-        }
+        self.owed = {o.seq: persist.alert_from_state(o.alert) for o in s.owed}
         log.info("judging state restored: partials from offset %d, %d transitions judged, %d "
                  "delivered", s.offset, s.seq, s.delivered)  # fmt: skip
         return s.offset
@@ -202,10 +203,12 @@ class GlobalAlerts:
         if self._elect(dispatcher):
             self._save(dispatcher, True)  # took over: this turn's were submitted as owed
         elif self.leading:
-            first = self.seq - len(out) + 1
+            first, handed = self.seq - len(out) + 1, set(self.submitted.values())
             for i, t in enumerate(out):  # a replica behind the last deliverer's mark judges
                 if first + i > self.delivered:  # again what it sent: not sent twice
                     self._submit(dispatcher, first + i, t)
+                elif first + i not in handed:  # (one it still owed was handed at takeover)
+                    self.owed.pop(first + i, None)
             self._save(dispatcher, bool(out))
         return out
 
@@ -220,26 +223,29 @@ class GlobalAlerts:
             del self.owed[min(self.owed)]
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
-        self.submitted.append((dispatcher.submit(t), seq))
+        self.submitted[dispatcher.submit(t)] = seq
+        self.handed = max(self.handed, seq)
 
     def _delivered(self, dispatcher: Dispatcher) -> int:
-        """The seq through which everything owed has been delivered (or given up): the
-        dispatcher settles in ticket order, and transitions are handed to it in seq order."""
-        done = self.delivered
-        while self.submitted and self.submitted[0][0] <= dispatcher.settled:
-            done = max(done, self.submitted.popleft()[1])
-        return done
+        """What no sink owes any more (delivered, given up, or replaced by a newer state) is
+        owed here no more; returns the seq through which every transition is delivered or
+        still in ``owed`` (everything handed over: the exceptions are listed)."""
+        owing = dispatcher.owed_tickets()
+        for ticket in [t for t in self.submitted if t not in owing]:
+            self.owed.pop(self.submitted.pop(ticket), None)
+        return max(self.delivered, self.handed)
 
     def _delivered_elsewhere(self, value: bytes | None) -> None:
         """The delivering replica's mark: what it delivered is no longer owed here (a replica
         that never delivers keeps only what is in flight, not every transition since start)."""
         try:
-            mark = msgspec.json.decode(value or b"", type=Mark).delivered
+            mark = msgspec.json.decode(value or b"", type=Mark)
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.bad += 1
             return
         if not self.leading:
-            for seq in [s for s in self.owed if s <= mark]:
+            keep = set(mark.owed)
+            for seq in [s for s in self.owed if s <= mark.delivered and s not in keep]:
                 del self.owed[seq]
 
     def _elect(self, dispatcher: Dispatcher) -> bool:
@@ -260,9 +266,7 @@ class GlobalAlerts:
             log.info("another replica delivers alerts now")
         if leading and not self.leading:
             self.elector.pause(self.topic)
-            self.delivered = max(self.delivered, self._saved_delivered())  # never back
-            for seq in [s for s in self.owed if s <= self.delivered]:
-                del self.owed[seq]
+            self._take_over()
             log.info("delivering alerts now (%d transitions owed)", len(self.owed))
             dispatcher.reseed(self.evaluator.book.firing())
             for seq in sorted(self.owed):
@@ -280,7 +284,7 @@ class GlobalAlerts:
         dispatcher = self.dispatcher
         if self.leading and dispatcher is not None:
             deadline = time.monotonic() + STEP_DOWN_SECONDS
-            while dispatcher.settled < dispatcher.queued:
+            while not dispatcher.quiet():  # requests under way, or due now: let them finish
                 if time.monotonic() > deadline:
                     break
                 self.stopped.wait(0.02)
@@ -292,20 +296,25 @@ class GlobalAlerts:
         self.revoking.clear()
         self.stepped_down.set()
 
-    def _saved_delivered(self) -> int:
+    def _take_over(self) -> None:
+        """Owed no more: what the last saved state says was delivered (its mark never goes
+        back); owed still: what it owed, as it saved it (this replica may have dropped it)."""
         try:
             text = self.store.load_alerts()
-            return msgspec.json.decode(text.encode(), type=GlobalState).delivered if text else 0
+            saved = msgspec.json.decode(text.encode(), type=GlobalState) if text else None
         except (msgspec.DecodeError, msgspec.ValidationError):
-            return 0
+            saved = None
+        if saved is not None:
+            self.delivered = max(self.delivered, saved.delivered)
+        for seq, alert in owed_at_takeover(self.owed, self.delivered, saved):
+            self._owe(seq, alert)
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
-        now = time.monotonic()
+        now, before = time.monotonic(), len(self.owed)
         delivered = self._delivered(dispatcher)
-        if not changed and delivered == self.delivered and now - self.saved_at < SAVE_EVERY:
+        changed = changed or len(self.owed) != before or delivered != self.delivered
+        if not changed and now - self.saved_at < SAVE_EVERY:
             return
-        for seq in [s for s in self.owed if s <= delivered]:
-            del self.owed[seq]
         offset = self.view.resume_offset()
         if offset is None:
             assert self.reader is not None
@@ -324,8 +333,10 @@ class GlobalAlerts:
         except Exception as exc:  # a failed save is tried again next turn
             log.error("saving the judging state failed: %s", exc)
             return
-        if delivered > self.delivered and self.out is not None:  # saved: tell the others
-            self.out.send(DELIVERED_KEY, msgspec.json.encode(Mark(delivered)))
+        mark = Mark(delivered, sorted(s for s in self.owed if s <= delivered))  # + exceptions
+        if mark != self.marked and self.out is not None:  # saved: tell the others
+            self.out.send(DELIVERED_KEY, msgspec.json.encode(mark))
+            self.marked = mark
         self.delivered, self.saved_at = delivered, now
 
     def close(self) -> None:

@@ -833,3 +833,30 @@ def test_a_transition_has_one_notification_id_whoever_sends_it() -> None:
     ]
     ids = {notification_id(o) for o in others}
     assert len(ids) == len(others) and notification_id(a) not in ids
+
+
+def test_quiet_waits_for_requests_under_way_not_for_refused_pages() -> None:
+    """A handover (``alerts.scope: global``) waits until the dispatcher is quiet: it waited for
+    every page to be delivered, so one the receiver refuses held every handover for its whole
+    wait. Quiet: nothing in flight, nothing due now; a refused page in its backoff is neither."""
+    hook = Receiver(refuse="poison")
+    d = Dispatcher(SinkSpec(webhook_url=hook.url, log=False))
+    d.backoff = 30.0  # the refused page's next try is far off
+    d.start()
+    d.submit(Transition(alert("poison"), "pending"))
+    wait_for(lambda: d.failures["webhook"] == 1)
+    wait_for(d.quiet)
+    assert d.owed_tickets() == {1}  # still owed: quiet is not delivered
+    d.close(timeout=0.5)
+    hook.close()
+    held = Receiver(hold_after=0)
+    d = Dispatcher(SinkSpec(webhook_url=held.url, log=False, timeout=60))
+    d.start()
+    d.submit(transition())
+    wait_for(lambda: held.calls == 1)
+    assert not d.quiet()  # a request in flight
+    held.gate.set()
+    wait_for(lambda: d.delivered["webhook"] == 1)
+    assert d.quiet() and d.owed_tickets() == set()
+    d.close()
+    held.close()

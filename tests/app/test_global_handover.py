@@ -62,27 +62,38 @@ class Elector:
 
 
 class Dispatcher:
-    """Tickets in submit order; settles everything at once (a healthy sink) unless ``down``;
-    an abandon settles what was taken, as the real one does."""
+    """Tickets in submit order; delivers at once (a healthy sink) unless ``down`` or the alert
+    is one the receiver ``refuses``: then its ticket stays owed; an abandon forgets them all,
+    as the real one does."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, float]] = []
-        self.queued = self.accepted = self.settled = 0
+        self.queued = self.accepted = 0
         self.down = False
+        self.refuses: set[str] = set()
+        self.owing: set[int] = set()
 
     def submit(self, t: Transition) -> int:
         self.queued += 1
         self.accepted = self.queued
-        if t.alert.state != "pending" and not self.down:
-            self.sent.append((t.alert.name, t.alert.state, t.alert.at))
-            self.settled = self.accepted
+        if t.alert.state != "pending":
+            if self.down or t.alert.name in self.refuses:
+                self.owing.add(self.queued)
+            else:
+                self.sent.append((t.alert.name, t.alert.state, t.alert.at))
         return self.queued
+
+    def owed_tickets(self) -> set[int]:
+        return set(self.owing)
+
+    def quiet(self) -> bool:
+        return True  # nothing in flight: what is owed waits for a backoff
 
     def reseed(self, firing: Any) -> None:
         pass
 
     def abandon(self) -> None:
-        self.settled = self.accepted
+        self.owing.clear()
 
 
 class Reader:
@@ -202,13 +213,14 @@ def test_what_a_replica_abandoned_is_not_recorded_delivered_when_it_leads_again(
     second.turn(lambda p: True, hook, 32)
     first.turn(lambda p: True, hook, 32)
     saved = json.loads(store.text or "{}")
-    assert saved["delivered"] == 0 and [o["seq"] for o in saved["owed"]] == [1]
+    assert [o["seq"] for o in saved["owed"]] == [1]  # recorded as still owed
     hook.down = False
     elector1.owns, elector2.owns = False, True  # the other takes over and delivers it
     first.turn(lambda p: True, hook, 32)
     second.turn(lambda p: True, hook, 32)
     assert hook.sent == [("A", "firing", 60.0)]
-    assert json.loads(store.text or "{}")["delivered"] == 1
+    saved = json.loads(store.text or "{}")
+    assert saved["delivered"] == 1 and saved["owed"] == []
 
 
 def test_a_takeover_never_saves_a_delivered_mark_below_the_last_saved_one() -> None:
@@ -318,26 +330,18 @@ def test_a_step_down_run_by_the_listener_and_the_loop_at_once_runs_once() -> Non
     from tests.helpers import wait_for
 
     class Slow(Dispatcher):
-        """Settles what it took only when released; counts abandons; notes who waits."""
+        """Holds what it took in flight until released; counts abandons; notes who waits."""
 
         def __init__(self) -> None:
             super().__init__()
             self.release, self.readers, self.abandons = threading.Event(), set(), 0
-            self._settled = 0
 
-        @property  # type: ignore[override]
-        def settled(self) -> int:
+        def quiet(self) -> bool:
             self.readers.add(threading.current_thread().name)
-            return self.accepted if self.release.is_set() else self._settled
+            return self.release.is_set()
 
-        @settled.setter
-        def settled(self, n: int) -> None:
-            self._settled = n
-
-        def submit(self, t: Transition) -> int:
-            n = super().submit(t)
-            self._settled = 0  # taken, not settled yet
-            return n
+        def owed_tickets(self) -> set[int]:
+            return set() if self.release.is_set() else set(range(1, self.queued + 1))
 
         def abandon(self) -> None:
             self.abandons += 1
@@ -362,3 +366,48 @@ def test_a_step_down_run_by_the_listener_and_the_loop_at_once_runs_once() -> Non
     loop.join(10)
     assert hook.abandons == 1
     assert store.text is not None and '"delivered":2' in store.text.replace(" ", "")
+
+
+def test_a_refused_page_holds_back_neither_the_record_nor_memory() -> None:
+    """Found in review: the record was a watermark of the dispatcher's settled tickets, so a
+    page the receiver kept refusing held it: every later transition stayed "handed over" (the
+    list grew for ever) and the next deliverer paged them all again. The record now lists the
+    transitions still owed; the others are delivered, once."""
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, elector, judged1 = replica(store, readers)
+    follow, follow_elector, judged2 = replica(store, readers)
+    elector.owns, hook.refuses = True, {"A"}
+    for k in range(200):
+        for judged in (judged1, judged2):
+            judged.append([fired("A" if k == 0 else f"B{k}", 60.0 * k)])
+        lead.turn(lambda p: True, hook, 32)
+        follow.turn(lambda p: True, hook, 32)
+        assert len(lead.submitted) <= 1 and len(follow.owed) <= 2  # bounded
+    saved = json.loads(store.text or "{}")
+    assert saved["delivered"] == 200 and [o["seq"] for o in saved["owed"]] == [1]
+    assert sorted(follow.owed) == [1, 200]  # the mark's exception (and the last, judged after it)
+    hook.refuses = set()
+    elector.owns, follow_elector.owns = False, True
+    lead.turn(lambda p: True, hook, 32)  # steps down
+    follow.turn(lambda p: True, hook, 32)  # takes over: only the page still owed is sent
+    assert [n for n, _, _ in hook.sent].count("A") == 1 and len(hook.sent) == 200
+    assert json.loads(store.text or "{}")["owed"] == []
+
+
+def test_a_takeover_sends_what_the_saved_state_still_owed_even_if_it_had_forgotten_it() -> None:
+    """A replica that started after the mark (restored from an older save, or that read the
+    mark before the exception was listed) still sends the page the last deliverer owed."""
+    store, hook = Store(), Dispatcher()
+    old, el_old, j_old = replica(store)
+    el_old.owns, hook.refuses = True, {"A"}
+    j_old.append([fired("A", 60.0), fired("B", 60.0)])
+    old.turn(lambda p: True, hook, 32)
+    new, el_new, j_new = replica(store)  # judged nothing: owes nothing of its own
+    hook.refuses = set()
+    el_old.owns, el_new.owns = False, True
+    old.turn(lambda p: True, hook, 32)
+    new.turn(lambda p: True, hook, 32)
+    assert hook.sent == [("B", "firing", 60.0), ("A", "firing", 60.0)]
+    j_new.append([fired("A", 60.0), fired("B", 60.0)])  # it catches up: nothing twice
+    new.turn(lambda p: True, hook, 32)
+    assert len(hook.sent) == 2 and new.owed == {}
