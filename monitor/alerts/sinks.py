@@ -94,8 +94,8 @@ class Dispatcher:
     @property
     def settled(self) -> int:
         """The ticket through which every sink has what it is owed (delivered, given up, or
-        replaced by a newer state), also while a later one is still owed — a replica handing
-        delivery over records exactly that much as delivered."""
+        replaced by a newer state), also while a later one is still owed. A watermark: what is
+        recorded as delivered reads :meth:`owed_tickets` instead (a refused page holds this)."""
         with self.lock:
             owed = [t for box in self.outboxes.values() if (t := box.oldest_ticket()) is not None]
             self._settled = max(self._settled, min(owed) - 1 if owed else self.queued)
