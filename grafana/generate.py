@@ -745,8 +745,9 @@ def operations() -> dict[str, Any]:
         ),
         timeseries(
             "Join: awaiting labels, labelled kept",
-            "Predictions awaiting their label, and labelled predictions the join keeps until "
-            "their TTL to recognise a repeated prediction or label.",
+            "Predictions awaiting their label, labelled predictions the join keeps until "
+            "their TTL to recognise a repeated prediction or label, and labels whose own time "
+            "is after the last boundary the rules judged (kept to read windows as of it).",
             [
                 target(
                     f"sum by (instance) (fairness_pending_labels{job})",
@@ -756,6 +757,11 @@ def operations() -> dict[str, Any]:
                     f"sum by (instance) (fairness_join_labelled_kept{job})",
                     "labelled, kept until TTL {{instance}}",
                     "B",
+                ),
+                target(
+                    f"sum by (instance) (fairness_label_ledger_entries{job})",
+                    "labels ahead of the judged boundary {{instance}}",
+                    "C",
                 ),
             ],
             unit="short",

@@ -16,13 +16,18 @@ Alertmanager always: it keeps the active set, so the newest state is all it need
 
 Two backoffs, because a failure has two possible causes. Each alert has its own: a payload the
 receiver keeps refusing (a 5xx for that one body while it takes others) is retried on it, and
-holds no other page back. The sink has one too, for a receiver that is down: once failures in a
-row span two alerts or more (:attr:`Outbox.outage`), nothing is sent before the sink's backoff
-has passed — one request per backoff period however many alerts are owed. When it has, the
-alerts that failed least go first (then the oldest): a page that can be delivered waits at most
-half an interval however many payloads the receiver refuses, and an alert held up by an outage
-goes before the payloads refused all along. An alert's states stay in their order (a firing page
-never arrives after its own resolve).
+holds no other page back. The sink has one too, for a receiver that is down. The sink's thread
+sends what is due in rounds: after a failure where the receiver *answered* (a 500 for that
+payload: ``receivers.answered``) it goes on with the next alert, up to ``ROUND_REFUSALS`` such
+answers a round; no answer (connection refused, timeout) or a 429/502/503/504 ends the round.
+A round that ended without delivering anything means the receiver looks down
+(:attr:`Outbox.outage`): the next waits for the sink's backoff, whatever number of alerts is
+owed. Due alerts go in this order: those the receiver never refused (new ones, and those an
+outage held up), then the refused ones; within each, never tried first, then the one tried
+longest ago (round robin: none starves). So a page that can be delivered goes out in the first round after
+the receiver can take it, at most half an interval later, unless more than ``ROUND_REFUSALS``
+payloads refused as well come first (each such round adds at most the sink's backoff). An
+alert's states keep their order (a firing page never arrives after its own resolve).
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -39,6 +44,7 @@ from collections.abc import Iterable
 from monitor.alerts.lifecycle import Alert
 
 MAX_OWED = 1_000  # undelivered notifications kept per sink (oldest dropped beyond)
+ROUND_REFUSALS = 20  # answered failures a round goes on past (more: a broken receiver)
 
 Key = tuple[tuple[str, str], ...]
 ALL: Key = ()  # a whole post (Alertmanager's active set)
@@ -59,11 +65,13 @@ class Outbox:
         self.interval = interval
         self.backoff = backoff
         self.max_owed = max_owed
-        # per alert with a state owed: failed attempts in a row, since when, when to try again
+        # per alert with a state owed: failed attempts in a row, the receiver's refusals of its
+        # current payload, when it was last tried and when to try it again
         self.fails: Counter[Key] = Counter()
-        self.failing_since: dict[Key, float] = {}
+        self.refusals: Counter[Key] = Counter()
+        self.tried_at: dict[Key, float] = {}
         self.retry_at: dict[Key, float] = {}
-        self._streak: set[Key] = set()  # alerts among the sink's failures in a row
+        self._round_ok, self._round_refused = False, 0  # the round under way
         self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
@@ -71,7 +79,7 @@ class Outbox:
         self._newest: dict[Key, int] = {}  # alert -> the sequence of its newest owed state
         self._seq = 0
         self.failed_in_row = 0  # the sink's failed attempts in a row (any alert)
-        self.down = 0  # ... of them since they looked like an outage (its backoff grows by them)
+        self.down = 0  # rounds in a row that delivered nothing (the sink's backoff grows by them)
         self.next_try = -math.inf  # the sink's backoff
         self.next_resend = math.inf
         self._seeds = self._seeds_sent = 0  # seeds made / as of the last batch handed out
@@ -89,10 +97,11 @@ class Outbox:
             self.firing.pop(a.key, None)
         else:
             return  # pending alerts are not paged
-        older = self._newest.get(a.key)
-        if older is not None and (self.resend_all or self.outage or self.fails[a.key]):
-            del self.owed[older]  # the newest state only (its alert's failures go on)
-            self._tickets.pop(older, None)
+        if a.key in self._newest and (self.resend_all or self.outage or self.fails[a.key]):
+            for seq in [s for s, x in self.owed.items() if x.key == a.key]:
+                del self.owed[seq]  # the newest state only (its alert's backoff goes on)
+                self._tickets.pop(seq, None)
+            self.refusals.pop(a.key, None)  # a new payload: not refused yet
         self._seq += 1
         self.owed[self._seq] = a
         self._tickets[self._seq] = ticket
@@ -123,6 +132,11 @@ class Outbox:
         """Is this very notification still owed (not delivered, replaced, or forgotten)?"""
         return a.key in self._newest and any(x is a for x in self.owed.values())
 
+    def ready(self, a: Alert, now: float) -> bool:
+        """Still owed, and its alert not in a backoff (an earlier state of it failed in this
+        round: the later ones wait, in order)."""
+        return self.retry_at.get(a.key, -math.inf) <= now and self.owes(a)
+
     def owed_tickets(self) -> set[int]:
         """The tickets of every state still owed."""
         return {self._tickets.get(seq, 0) for seq in self.owed}
@@ -132,9 +146,9 @@ class Outbox:
         self.owed.clear()
         self._tickets.clear()
         self.fails.clear()
-        self.failing_since.clear()
+        self.refusals.clear()
+        self.tried_at.clear()
         self.retry_at.clear()
-        self._streak.clear()
         self._doubted.clear()
         self._newest.clear()
         self.firing.clear()
@@ -144,12 +158,13 @@ class Outbox:
 
     @property
     def outage(self) -> bool:
-        """Is the receiver down, as far as anyone can tell? Its failures in a row span two
-        alerts or more (one payload refused again and again is that payload's problem)."""
-        return self.failed_in_row > 0 and (self.resend_all or len(self._streak) >= 2)
+        """Does the receiver look down? The last round delivered nothing and ended on a
+        failure that was not a payload's (or on too many of those)."""
+        return self.down > 0
 
     def due(self, now: float) -> list[Alert]:
-        """What to send now, in the order to send it (empty: nothing is due)."""
+        """What to send now, in the order to send it (empty: nothing is due); a new round."""
+        self._round_ok, self._round_refused = False, 0
         if now < self.next_try and self.outage:
             return []
         if not self.resend_all:
@@ -161,12 +176,14 @@ class Outbox:
         return []
 
     def _due_alerts(self, now: float) -> list[Alert]:
-        """Every owed state of each alert past its own backoff: first those never failed, then
-        those failing for the shortest time (a payload refused all along goes last, behind an
-        alert an outage held up), then the oldest; each alert's states in their order."""
-        since = self.failing_since
+        """Every owed state of each alert past its own backoff: never refused, then refused;
+        each group never tried first, then the one tried longest ago (then by sequence); each
+        alert's states in their order."""
+        tried, refused = self.tried_at, self.refusals
         due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
-        return sorted(due, key=lambda a: -since.get(a.key, math.inf))  # stable: by sequence
+        return sorted(  # stable: by sequence within equal keys
+            due, key=lambda a: (refused[a.key] > 0, tried.get(a.key, -math.inf))
+        )
 
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
@@ -195,6 +212,8 @@ class Outbox:
         if not doubtful:
             self._doubted.pop(key, None)
             return False
+        if key is not ALL and key not in self._newest:
+            return True  # no longer owed (evicted, abandoned): nothing to start a spell for
         since = self._doubted.setdefault(key, now)
         return now - since < self.interval
 
@@ -203,46 +222,49 @@ class Outbox:
             self._doubted.clear()
         for a in sent:
             self._doubted.pop(a.key, None)
-            self.fails.pop(a.key, None)  # the receiver takes this alert's payloads
-            self.failing_since.pop(a.key, None)
-            self.retry_at.pop(a.key, None)
+            self._clear_backoff(a.key)  # the receiver takes this alert's payloads
         self._settle(sent)
+        self._round_ok = True
         self.failed_in_row = self.down = 0
         self.next_try = -math.inf
-        self._streak.clear()
         if self.resend_all:
             self.next_resend = now + self.interval if self.firing else math.inf
             if self._seeds != self._seeds_sent:  # seeded while this post was in flight
                 self.next_resend = now
 
-    def failed(self, sent: list[Alert], now: float, *, rejected: bool = False) -> None:
+    def failed(
+        self, sent: list[Alert], now: float, *, rejected: bool = False, answered: bool = False
+    ) -> bool:
         """A transient failure backs off (capped at half an interval); a rejection gives the
-        owed notifications up (an Alertmanager's active set is posted again next interval)."""
+        owed notifications up (an Alertmanager's active set is posted again next interval).
+        ``answered``: the receiver answered with an error (a payload it may not take), not the
+        sink's (no answer, 429, 502, 503, 504). Returns whether the round goes on."""
         if rejected:  # the receiver answered: no backoff, the owed ones are given up
             if self.resend_all:
                 self._doubted.clear()
             self.undelivered["given_up"] += self._settle(sent)
-            self.failed_in_row = self.down = 0
+            self.failed_in_row = self.down = 0  # it answered: it is there
             self.next_try = -math.inf
-            self._streak.clear()
             if self.resend_all:
                 self.next_resend = now + self.interval if self.firing else math.inf
-            return
-        was_down = self.outage
-        keys = {ALL} if self.resend_all else {a.key for a in sent}
+            return True
         self.failed_in_row += 1
-        self._streak |= keys
-        if self.outage:  # a payload refused for hours before does not lengthen this backoff
-            self.down = self.down + 1 if was_down else 1
-            self.next_try = now + self.retry_delay()
         if not self.resend_all:
-            for key in keys & self._newest.keys():  # still owed: its own backoff
-                self.failing_since.setdefault(key, now)
+            for key in {a.key for a in sent} & self._newest.keys():  # still owed
                 self.fails[key] += 1
+                self.refusals[key] += answered
+                self.tried_at[key] = now
                 self.retry_at[key] = now + self._delay(self.fails[key])
+            if answered and self._round_refused < ROUND_REFUSALS:
+                self._round_refused += 1
+                return True  # the receiver is there: the next alert may well pass
+        if not self._round_ok:  # this round delivered nothing: the receiver looks down
+            self.down += 1
+            self.next_try = now + self.retry_delay()
+        return False
 
     def retry_delay(self) -> float:
-        """The sink's backoff after its latest failure (when they look like an outage)."""
+        """The sink's backoff after a round that delivered nothing."""
         return self._delay(self.down)
 
     def _delay(self, failures: int) -> float:
@@ -262,6 +284,8 @@ class Outbox:
         if self._newest.get(key) == seq:  # no state of it owed any more
             del self._newest[key]
             self._doubted.pop(key, None)
-            self.fails.pop(key, None)
-            self.failing_since.pop(key, None)
-            self.retry_at.pop(key, None)
+            self._clear_backoff(key)
+
+    def _clear_backoff(self, key: Key) -> None:
+        for d in (self.fails, self.refusals, self.tried_at, self.retry_at):
+            d.pop(key, None)

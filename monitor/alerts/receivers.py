@@ -197,6 +197,17 @@ def permanent(exc: BaseException) -> bool:
     )
 
 
+# answers that say the receiver (or the way to it) takes nothing now, whatever the payload
+SINK_DOWN = frozenset({429, 502, 503, 504})
+
+
+def answered(exc: BaseException) -> bool:
+    """The receiver answered this payload with an error it may not give the next one (a 500
+    for a body it cannot take, a 404 that may pass): not evidence that it is down, unlike no
+    answer at all (refused, timed out) or :data:`SINK_DOWN`."""
+    return isinstance(exc, urllib.error.HTTPError) and exc.code not in SINK_DOWN
+
+
 def doubtful(exc: BaseException) -> bool:
     """A rejection that may pass: see :data:`DOUBTFUL`."""
     return isinstance(exc, urllib.error.HTTPError) and exc.code in DOUBTFUL

@@ -32,6 +32,7 @@ from monitor.alerts.receivers import (
     SINKS,
     Sender,
     alert_json,
+    answered,
     doubtful,
     permanent,
     rejection,
@@ -231,15 +232,14 @@ class Dispatcher:
         if box.resend_all:
             self._attempt(sink, box, batch)
             return
-        for a in batch:  # one notification per request; stop at the first failure (outbox.py
-            if not box.owes(a):  # says what goes next, and when)
-                continue  # abandoned, or replaced by a newer state while the lock was free
+        for a in batch:  # one notification per request, in the order and rounds of outbox.py
+            if not box.ready(a, self.clock()):
+                continue  # abandoned, replaced, or an earlier state of its alert just failed
             if not self._attempt(sink, box, [a]):
-                break
+                break  # the round is over
 
     def _attempt(self, sink: str, box: Outbox, alerts: list[Alert]) -> bool:
-        """Send (the lock released meanwhile); True unless the receiver is unreachable or
-        failing (try again later)."""
+        """Send (the lock released meanwhile); whether the round goes on (``Outbox.failed``)."""
         self.sending += 1
         self.lock.release()
         try:
@@ -256,7 +256,7 @@ class Dispatcher:
             now = self.clock()
             maybe = box.doubtful(alerts, now, doubtful=doubtful(failure))  # may pass: retried
             rejected = permanent(failure) and not maybe
-            box.failed(alerts, now, rejected=rejected)
+            go_on = box.failed(alerts, now, rejected=rejected, answered=answered(failure))
             if rejected:
                 log.error(
                     "alert delivery to %s rejected, not retried: %s", sink, rejection(failure)
@@ -271,7 +271,7 @@ class Dispatcher:
                     box.interval / 2,
                     failure,
                 )
-            return False
+            return go_on
         if box.failed_in_row:
             log.warning(
                 "alert delivery to %s works again after %d failed attempts", sink, box.failed_in_row

@@ -132,6 +132,13 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
     )
     kept.add_metric([], s.counters.get("labelled_kept_until_ttl", 0))
     yield kept
+    ahead = GaugeMetricFamily(
+        "fairness_label_ledger_entries",
+        "Labels counted whose own time is after the last boundary the rules read (kept to "
+        "read windows as of each boundary); grows while a partition holds boundaries back.",
+    )
+    ahead.add_metric([], s.counters.get("labels_ahead", 0))
+    yield ahead
     counts, total = s.delays
     cumulative = np.cumsum(counts).tolist()
     buckets = [(str(b), float(c)) for b, c in zip(DELAY_BOUNDS, cumulative, strict=False)]

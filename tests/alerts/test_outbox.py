@@ -12,9 +12,13 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts.lifecycle import Alert
-from monitor.alerts.outbox import Outbox
+from monitor.alerts.outbox import ROUND_REFUSALS, Outbox
 
 Sent = tuple[float, str, str, bool]  # (time, model, state, accepted)
+# what the receiver does with one notification: takes it ("ok" or True), answers an error for
+# that payload ("refused": a 500 for a body it cannot take), answers 404 ("404": may pass, for
+# an interval), or is not there ("down" or False: refused connection, timeout, 503)
+Answer = str | bool
 
 
 def alert(name: str, state: str = "firing", at: float = 1.0e9) -> Alert:
@@ -25,13 +29,13 @@ def alert(name: str, state: str = "firing", at: float = 1.0e9) -> Alert:
 def drive(
     box: Outbox,
     until: float,
-    accepts: Callable[[Alert, float], bool],
+    receiver: Callable[[Alert, float], Answer],
     arrivals: dict[float, list[Alert]] | None = None,
     *,
     start: float = 0.0,
 ) -> list[Sent]:
     """Every request the sink's thread makes until ``until`` (or until nothing is owed and
-    nothing more arrives), and how it went."""
+    nothing more arrives), and how it went: as ``Dispatcher._send`` does it."""
     pending = sorted((arrivals or {}).items())
     now, log = start, []
     while now <= until:
@@ -40,14 +44,15 @@ def drive(
                 box.add(a, now)
         batch = box.due(now)
         for a in batch:
-            if not box.owes(a):
+            if not box.ready(a, now):
                 continue
-            ok = accepts(a, now)
-            log.append((now, a.labels["model"], a.state, ok))
-            if ok:
+            answer = {True: "ok", False: "down"}.get(receiver(a, now), receiver(a, now))
+            log.append((now, a.labels["model"], a.state, answer == "ok"))
+            if answer == "ok":
                 box.delivered([a], now)
-            else:
-                box.failed([a], now)
+                continue
+            rejected = answer == "404" and not box.doubtful([a], now)
+            if not box.failed([a], now, rejected=rejected, answered=answer != "down"):
                 break
         if batch:
             continue
@@ -59,8 +64,8 @@ def drive(
     return log
 
 
-def refusing(*models: str) -> Callable[[Alert, float], bool]:
-    return lambda a, t: a.labels["model"] not in models
+def refusing(*models: str) -> Callable[[Alert, float], Answer]:
+    return lambda a, t: "refused" if a.labels["model"] in models else "ok"
 
 
 def first(log: list[Sent], model: str, *, ok: bool = True) -> float:
@@ -91,7 +96,7 @@ def test_many_refused_payloads_delay_a_good_page_by_at_most_half_an_interval() -
         for name in bad:
             box.add(alert(name), 0.0)
         now = 0.0
-        while len(box.failing_since) < refused:  # until each has been tried
+        while len(box.tried_at) < refused:  # until each has been tried
             drive(box, now + 60, refusing(*bad), start=now)
             now += 60
         print(f"{refused} refused: each tried once by {now:.0f} s")
@@ -107,20 +112,30 @@ def test_many_refused_payloads_delay_a_good_page_by_at_most_half_an_interval() -
 
 def test_an_alert_held_up_by_an_outage_goes_before_the_payloads_refused_all_along() -> None:
     """Found in review: an alert set aside by an outage then waited behind every refused alert,
-    one shared backoff each (100 refused: 43 intervals). The fewest failures go first."""
-    box = Outbox(resend_all=False, interval=60)
-    bad = [f"bad{i}" for i in range(100)]
-    for name in bad:
-        box.add(alert(name), 0.0)
-    drive(box, 3600, refusing(*bad))  # an hour of refusals
-    down_until = 3600 + 900.0
+    one shared backoff each (100 refused: 43 intervals); and (second review) behind payloads
+    that began failing after it, for ever. Those the receiver never refused go first (in turn,
+    the one tried longest ago first), and a round goes on past the payloads it refuses."""
+    for refused in (5, 100):
+        box = Outbox(resend_all=False, interval=60)
+        bad = [f"bad{i}" for i in range(refused)]
+        for name in bad[: refused // 2]:
+            box.add(alert(name), 0.0)
+        drive(box, 3600, refusing(*bad))  # an hour of refusals, the receiver up
+        down_until = 3600 + 900.0
 
-    def receiver(a: Alert, t: float) -> bool:
-        return t >= down_until and not a.labels["model"].startswith("bad")
+        def receiver(a: Alert, t: float, down_until: float = down_until) -> Answer:
+            if t < down_until:
+                return "down"
+            return "refused" if a.labels["model"].startswith("bad") else "ok"
 
-    log = drive(box, 3 * 3600, receiver, {3600.0: [alert("victim")]}, start=3600)
-    assert first(log, "victim") - down_until <= 30  # within half an interval of the return
-    assert not [m for t, m, _, ok in log if not ok and t >= down_until and m == "victim"]
+        more = {3600.0: [alert("victim")], 3700.0: [alert(b) for b in bad[refused // 2 :]]}
+        log = drive(box, 3 * 3600, receiver, more, start=3600)
+        waited = first(log, "victim") - down_until
+        print(f"{refused} refused: the outage's victim delivered {waited:.1f} s after the return")
+        # half an interval after the return, and one sink backoff for each ROUND_REFUSALS
+        # payloads refused ahead of it in the rotation (those that came during the outage)
+        assert waited <= 30 * (1 + math.ceil(refused / 2 / ROUND_REFUSALS))
+        assert first(log, "victim") < max(t for t, m, *_ in log if m.startswith("bad"))
 
 
 def test_a_receiver_that_is_down_is_not_asked_more_often_for_many_owed_alerts() -> None:
@@ -149,8 +164,10 @@ def test_the_outage_backoff_starts_short_after_a_payload_refused_for_hours() -> 
     assert box.failed_in_row > 20 and not box.outage
     blip = (7200.0, 7201.0)
 
-    def receiver(a: Alert, t: float) -> bool:
-        return a.labels["model"] != "bad" and not blip[0] <= t < blip[1]
+    def receiver(a: Alert, t: float) -> Answer:
+        if blip[0] <= t < blip[1]:
+            return "down"
+        return "refused" if a.labels["model"] == "bad" else "ok"
 
     log = drive(box, 7300, receiver, {7200.0: [alert("x"), alert("y")]}, start=7200)
     assert first(log, "x") - blip[1] <= 1.0 and first(log, "y") - blip[1] <= 1.0
@@ -166,8 +183,9 @@ def test_an_alerts_states_keep_their_order_and_a_working_sink_gets_every_one() -
     box.add(alert("b"), 0.0)
     box.add(alert("bad"), 0.0)
 
-    def receiver(a: Alert, t: float) -> bool:  # refuses a until t = 5, "bad" always
-        return a.labels["model"] != "bad" and (a.labels["model"] != "a" or t >= 5)
+    def receiver(a: Alert, t: float) -> Answer:  # refuses a until t = 5, "bad" always
+        m = a.labels["model"]
+        return "refused" if m == "bad" or (m == "a" and t < 5) else "ok"
 
     log = drive(box, 600, receiver)
     assert [s for _, m, s, ok in log if m == "a" and ok] == ["firing", "resolved"]
@@ -214,9 +232,92 @@ def test_past_max_owed_the_oldest_goes() -> None:
     x = alert("x")
     box.add(x, 0.0)
     box.add(alert("y", "resolved"), 1.0)
-    box.failed([x], 1.0)  # x failed: behind y in what is due, still the oldest owed
+    box.failed([x], 1.0, answered=True)  # x refused: in its backoff, still the oldest owed
     assert [a.labels["model"] for a in box.due(1.0)] == ["y"]
     box.add(alert("z1"), 2.0)
     box.add(alert("z2"), 3.0)  # one too many: x is the oldest
     assert [a.labels["model"] for a in box.owed.values()] == ["y", "z1", "z2"]
     assert box.undelivered["dropped"] == 1
+
+
+def test_an_alert_that_failed_in_a_blip_is_not_held_back_by_a_payload_refused_later() -> None:
+    """Found in review: x failed once in a blip; a refused payload that began failing just
+    after it was then always first ("failing for the shortest time") and, its backoff growing
+    with the sink's, due every time the sink could send: x was never sent again."""
+    box = Outbox(resend_all=False, interval=60)
+
+    def receiver(a: Alert, t: float) -> Answer:
+        if a.labels["model"] == "bad":
+            return "refused"
+        return "ok" if t >= 0.05 else "down"  # one blip at t = 0
+
+    log = drive(box, 3600, receiver, {0.0: [alert("x")], 0.1: [alert("bad")]})
+    assert first(log, "x") <= 1.0
+    assert [a.labels["model"] for a in box.owed.values()] == ["bad"]
+
+
+def test_a_resolve_whose_firing_page_was_refused_is_delivered() -> None:
+    """Found in review: the firing payload refused, its resolve (a new payload) would be taken:
+    with one other refused payload owed it was never sent in 3 h."""
+    box = Outbox(resend_all=False, interval=60)
+
+    def receiver(a: Alert, t: float) -> Answer:
+        m = a.labels["model"]
+        return "refused" if m == "bad" or (m == "x" and a.state == "firing") else "ok"
+
+    resolve = alert("x", "resolved", at=2.0e9)
+    log = drive(box, 3 * 3600, receiver, {0.0: [alert("x"), alert("bad")], 600.0: [resolve]})
+    assert ("x", "resolved") in [(m, s) for t, m, s, ok in log if ok and t <= 600 + 30]
+
+
+def test_a_burst_of_refused_payloads_delays_a_good_page_by_a_few_backoffs() -> None:
+    """Found in review: a good page arriving just after a burst of payloads the receiver
+    refuses waited one sink backoff per refused payload (100: 2,780 s). A round goes on past
+    ``ROUND_REFUSALS`` of them before the sink backs off."""
+    for refused in (2, 20, 100):
+        box = Outbox(resend_all=False, interval=60)
+        bad = [f"bad{i}" for i in range(refused)]
+        burst = {0.0: [alert(b) for b in bad], 1.0: [alert("good")]}
+        log = drive(box, 3600, refusing(*bad), burst)
+        waited = first(log, "good") - 1.0
+        rounds = math.ceil(refused / ROUND_REFUSALS)
+        print(f"burst of {refused} refused: the good page waited {waited:.1f} s")
+        assert waited <= sum(min(0.2 * 2**i, 30) for i in range(rounds))
+
+
+def test_a_newer_state_replaces_every_older_one_of_a_failing_alert() -> None:
+    """Found in review: only the newest older state was replaced: firing and resolve owed, the
+    firing failed, the alert fired again: both firing pages were sent, the resolve lost."""
+    box = Outbox(resend_all=False, interval=60)
+    box.add(alert("x"), 0.0)
+    box.add(alert("x", "resolved", at=1.5e9), 0.0)
+    box.failed(box.due(0.0)[:1], 0.0, answered=True)
+    box.add(alert("x", at=2.0e9), 1.0)
+    assert [(a.state, a.at) for a in box.owed.values()] == [("firing", 2.0e9)]
+
+
+def test_a_404_for_an_alert_no_longer_owed_leaves_no_spell_behind() -> None:
+    """Found in review: a 404 answered while its alert was evicted (or abandoned) re-recorded
+    the alert's spell; its next 404, hours later, was given up at once, not retried."""
+    box = Outbox(resend_all=False, interval=60, max_owed=1)
+    x = alert("x")
+    box.add(x, 0.0)
+    box.due(0.0)
+    box.add(alert("y"), 0.5)  # x evicted while its request is in flight
+    box.doubtful([x], 1.0)  # ... and answered 404
+    box.add(alert("x", "resolved", at=2.0e9), 7200.0)
+    assert box.doubtful([alert("x", "resolved", at=2.0e9)], 7201.0)  # a spell of its own
+
+
+def test_a_receiver_answering_404_for_ever_gives_the_pages_up_after_an_interval() -> None:
+    """Found in review: with a wrong URL (404 for good) and new alerts arriving, the alerts
+    never failed took every round, so none was ever retried past its interval of doubt:
+    nothing was counted as given up. Now each is given up about one interval after its first
+    404, and the receiver is asked about twice a minute per new alert at most."""
+    box = Outbox(resend_all=False, interval=60)
+    arrivals = {60.0 * i: [alert(f"m{i}")] for i in range(120)}
+    log = drive(box, 7200, lambda a, t: "404", arrivals)
+    print(f"2 h of 404: {box.undelivered['given_up']} given up, {len(box.owed)} owed, "
+          f"{len(log)} requests")  # fmt: skip
+    assert box.undelivered["given_up"] >= 115 and len(box.owed) <= 3
+    assert len(log) <= 120 * 12

@@ -860,3 +860,19 @@ def test_quiet_waits_for_requests_under_way_not_for_refused_pages() -> None:
     assert d.quiet() and d.owed_tickets() == set()
     d.close()
     held.close()
+
+
+def test_a_payloads_error_is_told_from_a_receiver_that_is_down() -> None:
+    """A round goes on past an error the receiver answered for one payload (outbox.py); no
+    answer, a rate limit or a gateway's error ends it: the receiver (or the way to it) takes
+    nothing now."""
+    from monitor.alerts.receivers import answered
+
+    def http(code: int) -> urllib.error.HTTPError:
+        return urllib.error.HTTPError("u", code, "x", None, None)  # type: ignore[arg-type]
+
+    assert answered(http(500)) and answered(http(404)) and answered(http(408))
+    for down in (http(429), http(502), http(503), http(504)):
+        assert not answered(down)
+    assert not answered(urllib.error.URLError(ConnectionRefusedError()))
+    assert not answered(TimeoutError("whole request over 5 s"))

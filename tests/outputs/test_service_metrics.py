@@ -240,7 +240,12 @@ def test_the_collector_reads_only_the_published_snapshot(tmp_path: Path) -> None
         "p",
         "l",
         outcomes={("p", "ok"): 7, ("l", "invalid"): 2},
-        counters={"late_labels": 4, "awaiting_label": 1, "labelled_kept_until_ttl": 6},
+        counters={
+            "late_labels": 4,
+            "awaiting_label": 1,
+            "labelled_kept_until_ttl": 6,
+            "labels_ahead": 5,
+        },
         lag={("p", 0): 5},
         groups=(GroupBounds("m", "g", 3, 1, 4),),
         dead_letters={"sent": 2, "truncated": 1, "failed": 0},
@@ -256,6 +261,7 @@ def test_the_collector_reads_only_the_published_snapshot(tmp_path: Path) -> None
         'fairness_events_total{outcome="late",topic="l"} 4.0',
         "fairness_pending_labels 1.0",
         "fairness_join_labelled_kept 6.0",
+        "fairness_label_ledger_entries 5.0",
         'fairness_consumer_lag{partition="0",topic="p"} 5.0',
         'fairness_group_values_shortened_total{attribute="g",model="m"} 3.0',
         'fairness_group_overflow_total{attribute="g",model="m"} 1.0',
@@ -266,3 +272,44 @@ def test_the_collector_reads_only_the_published_snapshot(tmp_path: Path) -> None
         "fairness_checkpoint_age_seconds NaN",
     ):
         assert line in text, line
+
+
+def test_the_label_ledger_gauge_counts_labels_ahead_of_the_judged_boundary(
+    tmp_path: Path,
+) -> None:
+    """Labels whose own time is after the last boundary the rules read are kept (to leave them
+    out of windows read as of it): the gauge shows how many, so a partition holding the
+    boundaries back shows as memory growing, not as silence."""
+    cfg = parse_config(
+        {
+            "models": {
+                "m": {"attributes": {"g": {}}, "windows": ["1h"], "bucket": "1m", "lateness": "1h"}
+            },
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    label_times = [T0 + 60 * i + 300 + 7 for i in range(10)]  # 5 minutes after each
+    run(
+        m.engine,
+        [pred(f"p{i}", T0 + 60 * i, "ab"[i % 2], i % 2) for i in range(20)],
+        [label(f"p{i}", t, i % 2) for i, t in enumerate(label_times)],
+    )
+
+    def gauge() -> float:
+        m.publish(force=True)
+        fam = {
+            f.name: f for f in text_string_to_metric_families(generate_latest(m.registry).decode())
+        }
+        return float(fam["fairness_label_ledger_entries"].samples[0].value)
+
+    assert gauge() == 10  # nothing judged yet: every label is ahead
+    seen = set()
+    for _ in range(20):
+        m.evaluator.advance(lambda p: True, limit=3)
+        k = m.evaluator.last[0]  # the last boundary judged: labels at or after it are ahead
+        expected = sum(1 for t in label_times if t // 60 >= k)
+        assert gauge() == expected, (k, expected)
+        seen.add(expected)
+    assert 0 in seen and len(seen) >= 3  # it went down as the boundaries passed
+    m.store.close()
