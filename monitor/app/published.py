@@ -46,6 +46,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
         m.k.attributes_topic,
         outcomes=dict(m.intake.outcomes),
         counters=m.engine.counters(),
+        labels_ahead=m.engine.labels_ahead(),
         attributes=attribute_coverage(m.engine),
         delays=(tuple(int(c) for c in counts), float(total)),
         lag=m.ownership.lag() if m.ownership.consumer is not None else {},

@@ -62,6 +62,7 @@ class OpsSnapshot:
     attributes_topic: str | None = None  # kafka.attributes_topic, when it is read
     outcomes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (topic, outcome)
     counters: Mapping[str, int] = field(default_factory=dict)  # Engine.counters()
+    labels_ahead: int = 0  # Engine.labels_ahead()
     # per model reading the attributes topic: decisions with, without attributes, waiting
     attributes: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     delays: tuple[tuple[int, ...], float] = ((0,) * (len(DELAY_BOUNDS) + 1), 0.0)
@@ -137,7 +138,7 @@ def _consumption(s: OpsSnapshot) -> Iterator[Any]:
         "Labels counted whose own time is after the last boundary the rules read (kept to "
         "read windows as of each boundary); grows while a partition holds boundaries back.",
     )
-    ahead.add_metric([], s.counters.get("labels_ahead", 0))
+    ahead.add_metric([], s.labels_ahead)
     yield ahead
     counts, total = s.delays
     cumulative = np.cumsum(counts).tolist()

@@ -67,8 +67,6 @@ HELD = {
     "labelled_kept_until_ttl": "labelled predictions kept until their TTL, to recognise a "
     "repeated prediction or label",
     "awaiting_attributes": "decisions awaiting their attributes (attributes topic)",
-    "labels_ahead": "labels counted whose own time is after the last boundary read as of "
-    "(kept to leave them out of it: label_times.py)",
 }
 
 

@@ -112,7 +112,6 @@ def counters(parts: Iterable[PartitionState]) -> dict[str, int]:
     awaiting = sum(st.pending.awaiting_label() for st in parts)
     out["awaiting_label"] = awaiting
     out["labelled_kept_until_ttl"] = sum(len(st.pending) for st in parts) - awaiting
-    out["labels_ahead"] = sum(len(ledger) for st in parts for ledger in st.ledgers)
     joins = [st.attributes for st in parts if st.attributes is not None]
     if joins:  # only where the attributes come on a topic of their own
         out["awaiting_attributes"] = sum(len(j.decisions) for j in joins)
