@@ -38,13 +38,14 @@ them for good.
 from __future__ import annotations
 
 import math
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable
 
 from monitor.alerts.lifecycle import Alert
 
 MAX_OWED = 1_000  # undelivered notifications kept per sink (oldest dropped beyond)
 ROUND_REFUSALS = 20  # answered failures a round goes on past (more: a broken receiver)
+PACE = 4  # retries of payloads refused before, per half interval (many are not a flood)
 
 Key = tuple[tuple[str, str], ...]
 ALL: Key = ()  # a whole post (Alertmanager's active set)
@@ -72,6 +73,8 @@ class Outbox:
         self.tried_at: dict[Key, float] = {}
         self.retry_at: dict[Key, float] = {}
         self._round_ok, self._round_refused = False, 0  # the round under way
+        self._ended_by: Key | None = None  # the alert whose failure ended the last round
+        self._paced: deque[float] = deque()  # when refused payloads were retried, recently
         self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
@@ -147,6 +150,8 @@ class Outbox:
         self._tickets.clear()
         self.fails.clear()
         self.refusals.clear()
+        self._paced.clear()
+        self._ended_by = None
         self.tried_at.clear()
         self.retry_at.clear()
         self._doubted.clear()
@@ -179,11 +184,28 @@ class Outbox:
         """Every owed state of each alert past its own backoff: never refused, then refused;
         each group never tried first, then the one tried longest ago (then by sequence); each
         alert's states in their order."""
-        tried, refused = self.tried_at, self.refusals
-        due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
+        tried, refused, ender = self.tried_at, self.refusals, self._ended_by
+        room = self._room(now)
+        due: list[Alert] = []
+        paced: set[Key] = set()
+        for a in self.owed.values():
+            if self.retry_at.get(a.key, -math.inf) > now:
+                continue
+            if refused[a.key]:  # a payload refused before: retried within the pace only
+                if a.key not in paced and len(paced) >= room:
+                    continue
+                paced.add(a.key)
+            due.append(a)
+        # the alert whose failure ended the last round goes last: does another pass?
         return sorted(  # stable: by sequence within equal keys
-            due, key=lambda a: (refused[a.key] > 0, tried.get(a.key, -math.inf))
+            due, key=lambda a: (a.key == ender, refused[a.key] > 0, tried.get(a.key, -math.inf))
         )
+
+    def _room(self, now: float) -> int:
+        """Refused payloads that may be retried now (``PACE`` per half interval)."""
+        while self._paced and self._paced[0] + self.interval / 2 <= now:  # (as wake() adds)
+            self._paced.popleft()
+        return PACE - len(self._paced)
 
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
@@ -191,7 +213,11 @@ class Outbox:
         if not self.resend_all:
             if not self.owed:
                 return math.inf
-            alert = min(self.retry_at.get(a.key, -math.inf) for a in self.owed.values())
+            paced = self._paced[0] + self.interval / 2 if self._room(now) <= 0 else -math.inf
+            alert = min(
+                max(self.retry_at.get(a.key, -math.inf), paced if self.refusals[a.key] else -1)
+                for a in self.owed.values()
+            )
             return max(now, sink, alert)
         if self.owed or (self.firing and self.failed_in_row):
             return max(now, self.next_try)
@@ -222,9 +248,10 @@ class Outbox:
             self._doubted.clear()
         for a in sent:
             self._doubted.pop(a.key, None)
+            self._pace(a.key, now)
             self._clear_backoff(a.key)  # the receiver takes this alert's payloads
         self._settle(sent)
-        self._round_ok = True
+        self._round_ok, self._ended_by = True, None
         self.failed_in_row = self.down = 0
         self.next_try = -math.inf
         if self.resend_all:
@@ -239,29 +266,39 @@ class Outbox:
         owed notifications up (an Alertmanager's active set is posted again next interval).
         ``answered``: the receiver answered with an error (a payload it may not take), not the
         sink's (no answer, 429, 502, 503, 504). Returns whether the round goes on."""
-        if rejected:  # the receiver answered: no backoff, the owed ones are given up
-            if self.resend_all:
-                self._doubted.clear()
+        if rejected and self.resend_all:  # the receiver answered: posted again next interval
+            self._doubted.clear()
             self.undelivered["given_up"] += self._settle(sent)
-            self.failed_in_row = self.down = 0  # it answered: it is there
+            self.failed_in_row = self.down = 0
             self.next_try = -math.inf
-            if self.resend_all:
-                self.next_resend = now + self.interval if self.firing else math.inf
+            self.next_resend = now + self.interval if self.firing else math.inf
             return True
-        self.failed_in_row += 1
-        if not self.resend_all:
-            for key in {a.key for a in sent} & self._newest.keys():  # still owed
+        keys = {a.key for a in sent} & self._newest.keys()  # still owed
+        for key in keys:
+            self._pace(key, now)
+        if rejected:  # given up: the receiver answered, but it is no delivery
+            self.undelivered["given_up"] += self._settle(sent)
+            answered = True
+        else:
+            self.failed_in_row += 1
+            for key in keys if not self.resend_all else ():
                 self.fails[key] += 1
                 self.refusals[key] += answered
                 self.tried_at[key] = now
                 self.retry_at[key] = now + self._delay(self.fails[key])
-            if answered and self._round_refused < ROUND_REFUSALS:
-                self._round_refused += 1
-                return True  # the receiver is there: the next alert may well pass
+        if answered and not self.resend_all and self._round_refused < ROUND_REFUSALS:
+            self._round_refused += 1
+            return True  # the receiver is there: the next alert may well pass
+        self._ended_by = sent[0].key if sent and not self.resend_all else None
         if not self._round_ok:  # this round delivered nothing: the receiver looks down
             self.down += 1
             self.next_try = now + self.retry_delay()
         return False
+
+    def _pace(self, key: Key, now: float) -> None:
+        """An attempt for ``key``: one of the paced retries if the receiver refused it before."""
+        if self.refusals[key]:
+            self._paced.append(now)
 
     def retry_delay(self) -> float:
         """The sink's backoff after a round that delivered nothing."""

@@ -58,10 +58,12 @@ class Dispatcher:
         *,
         kafka_send: Callable[[bytes], None] | None = None,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
         max_owed: int = MAX_OWED,
     ) -> None:
         self.spec = spec
-        self.clock = clock
+        self.clock = clock  # wall time: what the bodies say (startsAt, endsAt)
+        self.timer = timer  # backoffs and resends: a wall clock stepped back holds no page
         self.kafka_send = kafka_send
         self.lock = threading.Lock()
         self.queued = 0  # transitions submitted: the last ticket given
@@ -133,7 +135,7 @@ class Dispatcher:
         with self.lock:
             self.queued += 1
             if a.state != "pending":
-                now = self.clock()
+                now = self.timer()
                 for sink, box in self.outboxes.items():
                     before = box.undelivered["dropped"]
                     box.add(a, now, self.queued)
@@ -155,7 +157,7 @@ class Dispatcher:
         sink keeps the active set."""
         alerts = list(firing)
         with self.lock:
-            now = self.clock()
+            now = self.timer()
             for sink, box in self.outboxes.items():
                 box.seed(alerts, now)
                 self.wakes[sink].notify()
@@ -165,7 +167,7 @@ class Dispatcher:
         waits for a backoff). A handover waits for this, not for every page to be delivered:
         a page a receiver refuses would hold it for its whole wait."""
         with self.lock:
-            now = self.clock()
+            now = self.timer()
             return not self.sending and all(b.wake(now) > now for b in self.outboxes.values())
 
     def owed_tickets(self) -> set[int]:
@@ -201,7 +203,7 @@ class Dispatcher:
         box, wake = self.outboxes[sink], self.wakes[sink]
         with self.lock:
             while not self.stopping:
-                now = self.clock()
+                now = self.timer()
                 batch = box.due(now)
                 if batch:
                     self._send(sink, box, batch)
@@ -214,7 +216,7 @@ class Dispatcher:
         say in the log what stays undelivered (the last checkpoint keeps what it owed, and the
         restarted monitor sends that again: ``app/alerting.py``)."""
         box.hurry()
-        batch = box.due(self.clock())
+        batch = box.due(self.timer())
         if batch:
             self._send(sink, box, batch)
         if box.owed:
@@ -233,7 +235,7 @@ class Dispatcher:
             self._attempt(sink, box, batch)
             return
         for a in batch:  # one notification per request, in the order and rounds of outbox.py
-            if not box.ready(a, self.clock()):
+            if not box.ready(a, self.timer()):
                 continue  # abandoned, replaced, or an earlier state of its alert just failed
             if not self._attempt(sink, box, [a]):
                 break  # the round is over
@@ -253,7 +255,7 @@ class Dispatcher:
             self.sending -= 1
         if failure is not None:
             self.failures[sink] += 1
-            now = self.clock()
+            now = self.timer()
             maybe = box.doubtful(alerts, now, doubtful=doubtful(failure))  # may pass: retried
             rejected = permanent(failure) and not maybe
             go_on = box.failed(alerts, now, rejected=rejected, answered=answered(failure))
@@ -276,7 +278,7 @@ class Dispatcher:
             log.warning(
                 "alert delivery to %s works again after %d failed attempts", sink, box.failed_in_row
             )
-        box.delivered(alerts, self.clock())
+        box.delivered(alerts, self.timer())
         self.delivered[sink] += 1
         return True
 

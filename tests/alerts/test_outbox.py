@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from monitor.alerts.lifecycle import Alert
-from monitor.alerts.outbox import ROUND_REFUSALS, Outbox
+from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.outbox import PACE, ROUND_REFUSALS, Outbox
 
 Sent = tuple[float, str, str, bool]  # (time, model, state, accepted)
 # what the receiver does with one notification: takes it ("ok" or True), answers an error for
@@ -321,3 +322,76 @@ def test_a_receiver_answering_404_for_ever_gives_the_pages_up_after_an_interval(
           f"{len(log)} requests")  # fmt: skip
     assert box.undelivered["given_up"] >= 115 and len(box.owed) <= 3
     assert len(log) <= 120 * 12
+
+
+def test_a_payload_that_never_gets_an_answer_does_not_hold_the_others_back() -> None:
+    """Found in review: a payload the receiver never answers (its body times out, or a 504 for
+    it alone) was first in every round, ended it, and the pages refused once before (now
+    taken) were never tried again: not delivered in 3 h. The alert whose failure ended a round
+    goes last in the next."""
+
+    def receiver(a: Alert, t: float) -> Answer:
+        m = a.labels["model"]
+        if m == "poison":
+            return "down"
+        return "refused" if t < 5 else "ok"
+
+    box = Outbox(resend_all=False, interval=60)
+    log = drive(box, 3 * 3600, receiver, {0.0: [alert("x"), alert("y"), alert("poison")]})
+    assert first(log, "x") <= 60 and first(log, "y") <= 60
+    assert [a.labels["model"] for a in box.owed.values()] == ["poison"]
+
+
+def test_a_receiver_refusing_every_payload_is_not_flooded_however_many_are_owed() -> None:
+    """Found in review: with a receiver answering 500 to every payload, 1,000 owed alerts made
+    42 requests a minute for good (1 alert: 2), and one answering 404 to everything got 987
+    requests in one round. After each alert's first try, retries of refused payloads are paced
+    (``PACE`` per half interval), and give-ups count toward a round's refusals."""
+    assert ROUND_REFUSALS > PACE
+
+    def hour(n: int, answer: str) -> list[float]:
+        box = Outbox(resend_all=False, interval=60)
+        arrivals = {0.0: [alert(f"m{i}") for i in range(n)]}
+        return [t for t, *_ in drive(box, 7200, lambda a, t: answer, arrivals)]
+
+    for answer in ("refused", "404"):
+        one, many = hour(1, answer), hour(1000, answer)
+        per_minute = Counter(int(t // 60) for t in many)
+        steady = [t for t in many if t >= 3600]
+        print(f"{answer}: 1 owed {len(one)} requests, 1000 owed {len(many)} in 2 h; busiest "
+              f"minute {max(per_minute.values())}, second hour {len(steady)}")  # fmt: skip
+        # each alert is tried once (up to ROUND_REFUSALS a round, rounds on the sink's backoff),
+        # then the retries are paced: ~PACE per half interval, not 42 a minute for good
+        assert len(many) <= 1000 + 120 * (2 * PACE + 4)
+        assert len(steady) <= 60 * (2 * PACE + 2)
+
+
+def test_backoffs_follow_a_monotonic_timer_not_the_wall_clock() -> None:
+    """Found in review: backoff deadlines were wall-clock times; a clock stepped back an hour
+    after one failure held every page, new ones too, for that hour."""
+
+    from monitor.alerts.sinks import Dispatcher
+    from monitor.config.rules import SinkSpec
+    from tests.helpers import wait_for
+
+    wall, mono = [2.0e9], [100.0]
+    calls: list[bytes] = []
+
+    def send(body: bytes) -> None:
+        calls.append(body)
+        if len(calls) == 1:
+            raise TimeoutError("the first send times out")
+
+    d = Dispatcher(
+        SinkSpec(log=False), kafka_send=send, clock=lambda: wall[0], timer=lambda: mono[0]
+    )
+    d.start()
+    d.submit(Transition(alert("x"), "pending"))
+    wait_for(lambda: d.failures["kafka"] == 1, 10, lambda: "the first attempt")
+    wall[0] -= 3600  # NTP steps the wall clock back an hour
+    with d.lock:
+        mono[0] += 1.0  # the backoff (0.2 s) has passed on the timer
+        d.wakes["kafka"].notify()
+    wait_for(lambda: d.delivered["kafka"] == 1, 10, lambda: "sent on the timer's backoff")
+    d.close()
+    assert len(calls) == 2
