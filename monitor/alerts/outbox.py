@@ -24,10 +24,13 @@ A round that ended without delivering anything means the receiver looks down
 (:attr:`Outbox.outage`): the next waits for the sink's backoff, whatever number of alerts is
 owed. Due alerts go in this order: those the receiver never refused (new ones, and those an
 outage held up), then the refused ones; within each, never tried first, then the one tried
-longest ago (round robin: none starves). So a page that can be delivered goes out in the first round after
-the receiver can take it, at most half an interval later, unless more than ``ROUND_REFUSALS``
-payloads refused as well come first (each such round adds at most the sink's backoff). An
-alert's states keep their order (a firing page never arrives after its own resolve).
+longest ago (round robin: none starves); the alert whose failure ended the last round goes last
+(a payload never answered must not end every round first). Refused payloads are retried
+``PACE`` times per half interval in all: after each alert's first try, a receiver refusing a
+thousand is asked a few times a minute, not flooded. So a page that can be delivered goes out
+in the first round after the receiver can take it, at most half an interval later, unless more
+than ``ROUND_REFUSALS`` payloads refused as well come first (each such round adds at most the
+sink's backoff). An alert's states keep their order (no firing page after its own resolve).
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
