@@ -38,12 +38,12 @@ from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.outbox import MAX_OWED
 from monitor.alerts.partials import PartialPublisher
 from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
+from monitor.app import global_state as gs
 from monitor.app.checkpointing import Checkpointer
-from monitor.app.global_state import GlobalState, Mark, OwedState, owed_at_takeover
+from monitor.app.global_state import GlobalState, Mark, OwedState
 from monitor.app.partials_out import (
     HELLO_KEY,
     IDLE_KEY,
@@ -143,7 +143,7 @@ class GlobalAlerts:
             return None
         persist.restore(self.evaluator, s.evaluator)
         self.view.restore(s.view)
-        self.seq, self.delivered = s.seq, s.delivered
+        self.seq, self.delivered = s.seq, s.through()
         self.owed = {o.seq: persist.alert_from_state(o.alert) for o in s.owed}
         log.info("judging state restored: partials from offset %d, %d transitions judged, %d "
                  "delivered", s.offset, s.seq, s.delivered)  # fmt: skip
@@ -213,14 +213,12 @@ class GlobalAlerts:
         return out
 
     def _owe(self, seq: int, alert: Alert) -> None:
-        """Owed until recorded delivered: an alert's newest state only (an outage that outlasts
-        many transitions of a flapping alert is owed one notification, as the sinks' outboxes
-        keep it), at most ``MAX_OWED`` (the oldest go first)."""
-        for older in [s for s, a in self.owed.items() if a.key == alert.key]:
-            del self.owed[older]
-        self.owed[seq] = alert
-        while len(self.owed) > MAX_OWED:
-            del self.owed[min(self.owed)]
+        """Owed until recorded delivered: the deliverer's exactly what its sinks owe (they
+        collapse and bound it), the others' bounded (``global_state.follow``)."""
+        if self.leading:
+            self.owed[seq] = alert
+        else:
+            gs.follow(self.owed, seq, alert)
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
         self.submitted[dispatcher.submit(t)] = seq
@@ -245,7 +243,7 @@ class GlobalAlerts:
             return
         if not self.leading:
             keep = set(mark.owed)
-            for seq in [s for s in self.owed if s <= mark.delivered and s not in keep]:
+            for seq in [s for s in self.owed if s <= mark.last() and s not in keep]:
                 del self.owed[seq]
 
     def _elect(self, dispatcher: Dispatcher) -> bool:
@@ -305,8 +303,8 @@ class GlobalAlerts:
         except (msgspec.DecodeError, msgspec.ValidationError):
             saved = None
         if saved is not None:
-            self.delivered = max(self.delivered, saved.delivered)
-        for seq, alert in owed_at_takeover(self.owed, self.delivered, saved):
+            self.delivered = max(self.delivered, saved.through())
+        for seq, alert in gs.owed_at_takeover(self.owed, self.delivered, saved):
             self._owe(seq, alert)
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
@@ -319,13 +317,14 @@ class GlobalAlerts:
         if offset is None:
             assert self.reader is not None
             offset = self.reader.position(self.topic)
+        safe, exceptions = gs.record(self.owed, delivered)
         state = GlobalState(
             "global",
             offset,
             self.seq,
-            delivered,
+            safe,
             [OwedState(s, persist.alert_to_state(a)) for s, a in sorted(self.owed.items())],
-            self.view.progress(self.evaluator.last),
+            {**self.view.progress(self.evaluator.last), gs.THROUGH: delivered},
             persist.dumps(self.evaluator),
         )
         try:
@@ -333,7 +332,7 @@ class GlobalAlerts:
         except Exception as exc:  # a failed save is tried again next turn
             log.error("saving the judging state failed: %s", exc)
             return
-        mark = Mark(delivered, sorted(s for s in self.owed if s <= delivered))  # + exceptions
+        mark = Mark(safe, exceptions, delivered)
         if mark != self.marked and self.out is not None:  # saved: tell the others
             self.out.send(DELIVERED_KEY, msgspec.json.encode(mark))
             self.marked = mark

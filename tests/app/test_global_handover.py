@@ -63,22 +63,25 @@ class Elector:
 
 class Dispatcher:
     """Tickets in submit order; delivers at once (a healthy sink) unless ``down`` or the alert
-    is one the receiver ``refuses``: then its ticket stays owed; an abandon forgets them all,
-    as the real one does."""
+    is one the receiver ``refuses``: then its ticket stays owed, a newer state of its alert
+    replacing the older (as the real outbox does for an alert that failed); an abandon forgets
+    them all, as the real one does."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, float]] = []
         self.queued = self.accepted = 0
         self.down = False
         self.refuses: set[str] = set()
-        self.owing: set[int] = set()
+        self.owing: dict[int, object] = {}  # ticket -> its alert's key
 
     def submit(self, t: Transition) -> int:
         self.queued += 1
         self.accepted = self.queued
         if t.alert.state != "pending":
             if self.down or t.alert.name in self.refuses:
-                self.owing.add(self.queued)
+                for ticket in [k for k, key in self.owing.items() if key == t.alert.key]:
+                    del self.owing[ticket]
+                self.owing[self.queued] = t.alert.key
             else:
                 self.sent.append((t.alert.name, t.alert.state, t.alert.at))
         return self.queued
@@ -281,11 +284,11 @@ def test_what_is_owed_through_a_long_outage_is_each_alerts_newest_state() -> Non
             judged.append([t])
         lead.turn(lambda p: True, hook, 32)
         follow.turn(lambda p: True, hook, 32)
-    for g in (lead, follow):
-        assert sorted(g.owed) == [298, 299, 300]  # the newest state of each alert
-        assert [(a.name, a.state) for _, a in sorted(g.owed.items())] == [
-            ("A1", "resolved"), ("A2", "firing"), ("A0", "resolved")
-        ]  # fmt: skip
+    assert sorted(lead.owed) == [298, 299, 300]  # what its sinks owe: each alert's newest
+    assert [(a.name, a.state) for _, a in sorted(lead.owed.items())] == [
+        ("A1", "resolved"), ("A2", "firing"), ("A0", "resolved")
+    ]  # fmt: skip
+    assert sorted(follow.owed) == [298, 299, 300]  # the mark's exceptions
     saved = json.loads(store.text or "{}")
     assert [o["seq"] for o in saved["owed"]] == [298, 299, 300]
     hook.down = False
@@ -384,7 +387,8 @@ def test_a_refused_page_holds_back_neither_the_record_nor_memory() -> None:
         follow.turn(lambda p: True, hook, 32)
         assert len(lead.submitted) <= 1 and len(follow.owed) <= 2  # bounded
     saved = json.loads(store.text or "{}")
-    assert saved["delivered"] == 200 and [o["seq"] for o in saved["owed"]] == [1]
+    assert saved["view"]["delivered_through"] == 200 and [o["seq"] for o in saved["owed"]] == [1]
+    assert saved["delivered"] == 0  # below the exception: an older version owes it again too
     assert sorted(follow.owed) == [1, 200]  # the mark's exception (and the last, judged after it)
     hook.refuses = set()
     elector.owns, follow_elector.owns = False, True
@@ -411,3 +415,38 @@ def test_a_takeover_sends_what_the_saved_state_still_owed_even_if_it_had_forgott
     j_new.append([fired("A", 60.0), fired("B", 60.0)])  # it catches up: nothing twice
     new.turn(lambda p: True, hook, 32)
     assert len(hook.sent) == 2 and new.owed == {}
+
+
+def test_a_short_lived_alert_judged_by_the_next_deliverer_pages_and_resolves() -> None:
+    """Found in review: the judging state kept only each alert's newest state, so an alert
+    that fired and resolved in one turn of a replica about to take over (or restarted from the
+    saved state) arrived as a resolve alone. A replica that does not deliver keeps each alert's
+    two newest states; the deliverer keeps exactly what its sinks owe."""
+    store, hook = Store(), Dispatcher()
+    g, elector, judged = replica(store)
+    short = [fired("A", 60.0), Transition(replace(fired("A", 90.0).alert, state="resolved"),
+                                          "firing")]  # fmt: skip
+    judged.append(short)
+    g.turn(lambda p: True, hook, 32)  # judged while another delivers
+    elector.owns = True
+    g.turn(lambda p: True, hook, 32)  # takes over
+    assert [(n, s) for n, s, _ in hook.sent] == [("A", "firing"), ("A", "resolved")]
+
+
+def test_the_saved_record_stays_safe_for_the_previous_version() -> None:
+    """The previous version read ``delivered`` as "everything through here" and restored only
+    what was owed above it: every transition still owed must lie above the saved
+    ``delivered``, and the exact mark travels beside it (found in review: a rollback lost the
+    refused pages)."""
+    store, hook = Store(), Dispatcher()
+    g, elector, judged = replica(store)
+    elector.owns, hook.refuses = True, {"B"}
+    judged.append([fired("A", 60.0), fired("B", 60.0), fired("C", 60.0), fired("D", 60.0)])
+    g.turn(lambda p: True, hook, 32)
+    saved = json.loads(store.text or "{}")
+    owed = [o["seq"] for o in saved["owed"]]
+    assert owed == [2] and all(s > saved["delivered"] for s in owed)
+    assert saved["view"]["delivered_through"] == 4
+    restarted, _, _ = replica(store)  # this version, restored: the exact record
+    restarted._restore()
+    assert restarted.delivered == 4 and sorted(restarted.owed) == [2]
