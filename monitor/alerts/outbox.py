@@ -26,8 +26,10 @@ owed. Due alerts go in this order: those the receiver never refused (new ones, a
 outage held up), then the refused ones; within each, never tried first, then the one tried
 longest ago (round robin: none starves); the alert whose failure ended the last round goes last
 (a payload never answered must not end every round first). Refused payloads are retried
-``PACE`` times per half interval in all: after each alert's first try, a receiver refusing a
-thousand is asked a few times a minute, not flooded. So a page that can be delivered goes out
+``PACE`` times per half interval in all, those tried longest ago first: after each alert's first
+try, a receiver refusing a thousand is asked a few times a minute, not flooded; the pace lifts
+when it takes a payload it refused (it recovered). Once an alert failed, only its newest state
+is owed (a newer page never waits behind an older payload the receiver refuses). So a page that can be delivered goes out
 in the first round after the receiver can take it, at most half an interval later, unless more
 than ``ROUND_REFUSALS`` payloads refused as well come first (each such round adds at most the
 sink's backoff). An alert's states keep their order (no firing page after its own resolve).
@@ -78,6 +80,7 @@ class Outbox:
         self._round_ok, self._round_refused = False, 0  # the round under way
         self._ended_by: Key | None = None  # the alert whose failure ended the last round
         self._paced: deque[float] = deque()  # when refused payloads were retried, recently
+        self.pace = PACE
         self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
         self.firing: dict[Key, Alert] = {}
         self.owed: OrderedDict[int, Alert] = OrderedDict()  # by sequence: in transition order
@@ -188,27 +191,21 @@ class Outbox:
         each group never tried first, then the one tried longest ago (then by sequence); each
         alert's states in their order."""
         tried, refused, ender = self.tried_at, self.refusals, self._ended_by
-        room = self._room(now)
-        due: list[Alert] = []
-        paced: set[Key] = set()
-        for a in self.owed.values():
-            if self.retry_at.get(a.key, -math.inf) > now:
-                continue
-            if refused[a.key]:  # a payload refused before: retried within the pace only
-                if a.key not in paced and len(paced) >= room:
-                    continue
-                paced.add(a.key)
-            due.append(a)
-        # the alert whose failure ended the last round goes last: does another pass?
-        return sorted(  # stable: by sequence within equal keys
-            due, key=lambda a: (a.key == ender, refused[a.key] > 0, tried.get(a.key, -math.inf))
-        )
+
+        def order(key: Key) -> tuple[bool, bool, float]:  # the last round's ender goes last
+            return key == ender, refused[key] > 0, tried.get(key, -math.inf)
+
+        due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
+        # payloads refused before are retried within the pace: those tried longest ago
+        waiting = sorted({a.key for a in due if refused[a.key]}, key=order)
+        skip = set(waiting[max(self._room(now), 0) :])
+        return sorted((a for a in due if a.key not in skip), key=lambda a: order(a.key))
 
     def _room(self, now: float) -> int:
         """Refused payloads that may be retried now (``PACE`` per half interval)."""
         while self._paced and self._paced[0] + self.interval / 2 <= now:  # (as wake() adds)
             self._paced.popleft()
-        return PACE - len(self._paced)
+        return self.pace - len(self._paced)
 
     def wake(self, now: float) -> float:
         """The earliest time :meth:`due` may return something (without a new transition)."""
@@ -229,9 +226,12 @@ class Outbox:
         return math.inf
 
     def hurry(self) -> None:
-        """Everything owed is due now, whatever the backoffs (a last attempt at close)."""
+        """Everything owed is due now, whatever the backoffs and the pace (a last attempt at
+        close)."""
         self.next_try = -math.inf
         self.retry_at.clear()
+        self._paced.clear()
+        self.pace = self.max_owed
 
     def doubtful(self, sent: list[Alert], now: float, *, doubtful: bool = True) -> bool:
         """A rejection of ``sent`` that may pass (a 404 while an ingress is redeployed): True
@@ -251,7 +251,8 @@ class Outbox:
             self._doubted.clear()
         for a in sent:
             self._doubted.pop(a.key, None)
-            self._pace(a.key, now)
+            if self.refusals[a.key]:  # it takes what it refused: the pace is lifted
+                self._paced.clear()
             self._clear_backoff(a.key)  # the receiver takes this alert's payloads
         self._settle(sent)
         self._round_ok, self._ended_by = True, None
@@ -276,7 +277,8 @@ class Outbox:
             self.next_try = -math.inf
             self.next_resend = now + self.interval if self.firing else math.inf
             return True
-        keys = {a.key for a in sent} & self._newest.keys()  # still owed
+        # what is still owed as sent (a state replaced meanwhile: the new one was not tried)
+        keys = {a.key for a in sent if not self.resend_all and self.owes(a)}
         for key in keys:
             self._pace(key, now)
         if rejected:  # given up: the receiver answered, but it is no delivery
@@ -284,11 +286,12 @@ class Outbox:
             answered = True
         else:
             self.failed_in_row += 1
-            for key in keys if not self.resend_all else ():
+            for key in keys:
                 self.fails[key] += 1
                 self.refusals[key] += answered
                 self.tried_at[key] = now
                 self.retry_at[key] = now + self._delay(self.fails[key])
+                self._newest_only(key)  # failed: a newer state owed replaces the older
         if answered and not self.resend_all and self._round_refused < ROUND_REFUSALS:
             self._round_refused += 1
             return True  # the receiver is there: the next alert may well pass
@@ -297,6 +300,13 @@ class Outbox:
             self.down += 1
             self.next_try = now + self.retry_delay()
         return False
+
+    def _newest_only(self, key: Key) -> None:
+        """Of an alert that failed, only its newest state is owed (as :meth:`add` keeps it)."""
+        newest = self._newest[key]
+        for seq in [s for s, x in self.owed.items() if x.key == key and s != newest]:
+            del self.owed[seq]
+            self._tickets.pop(seq, None)
 
     def _pace(self, key: Key, now: float) -> None:
         """An attempt for ``key``: one of the paced retries if the receiver refused it before."""

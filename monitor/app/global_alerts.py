@@ -13,7 +13,7 @@
   in the state store. A new owner delivers what the last saved state had not marked delivered:
   a transition is delivered once, unless the old owner died after delivering it and before its
   next save (within a loop turn), or was sending it when the handover's wait (at most
-  ``STEP_DOWN_SECONDS``) ran out: the receiver then sees it twice, with the same notification
+  ``step_down_seconds``) ran out: the receiver then sees it twice, with the same notification
   id — never not at all. What is recorded is exact: every transition through ``delivered``
   was delivered (or given up, or replaced by a newer state of its alert) except those still in
   ``owed`` — a page a receiver keeps refusing holds back neither the record of the others nor
@@ -93,6 +93,8 @@ class GlobalAlerts:
         self.reader: KafkaConsumer | None = None
         self.elector: KafkaConsumer | None = None
         self.topic = TopicPartition(config.alerts.partials_topic, 0)
+        # a request under way may take sinks.timeout (shorter: a firing page after its resolve)
+        self.step_down_seconds = max(STEP_DOWN_SECONDS, config.alerts.sinks.timeout + 1.0)
         # a revocation (on kafka-python's thread) waits until the loop has stepped down
         self.revoking, self.stepped_down, self.stopped = Event(), Event(), Event()
         self.stepping = Lock()
@@ -281,7 +283,7 @@ class GlobalAlerts:
     def _step_down_once(self) -> None:
         dispatcher = self.dispatcher
         if self.leading and dispatcher is not None:
-            deadline = time.monotonic() + STEP_DOWN_SECONDS
+            deadline = time.monotonic() + self.step_down_seconds
             while not dispatcher.quiet():  # requests under way, or due now: let them finish
                 if time.monotonic() > deadline:
                     break

@@ -7,12 +7,13 @@ from typing import Any
 
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way
+STEP_DOWN_SECONDS = 3.0  # how long a handover waits for deliveries under way (at least the
+# sinks' request timeout and a second: GlobalAlerts.step_down_seconds)
 
 
 class StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
     """Holds the group's rebalance until the delivering replica has recorded what it
-    delivered (else the next one would deliver it again), at most ``STEP_DOWN_SECONDS``."""
+    delivered (else the next one would deliver it again), at most ``step_down_seconds``."""
 
     def __init__(self, owner: Any) -> None:  # a GlobalAlerts (which imports this module)
         self.owner = owner
@@ -29,7 +30,7 @@ class StepDown(ConsumerRebalanceListener):  # type: ignore[misc]
             return
         o.stepped_down.clear()
         o.revoking.set()
-        o.stepped_down.wait(STEP_DOWN_SECONDS + 2)
+        o.stepped_down.wait(o.step_down_seconds + 2)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         if self.owner.topic in set(assigned):

@@ -450,3 +450,22 @@ def test_the_saved_record_stays_safe_for_the_previous_version() -> None:
     restarted, _, _ = replica(store)  # this version, restored: the exact record
     restarted._restore()
     assert restarted.delivered == 4 and sorted(restarted.owed) == [2]
+
+
+def test_a_handover_waits_as_long_as_a_request_may_take() -> None:
+    """Found in review: the step-down waited 3 s for requests under way, while one may take
+    ``sinks.timeout`` (5 s by default): the old deliverer's firing page then landed after the
+    next deliverer's resend and resolve, leaving "firing" as the receiver's last word. The wait
+    (and the listener's, which holds the rebalance) covers the timeout."""
+    from monitor.app.step_down import STEP_DOWN_SECONDS
+    from monitor.config.spec import parse_config
+
+    for timeout, at_least in ((1.0, STEP_DOWN_SECONDS), (5.0, 6.0), (30.0, 31.0)):
+        cfg = parse_config(
+            {
+                "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+                "alerts": {"sinks": {"timeout": timeout}},
+            }
+        )
+        g = GlobalAlerts(cfg, Engine(cfg), SimpleNamespace(store=Store()))  # type: ignore[arg-type]
+        assert g.step_down_seconds >= at_least and g.step_down_seconds > timeout
