@@ -259,12 +259,18 @@ def _alert_producer(config: Config) -> Callable[[bytes], None] | None:
     from monitor.ingest.kafka import client_config
 
     # the whole send within sinks.timeout: kafka-python's send() waits up to max_block_ms
-    # (60 s by default) for metadata while the brokers are away
+    # (60 s by default) for metadata while the brokers are away, then the acknowledgement
     wait = config.alerts.sinks.timeout
     producer = KafkaProducer(
         **client_config(config.kafka), acks="all", max_block_ms=max(1, int(wait * 1000))
     )
-    return lambda value: producer.send(topic, value=value).get(timeout=wait) and None
+
+    def send(value: bytes) -> None:
+        start = time.monotonic()
+        future = producer.send(topic, value=value)
+        future.get(timeout=max(0.001, wait - (time.monotonic() - start)))
+
+    return send
 
 
 def subscribe(consumer: Any, k: Any, listener: RebalanceQueue) -> DeadLetterSink | None:
