@@ -24,11 +24,14 @@ A round that ended without delivering anything means the receiver looks down
 (:attr:`Outbox.outage`): the next waits for the sink's backoff, whatever number of alerts is
 owed. Due alerts go in this order: those the receiver never refused (new ones, and those an
 outage held up), then the refused ones; within each, never tried first, then the one tried
-longest ago (round robin: none starves); the alert whose failure ended the last round goes last
-(a payload never answered must not end every round first). Refused payloads are retried
+longest ago (round robin: none starves); the alerts whose failures ended rounds since the last
+delivery go last (payloads never answered must not end every round first). A round whose
+every failure the receiver answered ends an outage (it is there). Refused payloads are retried
 ``PACE`` times per half interval in all, those tried longest ago first: after each alert's first
 try, a receiver refusing a thousand is asked a few times a minute, not flooded; the pace lifts
-when it takes a payload it refused (it recovered). Once an alert failed, only its newest state
+when it takes a payload it refused (it recovered). Payloads refused once or twice (a blip) go
+before those refused again and again; among N refused as often, a page waits its turn (about
+N / ``PACE`` half intervals). Once an alert failed, only its newest state
 is owed (a newer page never waits behind an older payload the receiver refuses). So a page that can be delivered goes out
 in the first round after the receiver can take it, at most half an interval later, unless more
 than ``ROUND_REFUSALS`` payloads refused as well come first (each such round adds at most the
@@ -77,8 +80,9 @@ class Outbox:
         self.refusals: Counter[Key] = Counter()
         self.tried_at: dict[Key, float] = {}
         self.retry_at: dict[Key, float] = {}
-        self._round_ok, self._round_refused = False, 0  # the round under way
-        self._ended_by: Key | None = None  # the alert whose failure ended the last round
+        # the round under way: delivered something, answered failures, stopped by a failure
+        self._round_ok, self._round_refused, self._round_stopped = False, 0, False
+        self._enders: set[Key] = set()  # alerts whose failures ended rounds since a delivery
         self._paced: deque[float] = deque()  # when refused payloads were retried, recently
         self.pace = PACE
         self._doubted: dict[Key, float] = {}  # alert (ALL: a whole post) -> first doubtful
@@ -157,7 +161,7 @@ class Outbox:
         self.fails.clear()
         self.refusals.clear()
         self._paced.clear()
-        self._ended_by = None
+        self._enders.clear()
         self.tried_at.clear()
         self.retry_at.clear()
         self._doubted.clear()
@@ -175,7 +179,9 @@ class Outbox:
 
     def due(self, now: float) -> list[Alert]:
         """What to send now, in the order to send it (empty: nothing is due); a new round."""
-        self._round_ok, self._round_refused = False, 0
+        if self._round_refused and not self._round_stopped:  # every attempt was answered:
+            self.down, self.next_try = 0, -math.inf  # the receiver is there, not down
+        self._round_ok, self._round_refused, self._round_stopped = False, 0, False
         if now < self.next_try and self.outage:
             return []
         if not self.resend_all:
@@ -190,10 +196,13 @@ class Outbox:
         """Every owed state of each alert past its own backoff: never refused, then refused;
         each group never tried first, then the one tried longest ago (then by sequence); each
         alert's states in their order."""
-        tried, refused, ender = self.tried_at, self.refusals, self._ended_by
+        tried, refused, enders = self.tried_at, self.refusals, self._enders
 
-        def order(key: Key) -> tuple[bool, bool, float]:  # the last round's ender goes last
-            return key == ender, refused[key] > 0, tried.get(key, -math.inf)
+        def order(key: Key) -> tuple[bool, bool, int, float]:
+            # the enders of rounds since the last delivery last (payloads never answered must
+            # not end every round first); a page refused once or twice (a blip) before those
+            # refused again and again
+            return key in enders, refused[key] > 0, min(refused[key], 3), tried.get(key, -math.inf)
 
         due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
         # payloads refused before are retried within the pace: those tried longest ago
@@ -255,7 +264,8 @@ class Outbox:
                 self._paced.clear()
             self._clear_backoff(a.key)  # the receiver takes this alert's payloads
         self._settle(sent)
-        self._round_ok, self._ended_by = True, None
+        self._round_ok = True
+        self._enders.clear()
         self.failed_in_row = self.down = 0
         self.next_try = -math.inf
         if self.resend_all:
@@ -276,6 +286,8 @@ class Outbox:
             self.failed_in_row = self.down = 0
             self.next_try = -math.inf
             self.next_resend = now + self.interval if self.firing else math.inf
+            if self._seeds != self._seeds_sent:  # seeded while this post was in flight
+                self.next_resend = now
             return True
         # what is still owed as sent (a state replaced meanwhile: the new one was not tried)
         keys = {a.key for a in sent if not self.resend_all and self.owes(a)}
@@ -286,16 +298,26 @@ class Outbox:
             answered = True
         else:
             self.failed_in_row += 1
-            for key in keys:
+            for a in sent:
+                if a.key not in keys:
+                    continue
+                key = a.key
                 self.fails[key] += 1
-                self.refusals[key] += answered
                 self.tried_at[key] = now
-                self.retry_at[key] = now + self._delay(self.fails[key])
-                self._newest_only(key)  # failed: a newer state owed replaces the older
+                delay = self._delay(self.fails[key])
+                if self.owed.get(self._newest[key]) is a:  # its newest state failed
+                    self.refusals[key] += answered
+                    self.retry_at[key] = now + delay
+                else:  # an older one: the newer owed is another payload, tried at once
+                    self.refusals.pop(key, None)  # if the receiver answered
+                    self.retry_at[key] = now if answered else now + delay
+                self._newest_only(key)  # failed: only the newest state is owed
         if answered and not self.resend_all and self._round_refused < ROUND_REFUSALS:
             self._round_refused += 1
             return True  # the receiver is there: the next alert may well pass
-        self._ended_by = sent[0].key if sent and not self.resend_all else None
+        self._round_stopped = True
+        if sent and not self.resend_all:
+            self._enders.add(sent[0].key)
         if not self._round_ok:  # this round delivered nothing: the receiver looks down
             self.down += 1
             self.next_try = now + self.retry_delay()
@@ -339,3 +361,4 @@ class Outbox:
     def _clear_backoff(self, key: Key) -> None:
         for d in (self.fails, self.refusals, self.tried_at, self.retry_at):
             d.pop(key, None)
+        self._enders.discard(key)

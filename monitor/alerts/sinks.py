@@ -263,7 +263,7 @@ class Dispatcher:
                 log.error(
                     "alert delivery to %s rejected, not retried: %s", sink, rejection(failure)
                 )
-                return True
+                return go_on  # (a receiver rejecting every page ends the round too)
             if box.failed_in_row == 1 or box.failed_in_row == self.spec.max_retries + 1:
                 log.error(
                     "alert delivery to %s failed (%d attempts in a row; retrying every %.0fs "

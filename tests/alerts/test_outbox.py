@@ -447,3 +447,96 @@ def test_the_pace_lifts_when_the_receiver_takes_what_it_refused() -> None:
     drive(box, 100, lambda a, t: "refused")
     box.hurry()  # close: a last attempt for each, whatever the backoffs and the pace
     assert {a.labels["model"] for a in box.due(101.0)} == {f"q{i}" for i in range(8)}
+
+
+def test_payloads_never_answered_do_not_take_every_round_first() -> None:
+    """Found in review: with two payloads never answered (timeouts), they took turns ending
+    every round, and the pages a blip of 500s had refused once were never retried. Every alert
+    whose failure ended a round since the last delivery goes last."""
+    for never in (1, 2, 3):
+        poison = [f"poison{i}" for i in range(never)]
+
+        def receiver(a: Alert, t: float, poison: list[str] = poison) -> Answer:
+            if a.labels["model"] in poison:
+                return "down"
+            return "refused" if t < 5 else "ok"
+
+        box = Outbox(resend_all=False, interval=60)
+        arrivals = {0.0: [alert("x"), alert("y")] + [alert(p) for p in poison]}
+        log = drive(box, 3 * 3600, receiver, arrivals)
+        assert first(log, "x") <= 60 and first(log, "y") <= 60, never
+
+
+def test_a_resolve_owed_behind_its_refused_firing_page_is_a_new_payload() -> None:
+    """Found in review: a resolve owed with its firing page (one loop turn) inherited the
+    firing payload's refusal when that failed, and was paced as refused though never sent (100
+    refused payloads ahead: 753 s). It is tried at once."""
+    box = Outbox(resend_all=False, interval=60)
+    bad = [f"bad{i}" for i in range(100)]
+    for b in bad:
+        box.add(alert(b), 0.0)
+    drive(box, 1800, refusing(*bad))
+    box.add(alert("x"), 1800.0)
+    box.add(alert("x", "resolved", at=2.0e9), 1800.0)
+
+    def receiver(a: Alert, t: float) -> Answer:
+        m = a.labels["model"]
+        return "refused" if m in bad or (m == "x" and a.state == "firing") else "ok"
+
+    log = drive(box, 3600, receiver, start=1800)
+    assert [(s, ok) for _, m, s, ok in log if m == "x"] == [("firing", False), ("resolved", True)]
+    assert first(log, "x") - 1800 < 1.0
+
+
+def test_rounds_the_receiver_answered_end_an_outage() -> None:
+    """Found in review: one round that hit ROUND_REFUSALS left the sink "down" for hours
+    while every later round was answered; add() then kept only the newest state, and a
+    short-lived alert arrived as its resolve alone."""
+    for refused in (20, 21, 100):
+        box = Outbox(resend_all=False, interval=60)
+        bad = [f"bad{i}" for i in range(refused)]
+        for b in bad:
+            box.add(alert(b), 0.0)
+        drive(box, 3600, refusing(*bad))
+        box.add(alert("short"), 3600.0)
+        box.add(alert("short", "resolved", at=2.0e9), 3600.0)
+        log = drive(box, 3700, refusing(*bad), start=3600)
+        assert [s for _, m, s, ok in log if m == "short" and ok] == ["firing", "resolved"]
+
+
+def test_alertmanager_seeded_during_a_rejected_post_is_posted_at_once() -> None:
+    """Found in review: alerts seeded (a takeover) while a post was in flight were posted at
+    once after a delivery, but after a rejection of that post only an interval later."""
+    box = Outbox(resend_all=True, interval=300)
+    box.add(alert("old", "resolved"), 0.0)
+    post = box.due(0.0)
+    box.seed([alert("b")], 0.5)
+    box.failed(post, 1.0, rejected=True)
+    assert box.wake(1.0) == 1.0 and [a.labels["model"] for a in box.due(1.0)] == ["b"]
+
+
+def test_a_receiver_rejecting_every_page_gets_a_round_at_a_time() -> None:
+    """Found in review: the sink thread went on after every final rejection whatever the
+    outbox said: a receiver rejecting every page for good (400, a redirect) got all 1,000 owed
+    pages in one burst."""
+    import io
+    import urllib.error
+
+    from monitor.alerts.sinks import Dispatcher
+    from monitor.config.rules import SinkSpec
+
+    for code in (400, 308):
+        d = Dispatcher(SinkSpec(log=False, webhook_url="http://x/"), timer=lambda: 100.0)
+        box = d.outboxes["webhook"]
+        calls = [0]
+
+        def send(alerts: list[Alert], code: int = code, calls: list[int] = calls) -> None:
+            calls[0] += 1
+            raise urllib.error.HTTPError("http://x/", code, "no", None, io.BytesIO(b""))  # type: ignore[arg-type]
+
+        d.senders["webhook"] = send
+        for i in range(1000):
+            d.submit(Transition(alert(f"m{i}"), "pending"))
+        with d.lock:
+            d._send("webhook", box, box.due(100.0))
+        assert calls[0] == ROUND_REFUSALS + 1 and box.undelivered["given_up"] == calls[0]
