@@ -14,28 +14,12 @@ failed, or while the receiver is down, does a newer state replace an undelivered
 alert that fired and resolved during an outage arrives as resolved, with its times), and for
 Alertmanager always: it keeps the active set, so the newest state is all it needs.
 
-Two backoffs, because a failure has two possible causes. Each alert has its own: a payload the
-receiver keeps refusing (a 5xx for that one body while it takes others) is retried on it, and
-holds no other page back. The sink has one too, for a receiver that is down. The sink's thread
-sends what is due in rounds: after a failure where the receiver *answered* (a 500 for that
-payload: ``receivers.answered``) it goes on with the next alert, up to ``ROUND_REFUSALS`` such
-answers a round; no answer (connection refused, timeout) or a 429/502/503/504 ends the round.
-A round that ended without delivering anything means the receiver looks down
-(:attr:`Outbox.outage`): the next waits for the sink's backoff, whatever number of alerts is
-owed. Due alerts go in this order: those the receiver never refused (new ones, and those an
-outage held up), then the refused ones; within each, never tried first, then the one tried
-longest ago (round robin: none starves); the alerts whose failures ended rounds since the last
-delivery go last (payloads never answered must not end every round first). A round whose
-every failure the receiver answered ends an outage (it is there). Refused payloads are retried
-``PACE`` times per half interval in all, those tried longest ago first: after each alert's first
-try, a receiver refusing a thousand is asked a few times a minute, not flooded; the pace lifts
-when it takes a payload it refused (it recovered). Payloads refused once or twice (a blip) go
-before those refused again and again; among N refused as often, a page waits its turn (about
-N / ``PACE`` half intervals). Once an alert failed, only its newest state
-is owed (a newer page never waits behind an older payload the receiver refuses). So a page that can be delivered goes out
-in the first round after the receiver can take it, at most half an interval later, unless more
-than ``ROUND_REFUSALS`` payloads refused as well come first (each such round adds at most the
-sink's backoff). An alert's states keep their order (no firing page after its own resolve).
+Two backoffs: each alert has its own (a payload the receiver refuses holds no other page
+back), and the sink one for a receiver that is down. The sink's thread sends in rounds that go
+on past errors the receiver answered for a payload (``receivers.answered``, up to
+``ROUND_REFUSALS``); refused payloads are retried ``PACE`` times per half interval; once an
+alert failed only its newest state is owed. The order, the rounds and the bounds they give are
+in docs/architecture.md ("Alert delivery: what is sent when").
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
