@@ -540,3 +540,45 @@ def test_a_receiver_rejecting_every_page_gets_a_round_at_a_time() -> None:
         with d.lock:
             d._send("webhook", box, box.due(100.0))
         assert calls[0] == ROUND_REFUSALS + 1 and box.undelivered["given_up"] == calls[0]
+
+
+@pytest.mark.parametrize("n", [100, 500, 990])
+def test_a_page_refused_once_is_not_queued_behind_payloads_refused_for_good(n: int) -> None:
+    """Found in review (helper-51): a page refused once (one 500 in a blip) among N payloads
+    refused for good, each about as often, waited its turn at the pace: 63 s behind 100,
+    2,931 s behind 500, 6,411 s behind 990. The last slot of the pace goes to the newest
+    payload refused: it is retried within half an interval of the blip."""
+    bad = {f"bad{i}" for i in range(n)}
+    box = Outbox(resend_all=False, interval=60)
+    for b in sorted(bad):
+        box.add(alert(b), 0.0)
+    now = 0.0
+    while len(box.tried_at) < n:  # every one refused at least once
+        drive(box, now + 60, lambda a, t: "refused", start=now)
+        now += 60
+    now += 600
+    drive(box, now, lambda a, t: "refused", start=now - 600)
+    blip = now + 0.05  # the receiver answers one 500 for the page, then takes it
+
+    def receiver(a: Alert, t: float) -> Answer:
+        return "refused" if a.labels["model"] in bad or t < blip else "ok"
+
+    log = drive(box, now + 3600, receiver, {now: [alert("p")]}, start=now)
+    got = [t for t, m, _, ok in log if m == "p" and ok]
+    print(f"{n} refused for good: the page delivered {got[0] - blip:.1f} s after the blip")
+    assert got and got[0] - blip <= 60 / 2 + 1
+    # the others are still retried round robin meanwhile (PACE − 1 a half interval at least)
+    retried = {m for t, m, _, ok in log if m in bad and t <= now + 600}
+    assert len(retried) >= (PACE - 1) * (600 // 30) * 0.9
+
+
+def test_a_stream_of_new_refused_payloads_does_not_starve_the_old_ones() -> None:
+    """The newest-payload slot is one of ``PACE``: payloads refused long ago are still retried
+    round robin while new refused ones keep coming (a page every 10 s, each refused)."""
+    box = Outbox(resend_all=False, interval=60)
+    old = [alert(f"old{i}") for i in range(30)]
+    new = {float(t): [alert(f"new{t}")] for t in range(600, 4200, 10)}
+    log = drive(box, 4200, lambda a, t: "refused", {0.0: old, **new})
+    late = {m for t, m, _, _ in log if m.startswith("old") and t >= 600}
+    print(f"old refused payloads retried in the hour of new ones: {len(late)} of 30")
+    assert late == {f"old{i}" for i in range(30)}
