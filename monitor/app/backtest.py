@@ -86,6 +86,7 @@ def replay_files(
     )
     engine = Engine(cfg)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
+    warnings: list[str] = []  # what the report should say about the data
     with contextlib.ExitStack() as stack:
         if timeline is not None:
             attach(evaluator, stack.enter_context(open(timeline, "wb")), cfg)
@@ -96,6 +97,7 @@ def replay_files(
             batch_size=batch_size,
             progress=stderr_progress,
             evaluator=evaluator,
+            warnings=warnings,
         )
         evaluator.on_boundary = None
     report = build_report(
@@ -106,6 +108,7 @@ def replay_files(
     )
     if csv:
         report["csv_rows_excluded"] = sum(excluded)  # by the mapping's where: never seen
+    report["warnings"] = warnings
     # the backtest: when each alert would have fired and resolved, with its evidence
     report["alerts"] = [
         alert_json(t.alert) for t in evaluator.history if t.alert.state != "pending"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -56,6 +57,33 @@ def decode(
     return _concat_preds(pparts), _concat_labels(lparts), dead
 
 
+def far_ahead(engine: Engine, preds: PredictionBatch, *, share: float = 0.01) -> list[str]:
+    """Per model, a warning when its newest predictions come after a gap longer than the ring
+    (the longest window with its lag, plus lateness) and are fewer than ``share`` of all: the
+    report's windows end at them and hold them alone (one row with a mistyped year empties the
+    whole report). Counted as they are: a pause in the data looks the same, only the user can
+    tell (live, the record's Kafka time bounds such an outlier; a file has no second clock)."""
+    out = []
+    for m, spec in enumerate(engine.models):
+        ts = np.sort(preds.ts[preds.model == m])
+        span = spec.ring_buckets * spec.bucket
+        gaps = np.flatnonzero(np.diff(ts) > span)
+        if not len(gaps) or len(ts) - (cut := int(gaps[-1]) + 1) >= share * len(ts):
+            continue
+        days = (ts[cut] - ts[cut - 1]) / 86400
+        out.append(
+            f"model {spec.name}: the newest {len(ts) - cut} of {len(ts)} predictions (from "
+            f"{_day(ts[cut])}) come {days:,.0f} days after the others (to {_day(ts[cut - 1])}), "
+            f"more than the windows and lateness span: every window ends at them and holds "
+            f"them alone. Check their timestamps; leave them out to judge the rest."
+        )
+    return out
+
+
+def _day(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
 def replay(
     engine: Engine,
     predictions: Sequence[RawRecord],
@@ -64,13 +92,17 @@ def replay(
     batch_size: int = 10_000,
     progress: Callable[[int, int], None] | None = None,
     evaluator: AlertEvaluator | None = None,
+    warnings: list[str] | None = None,
 ) -> list[DeadLetter]:
     """Apply all records to partition 0 in event-time order; return the dead letters.
 
     With an ``evaluator``, alert rules are evaluated at every closed bucket on the way (a
     backtest: its ``history`` holds the transitions the live monitor would have produced).
+    ``warnings`` gets what the report should say about the data (:func:`far_ahead`).
     """
     preds, labs, dead = decode(engine, predictions, labels)
+    if warnings is not None:
+        warnings += far_ahead(engine, preds)
     engine.count_invalid(0, [d.reason.value for d in dead])
     # stable sort on time; predictions before labels at equal times
     ts = np.concatenate([preds.ts, labs.ts])

@@ -270,6 +270,7 @@ def render_html(
         f"Intervals are {conf:.0%}: Wilson for rates, {_interval('disparate_impact_ratio')} for "
         f"the disparate impact ratio, {_interval('tpr_gap')} for differences. Groups with "
         "fewer predictions than min_samples take no part in the disparities.</p>",
+        *(f'<p role="alert">Warning: {_e(w)}</p>' for w in report.get("warnings", [])),
         "<h2>Alerts</h2>",
     ]
     alerts = report.get("alerts", [])

@@ -263,4 +263,5 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(
             "dead-lettered: " + ", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items()))
         )
+    lines += [f"warning: {w}" for w in report.get("warnings", [])]
     return "\n".join(printable(line) for line in lines)

@@ -272,3 +272,61 @@ def test_events_at_the_start_of_the_calendar_report_without_a_traceback(tmp_path
     with contextlib.redirect_stdout(buf):
         assert main([*args, "--format", "json"]) == 0
     assert json.loads(buf.getvalue())["counters"]["predictions"] == 20
+
+
+@pytest.mark.parametrize("outliers", [0, 1, 5])
+def test_a_mistyped_year_is_named_in_the_report_not_silently_judged(
+    tmp_path: Path, outliers: int
+) -> None:
+    """Found in review: one prediction stamped years after the rest (within the wall clock: a
+    file has no Kafka time to bound it) moved "now" there, and the report's windows held it
+    alone (COMPAS with one row dated 2025: every group n=0 but one). It is still counted (a
+    pause in the data looks the same), and the report says so, with the dates and counts."""
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    preds, labels = make_events(8, n=1000)
+    typo = {e["prediction_id"] for e in preds[:outliers]}  # a mistyped year: 3 years later
+    for e in preds + labels:  # (the rest moved back: the typo is not in the future)
+        e["timestamp"] -= 0 if e["prediction_id"] in typo else 3 * 365 * 86400
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(e) for e in preds))
+    (tmp_path / "l.jsonl").write_text("\n".join(json.dumps(e) for e in labels))
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl"), "-l",
+            str(tmp_path / "l.jsonl")]  # fmt: skip
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([*args, "--format", "json"]) == 0
+    report = json.loads(buf.getvalue())
+    assert report["counters"]["predictions"] == 1000  # counted as they are
+    if not outliers:
+        assert report["warnings"] == []
+        return
+    (warning,) = report["warnings"]
+    assert f"the newest {outliers} of 1000 predictions" in warning
+    assert "1,095 days after the others" in warning or "1,096 days" in warning
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(args) == 0
+    assert f"warning: {warning}" in buf.getvalue()
+
+
+def test_data_that_resumes_after_a_pause_is_not_called_a_mistake() -> None:
+    """Half the data after a month's pause: the windows at the end hold plenty, no warning;
+    a tail of fewer than 1 % of the predictions after the pause: a warning."""
+    from monitor.app.replay import far_ahead
+    from monitor.ingest.events import PredictionBatch
+
+    engine = Engine(load_config_text(CONFIG))
+    for tail, warned in ((500, False), (11, False), (9, True)):
+        ts = np.concatenate([T0 + np.arange(1000 - tail) * 10.0, T0 + 30 * 86400 + np.arange(tail)])
+        n = len(ts)
+        batch = PredictionBatch(key=np.arange(n, dtype=np.uint64), model=np.zeros(n, np.uint16),
+                                ts=ts, pred=np.zeros(n, np.uint8), score=np.zeros(n),
+                                groups=np.zeros((n, 3), np.int32))  # fmt: skip
+        assert bool(far_ahead(engine, batch)) is warned, tail
+
+
+def load_config_text(text: str):  # type: ignore[no-untyped-def]
+    import yaml
+
+    from monitor.config.spec import parse_config
+
+    return parse_config(yaml.safe_load(text))
