@@ -15,10 +15,11 @@ alert that fired and resolved during an outage arrives as resolved, with its tim
 Alertmanager always: it keeps the active set, so the newest state is all it needs.
 
 Two backoffs: each alert has its own (a payload the receiver refuses holds no other page
-back), and the sink one for a receiver that is down. Rounds go on past errors the receiver
-answered for a payload (``receivers.answered``, up to ``ROUND_REFUSALS``); refused payloads are
-retried ``PACE`` times per half interval; once an alert failed only its newest state is owed.
-The order, rounds and bounds: docs/architecture.md ("Alert delivery: what is sent when").
+back), and the sink one for a receiver that is down. The sink's thread sends in rounds that go
+on past errors the receiver answered for a payload (``receivers.answered``, up to
+``ROUND_REFUSALS``); refused payloads are retried ``PACE`` times per half interval; once an
+alert failed only its newest state is owed. The order, the rounds and the bounds they give are
+in docs/architecture.md ("Alert delivery: what is sent when").
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
 alert again each interval; the others only what they are owed. Notifications never delivered
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from monitor.alerts.lifecycle import Alert
 
@@ -139,9 +140,17 @@ class Outbox:
 
     def clear(self) -> None:
         """Forget everything owed and firing (another replica delivers from now on)."""
-        for d in (self.owed, self._tickets, self.fails, self.refusals, self._paced, self._enders,
-                  self.tried_at, self.retry_at, self._doubted, self._newest, self.firing):  # fmt: skip
-            d.clear()
+        self.owed.clear()
+        self._tickets.clear()
+        self.fails.clear()
+        self.refusals.clear()
+        self._paced.clear()
+        self._enders.clear()
+        self.tried_at.clear()
+        self.retry_at.clear()
+        self._doubted.clear()
+        self._newest.clear()
+        self.firing.clear()
         self.failed_in_row = self.down = 0
         self.next_try = -math.inf
         self.next_resend = math.inf
@@ -180,22 +189,10 @@ class Outbox:
             return key in enders, refused[key] > 0, min(refused[key], 3), tried.get(key, -math.inf)
 
         due = [a for a in self.owed.values() if self.retry_at.get(a.key, -math.inf) <= now]
-        # payloads refused before are retried within the pace (see _picks)
+        # payloads refused before are retried within the pace: those tried longest ago
         waiting = sorted({a.key for a in due if refused[a.key]}, key=order)
-        skip = set(waiting) - self._picks(waiting, max(self._room(now), 0))
+        skip = set(waiting[max(self._room(now), 0) :])
         return sorted((a for a in due if a.key not in skip), key=lambda a: order(a.key))
-
-    def _picks(self, waiting: list[Key], room: int) -> set[Key]:
-        """The ``room`` refused payloads to retry now: the first in ``order``, then the one
-        tried longest ago (round robin: new refused payloads arriving all the time must not
-        starve the old), then the newest payload (a blip's victim must not wait behind N
-        refused for good: it would wait N / ``PACE`` half intervals)."""
-        picks = set(waiting[: max(room - 2, 0)])
-        oldest: Callable[[Key], float] = lambda k: -self.tried_at.get(k, -math.inf)  # noqa: E731
-        for slot, best in ((2, oldest), (1, lambda k: float(self._newest[k]))):
-            if room >= slot and (rest := [k for k in waiting if k not in picks]):
-                picks.add(max(rest, key=best))
-        return picks
 
     def _room(self, now: float) -> int:
         """Refused payloads that may be retried now (``PACE`` per half interval)."""
@@ -278,7 +275,8 @@ class Outbox:
             return True
         # what is still owed as sent (a state replaced meanwhile: the new one was not tried)
         keys = {a.key for a in sent if not self.resend_all and self.owes(a)}
-        self._paced.extend(now for k in keys if self.refusals[k])  # retries of refused payloads
+        for key in keys:
+            self._pace(key, now)
         if rejected:  # given up: the receiver answered, but it is no delivery
             self.undelivered["given_up"] += self._settle(sent)
             answered = True
@@ -315,6 +313,11 @@ class Outbox:
         for seq in [s for s, x in self.owed.items() if x.key == key and s != newest]:
             del self.owed[seq]
             self._tickets.pop(seq, None)
+
+    def _pace(self, key: Key, now: float) -> None:
+        """An attempt for ``key``: one of the paced retries if the receiver refused it before."""
+        if self.refusals[key]:
+            self._paced.append(now)
 
     def retry_delay(self) -> float:
         """The sink's backoff after a round that delivered nothing."""
