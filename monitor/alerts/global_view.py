@@ -174,6 +174,8 @@ class GlobalView:
         assert isinstance(known, list) and isinstance(models, dict)
         self._known = {int(p) for p in known}
         self._idle = set()
+        self._parts = [{} for _ in self.models]  # (read again from the saved offset)
+        self._read = [None for _ in self.models]
         every = cast("list[int]", progress.get("idle", []))  # absent: saved before idle records
         for p in every:  # idle for every model
             self._said_idle(int(p), None)
@@ -184,7 +186,6 @@ class GlobalView:
             if m is None:
                 continue
             self._parts[m] = {int(p): ViewPartition.restored(v) for p, v in parts.items()}
-            self._read[m] = None
 
     # -- CountsView ----------------------------------------------------------------------------
     @property

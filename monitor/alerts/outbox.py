@@ -5,14 +5,12 @@ A page that failed is not lost: it is tried again with exponential backoff, capp
 delivered — a firing alert until it is delivered or resolved, a resolved one until it is
 delivered.
 
-Which states are owed. A receiver that works is sent every transition, in order: an alert that
-fires and resolves within one loop turn (a backlog worked off, a short-lived evidence alert)
-pages and then resolves, as the backtest says it does — otherwise whether a page is sent would
-depend on how the boundaries fell into loop turns and how fast the delivery thread woke (the
-Kafka backtest lost the label-arrival detectors' pages that way). Only for an alert that has
-failed, or while the receiver is down, does a newer state replace an undelivered older one (an
-alert that fired and resolved during an outage arrives as resolved, with its times), and for
-Alertmanager always: it keeps the active set, so the newest state is all it needs.
+Which states are owed. A receiver that works is sent every transition, in order (an alert that
+fires and resolves within one loop turn pages and then resolves, as the backtest says: whether
+a page is sent must not depend on how boundaries fell into loop turns). Only for an alert that
+has failed, or while the receiver is down, does a newer state replace an undelivered older one
+(an alert that fired and resolved during an outage arrives as resolved, with its times), and
+for Alertmanager always: it keeps the active set, so the newest state is all it needs.
 
 Two backoffs: each alert has its own (a payload the receiver refuses holds no other page
 back), and the sink one for a receiver that is down. The sink's thread sends in rounds that go
@@ -22,9 +20,8 @@ alert failed only its newest state is owed. The order, the rounds and the bounds
 in docs/architecture.md ("Alert delivery: what is sent when").
 
 A sink that keeps the set of active alerts (Alertmanager: ``resend_all``) is sent every firing
-alert again each interval; the others only what they are owed. Notifications never delivered
-are counted by reason: ``dropped`` past ``max_owed``, ``given_up`` when the receiver rejected
-them for good.
+alert again each interval; the others what they are owed. Notifications never delivered are
+counted: ``dropped`` past ``max_owed``, ``given_up`` when the receiver rejected them for good.
 """
 
 from __future__ import annotations
@@ -109,6 +106,13 @@ class Outbox:
             if not (self.resend_all and self.firing.get(gone.key) is gone):
                 self.undelivered["dropped"] += 1  # (a firing one is still posted with the set)
 
+    def track(self, a: Alert, now: float) -> None:
+        """A transition another replica delivered: owed nothing, but the active set follows."""
+        if a.state == "firing":
+            self.seed([a], now)
+        elif a.state == "resolved":
+            self.firing.pop(a.key, None)
+
     def seed(self, firing: Iterable[Alert], now: float) -> None:
         """Alerts firing when the monitor (re)started: re-posted at once where the sink keeps
         the active set (delivered to the others before the restart)."""
@@ -157,8 +161,8 @@ class Outbox:
 
     @property
     def outage(self) -> bool:
-        """Does the receiver look down? The last round delivered nothing and ended on a
-        failure that was not a payload's (or on too many of those)."""
+        """The last round delivered nothing and ended on a failure not a payload's (or on too
+        many of those): the receiver looks down."""
         return self.down > 0
 
     def due(self, now: float) -> list[Alert]:
@@ -219,8 +223,7 @@ class Outbox:
         return math.inf
 
     def hurry(self) -> None:
-        """Everything owed is due now, whatever the backoffs and the pace (a last attempt at
-        close)."""
+        """Everything owed is due now, whatever the backoffs and the pace (at close)."""
         self.next_try = -math.inf
         self.retry_at.clear()
         self._paced.clear()
@@ -324,8 +327,7 @@ class Outbox:
         return self._delay(self.down)
 
     def _delay(self, failures: int) -> float:
-        n = max(0, failures - 1)
-        return min(self.backoff * float(2 ** min(n, 30)), self.interval / 2)
+        return min(self.backoff * float(2 ** min(max(0, failures - 1), 30)), self.interval / 2)
 
     def _settle(self, sent: list[Alert]) -> int:
         """Drop the sent states that are still owed (not replaced meanwhile); how many."""

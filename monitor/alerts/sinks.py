@@ -162,6 +162,14 @@ class Dispatcher:
                 box.seed(alerts, now)
                 self.wakes[sink].notify()
 
+    def track(self, t: Transition) -> None:
+        """A transition another replica delivered (``alerts.scope: global``): owed nothing,
+        but the active set posted to Alertmanager follows it."""
+        with self.lock:
+            now = self.timer()
+            for box in self.outboxes.values():
+                box.track(t.alert, now)
+
     def quiet(self) -> bool:
         """Nothing under way: no request in flight and nothing due now (what is still owed
         waits for a backoff). A handover waits for this, not for every page to be delivered:

@@ -8,16 +8,10 @@
   :class:`~monitor.alerts.global_view.GlobalView` and an evaluator over it — the status page of
   any replica shows the whole model, and a takeover judges on without a restore.
 * **Delivering** (one replica): the member of the consumer group ``<group_id>.alerts`` that owns
-  the topic's partition. It saves the judging state (``GlobalState``: the evaluator, the view's
-  progress, the offset to read on from, the transitions judged and delivered, those still owed)
-  in the state store. A new owner delivers what the last saved state had not marked delivered:
-  a transition is delivered once, unless the old owner died after delivering it and before its
-  next save (within a loop turn), or was sending it when the handover's wait (at most
-  ``step_down_seconds``) ran out: the receiver then sees it twice, with the same notification
-  id — never not at all. What is recorded is exact: every transition through ``delivered``
-  was delivered (or given up, or replaced by a newer state of its alert) except those still in
-  ``owed`` — a page a receiver keeps refusing holds back neither the record of the others nor
-  a handover (it waits only for requests under way, ``Dispatcher.quiet``).
+  the topic's partition. It saves the judging state (``GlobalState``) with the record of what
+  it delivered; a new owner delivers what no record says was delivered — once, or twice with
+  the same notification id, never not at all. How (and the takeover's cases) is in
+  docs/architecture.md, "Global alerts: one deliverer".
 
 All replicas read the same partials in the same order from the same saved state: they judge
 alike and number the transitions alike. A handover waits for the deliveries under way."""
@@ -38,6 +32,7 @@ from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert, Transition
+from monitor.alerts.outbox import MAX_OWED
 from monitor.alerts.partials import PartialPublisher
 from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
@@ -77,6 +72,7 @@ class GlobalAlerts:
         self.seq = 0  # transitions judged
         self.delivered = 0  # through this sequence number, as last saved
         self.owed: dict[int, Alert] = {}  # judged, not known delivered (seq -> alert)
+        self.follower = gs.Follower()  # what it keeps while another replica delivers
         self.leading = False
         # the group's word (its listener): the partition was assigned and not revoked since.
         # The consumer's assignment() alone still lists it between a revocation and the end of
@@ -107,7 +103,6 @@ class GlobalAlerts:
         input topics, each of which the view waits to hear from)."""
         ensure_partials_topic(self.config)
         self.view.expected = partitions
-        offset = self._restore()
         k = self.config.kafka
         self.out = PartialsOut(self.config)
         self.reader = KafkaConsumer(
@@ -117,11 +112,7 @@ class GlobalAlerts:
             auto_offset_reset="earliest",  # an offset the broker deleted: the oldest kept
         )
         self.reader.assign([self.topic])
-        if offset is None:
-            self.reader.seek_to_beginning(self.topic)
-        else:
-            self.lost = partials_lost(self.reader, self.topic, offset)
-            self.reader.seek(self.topic, offset)
+        self._restore(gs.load(self.store.load_alerts(), log.error))
         self.elector = KafkaConsumer(
             **client_config(k),
             group_id=f"{k.group_id}.alerts",
@@ -132,24 +123,19 @@ class GlobalAlerts:
         self.elector.subscribe([self.topic.topic], listener=StepDown(self))
         finish_unawaited_joins(self.elector)
 
-    def _restore(self) -> int | None:
-        text = self.store.load_alerts()
-        if text is None:
-            return None
-        try:
-            s = msgspec.json.decode(text.encode(), type=GlobalState)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.error(
-                "the saved judging state is not alerts.scope: global's (%s): starts afresh", exc
-            )
-            return None
-        persist.restore(self.evaluator, s.evaluator)
-        self.view.restore(s.view)
-        self.seq, self.delivered = s.seq, s.through()
-        self.owed = {o.seq: persist.alert_from_state(o.alert) for o in s.owed}
+    def _restore(self, s: GlobalState | None) -> None:
+        """Judge on from the saved state ``s`` (None: afresh, from the first partial)."""
+        assert self.reader is not None
+        offset, self.seq = gs.rewind(self.evaluator, self.view, s)
+        self.delivered = 0 if s is None else s.through()
+        self.owed = {o.seq: persist.alert_from_state(o.alert) for o in (s.owed if s else [])}
+        if offset is None:
+            self.reader.seek_to_beginning(self.topic)
+            return
+        self.lost = partials_lost(self.reader, self.topic, offset)
+        self.reader.seek(self.topic, offset)
         log.info("judging state restored: partials from offset %d, %d transitions judged, %d "
-                 "delivered", s.offset, s.seq, s.delivered)  # fmt: skip
-        return s.offset
+                 "delivered", offset, self.seq, self.delivered)  # fmt: skip
 
     @property
     def store(self) -> StateStore:
@@ -207,20 +193,21 @@ class GlobalAlerts:
         elif self.leading:
             first, handed = self.seq - len(out) + 1, set(self.submitted.values())
             for i, t in enumerate(out):  # a replica behind the last deliverer's mark judges
-                if first + i > self.delivered:  # again what it sent: not sent twice
-                    self._submit(dispatcher, first + i, t)
-                elif first + i not in handed:  # (one it still owed was handed at takeover)
-                    self.owed.pop(first + i, None)
+                if first + i > self.delivered:  # again what it sent: not sent twice, but the
+                    self._submit(dispatcher, first + i, t)  # set Alertmanager is posted
+                elif first + i not in handed:  # follows it (one still owed was handed at
+                    self.owed.pop(first + i, None)  # the takeover)
+                    dispatcher.track(t)
             self._save(dispatcher, bool(out))
         return out
 
     def _owe(self, seq: int, alert: Alert) -> None:
         """Owed until recorded delivered: the deliverer's exactly what its sinks owe (they
-        collapse and bound it), the others' bounded (``global_state.follow``)."""
+        collapse and bound it), the others' bounded (``global_state.Follower``)."""
         if self.leading:
             self.owed[seq] = alert
         else:
-            gs.follow(self.owed, seq, alert)
+            self.follower.owe(self.owed, seq, alert)
 
     def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
         self.submitted[dispatcher.submit(t)] = seq
@@ -244,9 +231,7 @@ class GlobalAlerts:
             self.bad += 1
             return
         if not self.leading:
-            keep = set(mark.owed)
-            for seq in [s for s in self.owed if s <= mark.last() and s not in keep]:
-                del self.owed[seq]
+            self.follower.saw(mark, self.owed)
 
     def _elect(self, dispatcher: Dispatcher) -> bool:
         """Follow the group; True when this call took delivery over (also just after stepping
@@ -297,17 +282,21 @@ class GlobalAlerts:
         self.stepped_down.set()
 
     def _take_over(self) -> None:
-        """Owed no more: what the last saved state says was delivered (its mark never goes
-        back); owed still: what it owed, as it saved it (this replica may have dropped it)."""
-        try:
-            text = self.store.load_alerts()
-            saved = msgspec.json.decode(text.encode(), type=GlobalState) if text else None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            saved = None
-        if saved is not None:
-            self.delivered = max(self.delivered, saved.through())
-        for seq, alert in gs.owed_at_takeover(self.owed, self.delivered, saved):
-            self._owe(seq, alert)
+        """Owed no more: what any record says was delivered (``Follower.takeover``); owed
+        still: what the newest record lists. Judged again from the saved state: what this
+        replica let go unsent past its bound while no replica delivered."""
+        saved = gs.load(self.store.load_alerts(), log.warning)
+        self.delivered, again = self.follower.takeover(self.owed, self.delivered, saved)
+        if again:
+            log.warning("transitions judged while no replica delivered were let go past %d "
+                        "kept: judging again from the saved state (delivered through %d)",
+                        MAX_OWED, self.delivered)  # fmt: skip
+            owed, delivered = self.owed, self.delivered
+            self.evaluator.history.clear()
+            self.evaluator.series.clear()
+            self._restore(saved)
+            self.owed = {s: a for s, a in owed.items() if s <= delivered}
+            self.delivered = delivered
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
         now, before = time.monotonic(), len(self.owed)

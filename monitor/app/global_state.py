@@ -12,11 +12,14 @@ id), never none. ``through`` travels in the mark and in the saved view's ``deliv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from monitor.alerts import persist
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert
 from monitor.alerts.outbox import MAX_OWED
 
@@ -53,6 +56,29 @@ class GlobalState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return int(self.view.get(THROUGH, self.delivered))
 
 
+def load(text: str | None, warn: Callable[..., None]) -> GlobalState | None:
+    """The saved judging state (None: none, or not this scope's: ``warn`` says why)."""
+    try:
+        return msgspec.json.decode(text.encode(), type=GlobalState) if text else None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        warn("the saved judging state is not alerts.scope: global's (%s)", exc)
+        return None
+
+
+def rewind(
+    ev: AlertEvaluator, view: GlobalView, saved: GlobalState | None
+) -> tuple[int | None, int]:
+    """The evaluator and the view as ``saved`` left them (afresh without one); returns the
+    offset to read the partials on from (None: the first) and the transitions judged."""
+    if saved is None:
+        persist.restore(ev, persist.dumps(AlertEvaluator(ev.config, view)))
+        view.restore({})
+        return None, 0
+    persist.restore(ev, saved.evaluator)
+    view.restore(saved.view)
+    return saved.offset, saved.seq
+
+
 def record(owed: dict[int, Alert], through: int) -> tuple[int, list[int]]:
     """``(delivered, exceptions)`` to save and send for everything through ``through`` but
     ``owed``: ``delivered`` just below the first exception (readable by older versions)."""
@@ -60,31 +86,61 @@ def record(owed: dict[int, Alert], through: int) -> tuple[int, list[int]]:
     return (exceptions[0] - 1 if exceptions else through), exceptions
 
 
-def follow(owed: dict[int, Alert], seq: int, alert: Alert) -> None:
-    """A replica that does not deliver keeps what the next deliverer would owe, bounded: each
-    alert's two newest states (a short-lived alert's page and its resolve: both are sent to a
-    receiver that works, as the sinks' outboxes do; many transitions of a flapping alert during
-    a long outage are two notifications, not thousands), at most ``MAX_OWED`` (oldest first)."""
-    same = sorted([s for s, a in owed.items() if a.key == alert.key] + [seq])
-    for s in same[:-2]:
-        owed.pop(s, None)
-    if seq in same[-2:]:
+class Follower:
+    """What a replica that does not deliver keeps, to take delivery over exactly: what the next
+    deliverer would owe (bounded), the newest mark read, and the newest transition it had to
+    let go past the bound (judged again at a takeover if no record says it was delivered)."""
+
+    def __init__(self) -> None:
+        self.mark = Mark(0)
+        self.evicted = 0
+
+    def owe(self, owed: dict[int, Alert], seq: int, alert: Alert) -> None:
+        """Each alert's newest firing state and what follows it (a short-lived alert's page and
+        its resolve: both are sent to a receiver that works, as the sinks' outboxes do; never a
+        resolve whose page is not sent, nor thousands of states of an alert flapping through an
+        outage), at most ``MAX_OWED`` (oldest let go first)."""
+        same = [s for s, a in owed.items() if a.key == alert.key]
+        firing = [s for s in same if owed[s].state == "firing"]
+        keep = max(firing) if firing and alert.state != "firing" else None
+        for s in same:
+            if s != keep:
+                del owed[s]
         owed[seq] = alert
-    while len(owed) > MAX_OWED:
-        del owed[min(owed)]
+        while len(owed) > MAX_OWED:
+            gone = min(owed)
+            del owed[gone]
+            self.evicted = max(self.evicted, gone)
 
+    def saw(self, mark: Mark, owed: dict[int, Alert]) -> None:
+        """The delivering replica's mark: what it recorded delivered is owed here no more."""
+        if mark.last() >= self.mark.last():
+            self.mark = mark
+        keep = set(mark.owed)
+        for seq in [s for s in owed if s <= mark.last() and s not in keep]:
+            del owed[seq]
 
-def owed_at_takeover(
-    owed: dict[int, Alert], through: int, saved: GlobalState | None
-) -> list[tuple[int, Alert]]:
-    """At a takeover: drops from ``owed`` (this replica's, seq -> alert) what the saved state
-    records delivered through ``through``; returns what the saved state still owed that
-    ``owed`` lacks, to be owed again."""
-    keep = {o.seq: o.alert for o in saved.owed} if saved is not None else {}
-    for seq in [s for s in owed if s <= through and s not in keep]:
-        del owed[seq]
-    return [
-        (seq, persist.alert_from_state(state))
-        for seq, state in sorted(keep.items())
-        if seq <= through and seq not in owed
-    ]
+    def takeover(
+        self, owed: dict[int, Alert], delivered: int, saved: GlobalState | None
+    ) -> tuple[int, bool]:
+        """Takes every record of delivery there is (the saved state and the newest mark, with
+        the transitions each lists as still owed): a transition is delivered if either says so
+        (neither says it wrongly; a store fallback or a late save makes one older than the
+        other); this replica's ``delivered`` (from when it last delivered) speaks only above
+        both. ``owed`` is left with what is still owed through the newest record (the saved
+        state's own pages added). Returns that record's seq, and whether a transition above it
+        was let go here (to be judged again)."""
+        records = [(0, self.mark.last(), set(self.mark.owed))]
+        alerts = dict(owed)
+        if saved is not None:
+            records.append((0, saved.through(), {o.seq for o in saved.owed}))
+            alerts |= {o.seq: persist.alert_from_state(o.alert) for o in saved.owed}
+        newest = max(t for _, t, _ in records)
+        records.append((newest, delivered, set(owed)))
+        through = max(newest, delivered)
+        owed.clear()
+        for seq, alert in sorted(alerts.items()):
+            if not any(lo < seq <= t and seq not in owing for lo, t, owing in records):
+                owed[seq] = alert
+        again, self.evicted = self.evicted > through, 0
+        return through, again
