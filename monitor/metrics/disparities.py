@@ -9,8 +9,7 @@ it again by comparing floats.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -19,8 +18,7 @@ from monitor.metrics.registry import METRICS
 F64 = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class Disparity:
+class Disparity(msgspec.Struct, frozen=True):
     """One across-group number with its interval and the groups it compares (indices)."""
 
     value: float
@@ -38,8 +36,7 @@ class Disparity:
 NAN_DISPARITY = Disparity(np.nan, np.nan, np.nan)
 
 
-@dataclass(frozen=True)
-class AttributeDisparities:
+class AttributeDisparities(msgspec.Struct, frozen=True):
     eligible: npt.NDArray[np.bool_]
     reference: int | None  # reference group for ratios (configured, else highest rate)
     impact_ratios: F64  # selection rate of each group / reference rate

@@ -20,9 +20,9 @@ Conventions (see docs/metrics.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -44,8 +44,7 @@ RatioMethod = Literal["mover-wilson", "katz-log"]
 __all__ = ["FOUR_FIFTHS", "AttributeDisparities", "Disparity", "disparities", "group_metrics"]
 
 
-@dataclass(frozen=True)
-class GroupMetrics:
+class GroupMetrics(msgspec.Struct, frozen=True):
     """Per-group counts and rates (arrays over groups)."""
 
     n: I64
@@ -165,7 +164,7 @@ def eod_interval(eod: Disparity, tpr_gap: Disparity, fpr_gap: Disparity) -> Disp
     limit keeps its level; the upper one is as conservative as either gap's. Before, the
     larger point's own interval: a precise FPR gap of 0.25 [0.23, 0.27] beside a noisy TPR gap
     of 0.30 [0.06, 0.49] never paged a significant rule at 0.1."""
-    return replace(
+    return msgspec.structs.replace(
         eod,
         lower=max(tpr_gap.lower, fpr_gap.lower),
         upper=max(tpr_gap.upper, fpr_gap.upper),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -26,20 +26,15 @@ from monitor.metrics.score_parity import ABSENT
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class AttributeResult:
+class AttributeResult(msgspec.Struct, frozen=True):
     """Group metrics and disparities of one attribute set, with its group names."""
 
     labels: tuple[str, ...]
     groups: GroupMetrics
     disparities: AttributeDisparities
     # per basis metric, each group's denominator (filled on first use: rules ask per group)
-    _denominators: dict[str, list[int]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _blind: dict[int, BlindReport] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _denominators: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    _blind: dict[int, BlindReport] = msgspec.field(default_factory=dict)
 
     def name(self, group: int | None) -> str | None:
         return None if group is None else self.labels[group]

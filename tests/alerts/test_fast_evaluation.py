@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -120,7 +121,7 @@ def test_fast_evaluation_equals_the_reference(seed: int, parts: int, scores: boo
         if not scores:
             assert not r.disparities.score_ks_distance.defined
             nan = np.full(len(r2.labels), np.nan)
-            d2 = replace(d2, score_reference=None, score_ks=nan, score_wasserstein=nan,
+            d2 = msgspec.structs.replace(d2, score_reference=None, score_ks=nan, score_wasserstein=nan,
                          score_margin=nan, score_ks_distance=NAN_DISPARITY,
                          score_wasserstein_distance=NAN_DISPARITY)  # fmt: skip
         assert_same(r.groups, r.disparities, r2.groups, d2)

@@ -11,7 +11,6 @@ ineligible or absent, both favourable classes, and random calibration cells.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -60,24 +59,24 @@ def assert_same_disparity(a: Disparity, b: Disparity, what: str) -> None:
 
 
 def assert_same(gm: GroupMetrics, d: AttributeDisparities, ref_gm, ref_d) -> None:  # type: ignore[no-untyped-def]
-    for f in fields(GroupMetrics):
-        if f.name == "bounds":
+    for name in GroupMetrics.__struct_fields__:
+        if name == "bounds":
             assert gm.bounds.keys() == ref_gm.bounds.keys()
             for k, (lo, hi) in gm.bounds.items():
                 assert same_array(lo, ref_gm.bounds[k][0]), k
                 assert same_array(hi, ref_gm.bounds[k][1]), k
         else:
-            assert same_array(getattr(gm, f.name), getattr(ref_gm, f.name)), f.name
-    for f in fields(AttributeDisparities):
-        a, b = getattr(d, f.name), getattr(ref_d, f.name)
+            assert same_array(getattr(gm, name), getattr(ref_gm, name)), name
+    for name in AttributeDisparities.__struct_fields__:
+        a, b = getattr(d, name), getattr(ref_d, name)
         if isinstance(b, Disparity):
-            assert_same_disparity(a, b, f.name)
+            assert_same_disparity(a, b, name)
         elif isinstance(b, np.ndarray):
-            assert same_array(a, b), f.name
+            assert same_array(a, b), name
         elif isinstance(b, float):
-            assert same_float(a, b), (f.name, a, b)
+            assert same_float(a, b), (name, a, b)
         else:
-            assert a == b and type(a) is type(b), (f.name, a, b)
+            assert a == b and type(a) is type(b), (name, a, b)
 
 
 def random_counts(rng: np.random.Generator, groups: int, bins: int) -> np.ndarray:
