@@ -170,6 +170,14 @@ class Dispatcher:
             for box in self.outboxes.values():
                 box.track(t.alert, now)
 
+    def dropped(self, n: int) -> None:
+        """``n`` notifications lost before any sink had them (``alerts.scope: global``: judged
+        while no replica delivered, let go past the bound, not to be judged again): counted
+        as each sink's ``dropped``."""
+        with self.lock:
+            for box in self.outboxes.values():
+                box.undelivered["dropped"] += n
+
     def quiet(self) -> bool:
         """Nothing under way: no request in flight and nothing due now (what is still owed
         waits for a backoff). A handover waits for this, not for every page to be delivered:

@@ -27,6 +27,7 @@ from typing import cast
 
 import msgspec
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
@@ -46,7 +47,7 @@ from monitor.app.partials_out import (
     ensure_partials_topic,
     partials_lost,
 )
-from monitor.app.step_down import STEP_DOWN_SECONDS, StepDown
+from monitor.app.step_down import STEP_DOWN_SECONDS, StepDown, step_down
 from monitor.config.spec import Config
 from monitor.ingest.kafka import client_config
 from monitor.ingest.kafka_join import finish_unawaited_joins
@@ -81,6 +82,9 @@ class GlobalAlerts:
         # dispatcher ticket -> seq of each transition handed over that a sink still owes
         self.submitted: dict[int, int] = {}
         self.handed = 0  # the last seq handed to the dispatcher
+        self.resend: set[int] = set()  # recorded delivered, yet owed: sent when judged again
+        self.seeded = 0  # Alertmanager's set was seeded as of this seq (at the takeover)
+        self.shown = 0  # the last seq returned by turn (judged again: not returned twice)
         self.saved_at = -1e18
         self.marked = Mark(0)  # the last mark sent
         self.bad = 0  # records of the partials topic that are not partials
@@ -188,18 +192,23 @@ class GlobalAlerts:
             self.seq += 1
             if t.alert.state != "pending":
                 self._owe(self.seq, t.alert)
+        first = self.seq - len(out) + 1
+        fresh, self.shown = out[max(0, self.shown + 1 - first) :], max(self.shown, self.seq)
         if self._elect(dispatcher):
             self._save(dispatcher, True)  # took over: this turn's were submitted as owed
         elif self.leading:
-            first, handed = self.seq - len(out) + 1, set(self.submitted.values())
-            for i, t in enumerate(out):  # a replica behind the last deliverer's mark judges
-                if first + i > self.delivered:  # again what it sent: not sent twice, but the
-                    self._submit(dispatcher, first + i, t)  # set Alertmanager is posted
-                elif first + i not in handed:  # follows it (one still owed was handed at
-                    self.owed.pop(first + i, None)  # the takeover)
+            handed = set(self.submitted.values())
+            for seq, t in enumerate(out, first):  # a replica behind the last deliverer's mark
+                if seq > self.delivered or seq in self.resend:  # judges again what was sent:
+                    self.resend.discard(seq)  # not sent twice, but the set Alertmanager is
+                    self._submit(dispatcher, seq, t)  # posted follows it (one still owed
+                    continue  # was handed at the takeover)
+                if seq not in handed:
+                    self.owed.pop(seq, None)
+                if seq > self.seeded:
                     dispatcher.track(t)
             self._save(dispatcher, bool(out))
-        return out
+        return fresh
 
     def _owe(self, seq: int, alert: Alert) -> None:
         """Owed until recorded delivered: the deliverer's exactly what its sinks owe (they
@@ -251,52 +260,53 @@ class GlobalAlerts:
             log.info("another replica delivers alerts now")
         if leading and not self.leading:
             self.elector.pause(self.topic)
-            self._take_over()
+            self._take_over(dispatcher)
             log.info("delivering alerts now (%d transitions owed)", len(self.owed))
-            dispatcher.reseed(self.evaluator.book.firing())
             for seq in sorted(self.owed):
                 self._submit(dispatcher, seq, Transition(self.owed[seq], None))
         took, self.leading = leading and not self.leading, leading
         return took
 
     def _step_down(self) -> None:
-        """The group is moving delivery elsewhere (the listener waits for this): let the
-        dispatcher finish what it was handed (bounded), record it, forget the rest."""
-        with self.stepping:  # the listener's thread and the loop may both get here at once
-            self._step_down_once()
+        step_down(self)
 
-    def _step_down_once(self) -> None:
-        dispatcher = self.dispatcher
-        if self.leading and dispatcher is not None:
-            deadline = time.monotonic() + self.step_down_seconds
-            while not dispatcher.quiet():  # requests under way, or due now: let them finish
-                if time.monotonic() > deadline:
-                    break
-                self.stopped.wait(0.02)
-            self._save(dispatcher, True)
-            dispatcher.abandon()  # settles what it abandons: none of it counts as ours now
-            self.submitted.clear()
-            log.info("handing alert delivery over (delivered through %d)", self.delivered)
-        self.leading = False
-        self.revoking.clear()
-        self.stepped_down.set()
-
-    def _take_over(self) -> None:
+    def _take_over(self, dispatcher: Dispatcher) -> None:
         """Owed no more: what any record says was delivered (``Follower.takeover``); owed
         still: what the newest record lists. Judged again from the saved state: what this
-        replica let go unsent past its bound while no replica delivered."""
+        replica let go past its bound that no record says was delivered. Alertmanager is
+        posted the newer of the saved state's firing alerts and this replica's."""
         saved = gs.load(self.store.load_alerts(), log.warning)
-        self.delivered, again = self.follower.takeover(self.owed, self.delivered, saved)
-        if again:
-            log.warning("transitions judged while no replica delivered were let go past %d "
-                        "kept: judging again from the saved state (delivered through %d)",
-                        MAX_OWED, self.delivered)  # fmt: skip
-            owed, delivered = self.owed, self.delivered
-            self.evaluator.history.clear()
-            self.evaluator.series.clear()
-            self._restore(saved)
-            self.owed = {s: a for s, a in owed.items() if s <= delivered}
-            self.delivered = delivered
+        self.delivered, lost = self.follower.takeover(self.owed, self.delivered, saved)
+        if lost and not self._judge_again(saved, lost):
+            dispatcher.dropped(len(lost))
+        firing, self.seeded = self.evaluator.book.firing(), self.seq
+        if saved is not None and saved.seq > self.seq:
+            firing, self.seeded = gs.firing(saved) or firing, saved.seq
+        dispatcher.reseed(firing)
+
+    def _judge_again(self, saved: GlobalState | None, lost: list[int]) -> bool:
+        """From the saved state (or the first partial): False when the partials since were
+        deleted by the topic's retention (numbered from there, they would not match)."""
+        assert self.reader is not None
+        offset = 0 if saved is None else saved.offset
+        try:
+            first = self.reader.beginning_offsets([self.topic]).get(self.topic) or 0
+        except KafkaError:
+            first = offset + 1
+        if first > offset:
+            log.error("%d alert notifications judged while no replica delivered were let go past "
+                      "%d kept and cannot be judged again (partials deleted): lost", len(lost),
+                      MAX_OWED)  # fmt: skip
+            return False
+        log.warning("%d alert notifications judged while no replica delivered were let go past "
+                    "%d kept: judging again from the saved state", len(lost), MAX_OWED)  # fmt: skip
+        owed, delivered = self.owed, self.delivered
+        self.evaluator.series.clear()  # (the sparklines would show the span twice)
+        self._restore(saved)
+        keep = max(delivered, 0 if saved is None else saved.seq)  # judged, not to be again
+        self.owed = {s: a for s, a in owed.items() if s <= keep}
+        self.delivered, self.resend = delivered, {s for s in lost if s <= delivered}
+        return True
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
         now, before = time.monotonic(), len(self.owed)

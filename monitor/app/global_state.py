@@ -88,18 +88,19 @@ def record(owed: dict[int, Alert], through: int) -> tuple[int, list[int]]:
 
 class Follower:
     """What a replica that does not deliver keeps, to take delivery over exactly: what the next
-    deliverer would owe (bounded), the newest mark read, and the newest transition it had to
-    let go past the bound (judged again at a takeover if no record says it was delivered)."""
+    deliverer would owe (bounded), the newest mark read, and the transitions it had to let go
+    past the bound while no record said they were delivered."""
 
     def __init__(self) -> None:
         self.mark = Mark(0)
-        self.evicted = 0
+        self.evicted: set[int] = set()
 
     def owe(self, owed: dict[int, Alert], seq: int, alert: Alert) -> None:
         """Each alert's newest firing state and what follows it (a short-lived alert's page and
         its resolve: both are sent to a receiver that works, as the sinks' outboxes do; never a
         resolve whose page is not sent, nor thousands of states of an alert flapping through an
-        outage), at most ``MAX_OWED`` (oldest let go first)."""
+        outage), at most ``MAX_OWED``: the oldest let go first, those the mark lists as still
+        owed last."""
         same = [s for s, a in owed.items() if a.key == alert.key]
         firing = [s for s in same if owed[s].state == "firing"]
         keep = max(firing) if firing and alert.state != "firing" else None
@@ -107,10 +108,12 @@ class Follower:
             if s != keep:
                 del owed[s]
         owed[seq] = alert
-        while len(owed) > MAX_OWED:
-            gone = min(owed)
-            del owed[gone]
-            self.evicted = max(self.evicted, gone)
+        if len(owed) > MAX_OWED:
+            listed = set(self.mark.owed)
+            spare = sorted(s for s in owed if s not in listed) or sorted(owed)
+            for gone in spare[: len(owed) - MAX_OWED]:
+                del owed[gone]
+                self.evicted.add(gone)
 
     def saw(self, mark: Mark, owed: dict[int, Alert]) -> None:
         """The delivering replica's mark: what it recorded delivered is owed here no more."""
@@ -119,28 +122,43 @@ class Follower:
         keep = set(mark.owed)
         for seq in [s for s in owed if s <= mark.last() and s not in keep]:
             del owed[seq]
+        self.evicted = {s for s in self.evicted if s > mark.last() or s in keep}
 
     def takeover(
         self, owed: dict[int, Alert], delivered: int, saved: GlobalState | None
-    ) -> tuple[int, bool]:
+    ) -> tuple[int, list[int]]:
         """Takes every record of delivery there is (the saved state and the newest mark, with
         the transitions each lists as still owed): a transition is delivered if either says so
         (neither says it wrongly; a store fallback or a late save makes one older than the
         other); this replica's ``delivered`` (from when it last delivered) speaks only above
         both. ``owed`` is left with what is still owed through the newest record (the saved
-        state's own pages added). Returns that record's seq, and whether a transition above it
-        was let go here (to be judged again)."""
+        state's own pages added). Returns that record's seq, and the transitions let go here
+        that no record says were delivered (to be judged again)."""
         records = [(0, self.mark.last(), set(self.mark.owed))]
         alerts = dict(owed)
         if saved is not None:
             records.append((0, saved.through(), {o.seq for o in saved.owed}))
             alerts |= {o.seq: persist.alert_from_state(o.alert) for o in saved.owed}
         newest = max(t for _, t, _ in records)
-        records.append((newest, delivered, set(owed)))
+        records.append((newest, delivered, set(owed) | self.evicted))
         through = max(newest, delivered)
+
+        def still_owed(seq: int) -> bool:
+            return not any(lo < seq <= t and seq not in owing for lo, t, owing in records)
+
         owed.clear()
         for seq, alert in sorted(alerts.items()):
-            if not any(lo < seq <= t and seq not in owing for lo, t, owing in records):
+            if still_owed(seq):
                 owed[seq] = alert
-        again, self.evicted = self.evicted > through, 0
-        return through, again
+        lost = sorted(s for s in self.evicted if s not in owed and still_owed(s))
+        self.evicted = set()
+        return through, lost
+
+
+def firing(saved: GlobalState) -> list[Alert] | None:
+    """The alerts firing in the saved judging state (None: not readable)."""
+    try:
+        alerts = persist.loads(saved.evaluator).alerts
+    except (persist.AlertStateError, msgspec.ValidationError):
+        return None
+    return [a for a in map(persist.alert_from_state, alerts) if a.state == "firing"]

@@ -99,6 +99,9 @@ class Dispatcher:
     def track(self, t: Transition) -> None:
         pass
 
+    def dropped(self, n: int) -> None:
+        pass
+
     def abandon(self) -> None:
         self.owing.clear()
 

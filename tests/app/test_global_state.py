@@ -50,17 +50,31 @@ def test_a_transition_is_delivered_if_any_record_says_so(
     f.mark = mark
     have = {s: alert(s) for s in held}
     got, again = f.takeover(have, own, store)
-    assert (got, sorted(have), again) == (through, owed, False)
+    assert (got, sorted(have), again) == (through, owed, [])
     assert all(have[s].name == f"A{s}" for s in have)  # the saved state's pages, restored
 
 
-def test_a_transition_let_go_above_every_record_is_judged_again_and_below_it_is_not() -> None:
+def test_what_was_let_go_is_lost_only_where_no_record_says_it_was_delivered() -> None:
     f = Follower()
-    f.evicted = 7
-    assert f.takeover({}, 0, saved(7, []))[1] is False  # recorded delivered: nothing lost
-    f.evicted = 8
-    assert f.takeover({}, 0, saved(7, [])) == (7, True)
-    assert f.evicted == 0  # forgotten once acted on
+    f.evicted = {3, 7}
+    assert f.takeover({}, 0, saved(7, [])) == (7, [])  # recorded delivered: nothing lost
+    f.evicted = {3, 8, 9}
+    assert f.takeover({}, 0, saved(7, [3])) == (7, [8, 9])  # the saved state still owes 3
+    assert f.evicted == set()  # forgotten once acted on
+    f.evicted, f.mark = {3, 5}, Mark(0, [5], 6)
+    assert f.takeover({}, 0, saved(4, [3])) == (6, [5])  # the mark: 3 delivered, 5 owed
+
+
+def test_a_follower_lets_go_what_the_mark_still_owes_last() -> None:
+    from monitor.alerts.outbox import MAX_OWED
+
+    f = Follower()
+    f.mark = Mark(0, [1, 2], 2)
+    owed = {1: alert(1), 2: alert(2)}
+    for s in range(3, MAX_OWED + 5):
+        f.owe(owed, s, alert(s))
+    assert len(owed) == MAX_OWED and {1, 2} <= set(owed)
+    assert f.evicted == {3, 4, 5, 6}  # the oldest of the others
 
 
 def test_a_newer_mark_is_kept_and_an_older_one_read_late_is_not() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from kafka import TopicPartition
 
 from monitor.alerts.lifecycle import Transition
@@ -62,6 +63,10 @@ def fed(
     def advance(*a: Any, **kw: Any) -> list[Transition]:
         out = list(feed.judged)
         feed.judged.clear()
+        for t in out:  # the book, as the evaluator keeps it (saved with its state)
+            g.evaluator.book.active.pop(t.alert.key, None)
+            if t.alert.state == "firing":
+                g.evaluator.book.active[t.alert.key] = t.alert
         return out
 
     g.evaluator.advance = advance  # type: ignore[method-assign]
@@ -117,26 +122,86 @@ def test_a_fire_resolve_fire_judged_by_a_follower_sends_no_resolve_without_its_p
         assert hook.sent == expected, batches
 
 
-def test_a_lagging_takeover_lets_what_was_delivered_correct_alertmanagers_active_set() -> None:
+def am() -> RealDispatcher:
+    """A real dispatcher with an Alertmanager sink, never started: its outbox is read."""
+    return RealDispatcher(SinkSpec(alertmanager_url="http://127.0.0.1:9/", log=False))
+
+
+def test_a_lagging_takeover_posts_alertmanager_the_saved_active_set_not_its_own() -> None:
     a, b = fired("A", 60.0), fired("B", 60.0)
     batches = [[a, b], [resolved(b, 120.0)]]
     store, hook, readers = Store(), Dispatcher(), []
     old, el_old = fed(store, readers, batches)
-    new, el_new = fed(store, readers, [[], *batches])  # a turn behind
+    new, el_new = fed(store, readers, [[], [], *batches])  # two turns behind
     el_old.owns = True
     turns(old, hook, 2)  # A and B page, B resolves: all delivered
     assert [(n, s) for n, s, _ in hook.sent] == [("A", "firing"), ("B", "firing"),
                                                   ("B", "resolved")]  # fmt: skip
-    new.evaluator.book.active[b.alert.key] = b.alert  # restored from an older state
-    am = RealDispatcher(SinkSpec(alertmanager_url="http://127.0.0.1:9/", log=False))
+    turns(new, hook, 2)
+    new.evaluator.book.active[b.alert.key] = b.alert  # restored from an older state: B firing
+    sink = am()
     el_old.owns, el_new.owns = False, True
     turns(old, hook, 1)  # steps down
-    turns(new, am, 1)  # takes over behind: posts B as firing for now
-    box = am.outboxes["alertmanager"]
-    assert set(box.firing) == {b.alert.key}
-    turns(new, am, 3)  # catches up: nothing owed, but the set follows what was delivered
+    turns(new, sink, 1)  # takes over behind
+    box = sink.outboxes["alertmanager"]
+    assert set(box.firing) == {a.alert.key}  # the saved state's, newer than its own book
+    turns(new, sink, 3)  # catches up: nothing owed, the set as it was
     assert set(box.firing) == {a.alert.key} and not box.owed
     assert len(hook.sent) == 3
+
+
+def test_what_is_skipped_behind_a_newer_mark_corrects_alertmanagers_active_set() -> None:
+    """The store fell back to a state older than the last mark: what was delivered after it
+    is judged again, skipped, and changes the set posted."""
+    a, b = fired("A", 60.0), fired("B", 60.0)
+    batches = [[a, b], [resolved(b, 120.0)]]
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old = fed(store, readers, batches)
+    new, el_new = fed(store, readers, [[], [], *batches])  # two turns behind
+    el_old.owns = True
+    turns(old, hook, 1)
+    older = store.text  # A and B firing
+    turns(old, hook, 1)  # B resolved, saved and marked
+    turns(new, hook, 2)  # reads the mark (judges nothing yet)
+    store.text = older
+    sink = am()
+    el_old.owns, el_new.owns = False, True  # the old deliverer died
+    turns(new, sink, 1)
+    box = sink.outboxes["alertmanager"]
+    assert set(box.firing) == {a.alert.key, b.alert.key}  # the saved state's
+    turns(new, sink, 3)  # B's resolve, recorded delivered by the mark: not owed, but tracked
+    assert set(box.firing) == {a.alert.key} and not box.owed
+    assert len(hook.sent) == 3
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_an_owed_state_handed_at_the_takeover_is_not_undone_by_older_ones_judged_after(
+    refused: bool,
+) -> None:
+    """Found by helper-54: A's resolve (or its second page) was owed at the handover and
+    handed over; catching up, the new deliverer tracked A's older states after it (A posted as
+    firing for good, or its page never posted)."""
+    a1, a2 = fired("A", 60.0), fired("A", 180.0)
+    batches = [[a1], [resolved(a1, 120.0)], [a2]] if refused else [[a1], [resolved(a1, 120.0)]]
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old = fed(store, readers, batches)
+    new, el_new = fed(store, readers, [[], [], *batches])  # two turns behind
+    el_old.owns = True
+    turns(old, hook, len(batches) - 1)
+    hook.refuses = {"A"}  # the last state of A is refused: owed at the handover
+    turns(old, hook, 1)
+    new.evaluator.book.active[a1.alert.key] = a1.alert  # its own book: A firing
+    sink = am()
+    el_old.owns, el_new.owns = False, True
+    turns(old, hook, 1)  # steps down
+    turns(new, sink, len(batches) + 3)
+    box = sink.outboxes["alertmanager"]
+    if refused:
+        assert {k: x.at for k, x in box.firing.items()} == {a2.alert.key: 180.0}
+        assert [(x.state, x.at) for x in box.due(1e12)] == [("firing", 180.0)]
+    else:
+        assert box.firing == {}
+        assert [(x.state, x.at) for x in box.due(1e12)] == [("resolved", 120.0)]
 
 
 def test_a_saved_state_older_than_the_last_mark_owes_no_page_after_its_resolve() -> None:
@@ -159,3 +224,77 @@ def test_a_saved_state_older_than_the_last_mark_owes_no_page_after_its_resolve()
     turns(new, hook, 2)  # the old deliverer died; the next one takes over
     assert [(n, s) for n, s, _ in hook.sent] == [("A", "firing"), ("A", "resolved")]
     assert new.owed == {} and new.delivered >= 2
+
+
+def pages(n: int) -> list[list[Transition]]:
+    """``n`` pages of distinct alerts, 100 a batch, after a first batch of one (A)."""
+    return [[fired("A", 60.0)]] + [
+        [fired(f"B{k}", 120.0) for k in range(j, min(j + 100, n))] for j in range(0, n, 100)
+    ]
+
+
+def test_judging_again_then_handing_over_mid_catch_up_loses_nothing() -> None:
+    """Found by helper-54: the transitions of the turn a deliverer steps down in are saved as
+    owed above ``through``; judged again from that state, they were dropped (100 pages lost).
+    Each replica's turns return each transition once, even when it judges again."""
+    batches = pages(1_500)
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    g, el_g = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)  # delivers A, saves; dies
+    shown = [t.alert.name for _ in batches for t in f.turn(lambda p: True, hook, 32)]
+    turns(g, hook, len(batches))
+    el_lead.owns, el_f.owns = False, True
+    for _ in range(5):  # takes over, judges again, catches up a little
+        shown += [t.alert.name for t in f.turn(lambda p: True, hook, 32)]
+    el_f.owns, el_g.owns = False, True
+    turns(f, hook, 1)  # steps down mid catch-up
+    turns(g, hook, len(batches) + 3)
+    names = [n for n, _, _ in hook.sent]
+    assert len(names) == len(set(names)) == 1_501
+    assert sorted(shown) == sorted(set(shown)) and len(shown) == 1_501
+
+
+def test_what_retention_deleted_is_not_judged_again_but_counted_lost() -> None:
+    """Found by helper-54: judged again from the oldest partial kept, the replica numbered the
+    transitions unlike the others. It keeps its numbering and counts what it let go."""
+    batches = pages(1_500)
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)  # delivers A, saves (offset 1); dies
+    turns(f, hook, len(batches))
+    f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 4)  # type: ignore[attr-defined]
+    sink = am()
+    hook.dropped = sink.dropped  # type: ignore[attr-defined]
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, 3)
+    names = [n for n, _, _ in hook.sent]
+    assert len(names) == len(set(names)) == 1 + MAX_OWED
+    assert f.seq == 1_501 and f.delivered == 1_501  # as every replica numbers them
+    assert sink.undelivered("alertmanager", "dropped") == 1_500 - MAX_OWED
+
+
+def test_a_page_the_newest_mark_owes_survives_a_store_fallback_and_judging_again() -> None:
+    """Found by helper-54: the mark owed B50; the follower let it go first (the oldest), and
+    judging again from an older saved state skipped it as recorded delivered."""
+    batches = pages(1_500)
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)
+    turns(f, hook, 1)
+    older = store.text  # A delivered
+    hook.refuses = {"B50"}
+    turns(lead, hook, 1)  # B0..B99 but B50 delivered: the mark owes B50
+    turns(f, hook, len(batches))  # the deliverer died; f judges the rest
+    store.text = older  # the store falls back
+    hook.refuses = set()
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, len(batches) + 3)
+    names = [n for n, _, _ in hook.sent]
+    assert "B50" in names and len(names) == len(set(names)) == 1_501
