@@ -4,7 +4,7 @@ carries (rates, sample sizes, the interval) so the on-call engineer can judge it
 from __future__ import annotations
 
 import math
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
@@ -57,11 +57,20 @@ def _labels(rule: AlertRule, model: str, window: str, attribute: str) -> dict[st
     }
 
 
-@lru_cache(maxsize=4096)
+_KEYS: dict[tuple[str, str, str, str, str], Key] = {}
+
+
 def _key(rule: AlertRule, model: str, window: str, attribute: str) -> Key:
     """The alert book's key of that alert (as ``AlertBook.observe`` makes it), made once: every
-    rule is judged at every boundary, and most find nothing."""
-    return tuple(sorted(_labels(rule, model, window, attribute).items()))
+    rule is judged at every boundary, and most find nothing (looked up by the strings it is
+    made of: hashing the rule itself costs more than the rest of the check)."""
+    at = (rule.name, rule.severity, model, window, attribute)
+    key = _KEYS.get(at)
+    if key is None:
+        if len(_KEYS) > 4096:
+            _KEYS.clear()
+        key = _KEYS[at] = tuple(sorted(_labels(rule, model, window, attribute).items()))
+    return key
 
 
 def check_rule(

@@ -24,7 +24,7 @@ from monitor.ingest.events import (
     Records,
     unforeseen,
 )
-from monitor.ingest.fields import NUMBER, finite, text_id
+from monitor.ingest.fields import NUMBER, finite, not_an_object, text_id
 from monitor.ingest.keys import id_keys
 
 _json = msgspec.json.Decoder()
@@ -179,6 +179,11 @@ class CarefulPath:
                 values = []
                 for attr, get in zip(models[m].attributes, plan.attr_getters[m], strict=True):
                     v = get(e)
+                    if v is None and (where := not_an_object(e, attr.path)) is not None:
+                        raise Invalid(
+                            Reason.BAD_ATTRIBUTE,
+                            f"attribute {attr.name}: {where} is not an object",
+                        )
                     if v is not None and type(v) not in _SCALARS:
                         raise Invalid(
                             Reason.BAD_ATTRIBUTE,

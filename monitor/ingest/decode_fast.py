@@ -145,8 +145,12 @@ class FastPath:
     def _times(self, events: list[Any], rb: Records) -> np.ndarray[Any, Any]:
         raw = [e.ts for e in events]
         kinds = set(map(type, raw))
+        # in seconds already: the record's time standing in for a missing one, parsed text
+        # (the ms rule below is for the event's own numbers only, as DecodePlan.event_time)
+        seconds = np.zeros(len(raw), dtype=bool)
         if type(None) in kinds:  # the record's time, when it has one (Kafka's "none" is -1)
             stamps = rb.timestamps_ms
+            seconds |= [r is None for r in raw]
             raw = [
                 s / 1000.0 if r is None and (s := stamps[i]) is not None and s > 0 else r
                 for i, r in enumerate(raw)
@@ -154,15 +158,14 @@ class FastPath:
             if None in raw:
                 raise _GiveUp
             kinds = set(map(type, raw))
-        numeric: np.ndarray[Any, Any] | bool = True
         if not kinds <= {float, int}:
-            numeric = np.fromiter((type(x) is not str for x in raw), dtype=bool, count=len(raw))
-            try:  # text is parsed to seconds here: the ms rule below is for numbers only
+            seconds |= [type(x) is str for x in raw]
+            try:
                 raw = [parse_timestamp(x) if type(x) is str else x for x in raw]
             except Invalid:
                 raise _GiveUp from None
         t = np.array(raw, dtype=np.float64)
-        t = np.where((np.abs(t) > 1e11) & numeric, t / 1000.0, t)
+        t = np.where((np.abs(t) > 1e11) & ~seconds, t / 1000.0, t)
         cfg = self.plan.config
         if not len(t):
             return t

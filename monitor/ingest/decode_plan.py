@@ -53,7 +53,9 @@ class DecodePlan:
         ``max_future``."""
         return self.config.min_timestamp, self.clock() + self.config.max_future
 
-    def event_time(self, raw: Any, record_ms: int | None, lo: float, hi: float) -> float:
+    def event_time(
+        self, raw: Any, record_ms: int | None, lo: float, hi: float, *, seconds: bool = False
+    ) -> float:
         """Event time, checked: not before ``min_timestamp``, and at most ``max_future`` ahead
         of the wall clock (``hi``) *and* of the record's own Kafka time. One producer with a
         skewed clock must not move the event-time clock: a window ends at the newest bucket
@@ -66,8 +68,9 @@ class DecodePlan:
             if not has_record_time:
                 raise Invalid(Reason.MISSING_TIMESTAMP, "no timestamp field and no record time")
             t = record_ms / 1000.0  # type: ignore[operator]
-        elif type(raw) in NUMBER and raw == raw and abs(raw) < 1e11:
-            t = float(raw)  # epoch seconds: the fast path
+            has_record_time = False  # it is the record's time: the clock alone bounds it
+        elif type(raw) in NUMBER and raw == raw and (seconds or abs(raw) < 1e11):
+            t = float(raw)  # epoch seconds (``seconds``: known to be, e.g. a parsed ce_time)
         else:
             t = parse_timestamp(raw)
         if t < lo:

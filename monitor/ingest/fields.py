@@ -68,6 +68,19 @@ def getter(path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
     return many
 
 
+def not_an_object(e: dict[str, Any], path: tuple[str, ...]) -> str | None:
+    """The part of ``path`` (before its last) present as something other than an object, which
+    :func:`getter` reads as absent: ``{"attributes": "F"}`` has no attribute, it is malformed."""
+    cur: Any = e
+    for i, part in enumerate(path[:-1]):
+        cur = cur.get(part)
+        if cur is None:
+            return None
+        if type(cur) is not dict:
+            return ".".join(path[: i + 1])
+    return None
+
+
 def text_id(raw: Any, limit: int) -> str:
     """The prediction id as text: a non-empty string or an integer, at most ``limit`` long."""
     t = type(raw)

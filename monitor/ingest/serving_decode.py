@@ -190,7 +190,7 @@ class ServingDecoder:
             mapping = self.mappings[m]
             assert mapping is not None
             ids = self._checked(table.row_ids(rid))
-            ts = self.plan.event_time(when, record_ms, lo, hi)
+            ts = self.plan.event_time(when, record_ms, lo, hi, seconds=True)
             cols = groups(table, mapping, self.binned[m])  # none with the attributes topic
             req = asked[m]
             req.ids.append(ids)
@@ -204,7 +204,7 @@ class ServingDecoder:
             mapping = self.mappings[m]
             assert mapping is not None
             ids = self._checked(table.row_ids(rid))
-            ts = self.plan.event_time(when, record_ms, lo, hi)
+            ts = self.plan.event_time(when, record_ms, lo, hi, seconds=True)
             scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
             answered.append((ids, ts, m, scores, preds, i))
         else:

@@ -141,7 +141,7 @@ class ServingFast:
             lo, hi = self.plan.time_bounds()
             at = self.plan.event_time
             pairs = zip(events.time, rb.timestamps_ms, strict=True)
-            return np.array([at(t, s, lo, hi) for t, s in pairs], dtype=np.float64)
+            return np.array([at(t, s, lo, hi, seconds=True) for t, s in pairs], np.float64)
         return record_times(self.plan, rb)
 
     def _ids(self, payloads: list[Any], events: Columns | None, records: Any) -> list[str]:

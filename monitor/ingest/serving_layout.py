@@ -39,8 +39,14 @@ _SAMPLE = msgspec.json.Decoder(_Halves)
 _LOOKS = 64  # records read to learn a batch's layout
 
 
+MAX_TENSORS = 64  # per half, for the fast path (the careful path takes any number)
+
+
 def signature(tensors: list[_Meta]) -> Signature | None:
-    """The layout of one half's tensors, or None when it is nothing to compile."""
+    """The layout of one half's tensors, or None when it is nothing to compile (or too much:
+    a struct is compiled per tensor, and a request of 15,000 tensors cost 1 s to learn)."""
+    if len(tensors) > MAX_TENSORS:
+        return None
     sig = []
     for t in tensors:
         if t.datatype not in DATATYPES or t.shape is None or not 1 <= len(t.shape) <= MAX_DIMS:

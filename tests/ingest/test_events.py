@@ -371,3 +371,45 @@ def test_distinct_codes_equal_numpy_unique(high: int) -> None:
         want_u, want_i = np.unique(codes, return_inverse=True)
         np.testing.assert_array_equal(uniq, want_u)
         np.testing.assert_array_equal(inverse.reshape(-1), want_i.reshape(-1))
+
+
+@pytest.mark.parametrize("unit", [1, 1_000])
+def test_a_missing_timestamp_takes_the_record_time_as_seconds_on_every_path(unit: int) -> None:
+    """Found by helper-55: standing in for a missing timestamp, a record time in µs (a
+    producer's mistake) went through the ms rule on the fast path (accepted, divided twice)
+    and not on the careful one (dead-lettered): one record, two answers by its batch."""
+    ev = {k: v for k, v in good("r1").items() if k != "timestamp"}
+    stamp = int(T0 * 1000) * unit  # ms (right), or µs (wrong)
+    clean = [rec(ev, ts_ms=stamp)]
+    spoiled = [*clean, rec(b"{not json")]  # a bad record sends the batch down the careful path
+    answers = []
+    for records in (clean, spoiled):
+        batch, dead = Engine(cfg(), clock=lambda: NOW).decoder.decode_predictions(records)
+        mine = [d for d in dead if d.record is clean[0]]
+        answers.append((batch.ts.tolist(), [(d.reason, d.detail) for d in mine]))
+    assert answers[0] == answers[1]
+    if unit == 1:
+        assert answers[0] == ([T0], [])
+    else:
+        ((reason, detail),) = answers[0][1]
+        assert answers[0][0] == [] and reason == Reason.TIMESTAMP_IN_FUTURE
+        assert "ahead of the clock" in detail  # not "of its record time": it is that time
+
+
+@pytest.mark.parametrize("attributes", ["F", ["F", 30], 7, True])
+def test_attributes_that_are_not_an_object_are_dead_lettered_not_counted_missing(
+    attributes: object,
+) -> None:
+    """Found by helper-55: ``"attributes": "F"`` was read as every attribute absent, and the
+    decision counted in ``__missing__`` (missingness is itself a fairness signal: bad data
+    must not inflate it). The attributes topic already refused the same shape."""
+    engine = Engine(cfg(), clock=lambda: NOW)
+    records = [
+        rec(good("x", attributes=attributes)),
+        rec(good("ok")),
+        rec(good("y", attributes=None)),
+    ]
+    batch, dead = engine.decoder.decode_predictions(records)
+    assert [(d.reason, d.record is records[0]) for d in dead] == [(Reason.BAD_ATTRIBUTE, True)]
+    assert "attributes is not an object" in dead[0].detail
+    assert len(batch) == 2  # an explicit null is absent, as before

@@ -384,3 +384,55 @@ def test_a_call_at_the_row_limit_is_keyed_as_its_row_texts_would_be(fmt: str) ->
     _, _, dead = decoder(fmt, fast=True).decode(ConsumerBatch(records([longer], fmt), "s", 0))
     assert [d.reason.value for d in dead] == ["id_too_long"] * 2
     assert "decision id of 257 characters" in dead[0].detail
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_request_of_thousands_of_tensors_is_not_compiled_but_decoded_the_careful_way(
+    fmt: str,
+) -> None:
+    """Found by helper-55: learning a layout compiles a struct per tensor, so one request of
+    15,000 small tensors leading a poll cost the fast path over a second each time (the
+    careful path: a fifth of that). Past ``MAX_TENSORS`` the layout is not learned."""
+    from monitor.ingest.serving_layout import _SAMPLE, MAX_TENSORS, signature
+
+    fast, careful = decoder(fmt, fast=True), decoder(fmt, fast=False)
+    normal = records(calls(3, n=20), fmt)
+    i = next(i for i, r in enumerate(normal) if b'"inputs"' in r.value)
+    body = json.loads(normal[i].value)
+    for k in (MAX_TENSORS, MAX_TENSORS + 1, 5_000):
+        extra = [{"name": f"t{j}", "shape": [1], "datatype": "BOOL", "data": [True]}
+                 for j in range(k - len(body["inputs"]))]  # fmt: skip
+        value = json.dumps(dict(body, inputs=body["inputs"] + extra)).encode()
+        inputs = _SAMPLE.decode(value).inputs
+        assert inputs is not None and len(inputs) == k
+        assert (signature(inputs) is None) is (k > MAX_TENSORS)
+        hostile = SimpleNamespace(**dict(vars(normal[i]), value=value))
+        recs = [hostile, *normal[:i], *normal[i + 1 :]]
+        assert fast.fast is not None
+        if k > MAX_TENSORS:
+            assert fast.fast.decode(ConsumerBatch(recs, "s", 0)) is None
+        same(outcome(fast, recs), outcome(careful, recs))
+
+
+def test_a_ce_time_is_seconds_never_read_as_milliseconds() -> None:
+    """Found by helper-55: ``ce_time`` (RFC 3339: seconds once parsed) went through the epoch
+    milliseconds rule: the year 9000, with ``min_timestamp: 0`` (a historic replay), was taken
+    as 1977. Far in the future, it is dead-lettered as such on both paths."""
+    fmt = "kserve-cloudevents"
+    text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + MAPPING.format(fmt=fmt))
+    cfg = parse_config(yaml.safe_load(text + "min_timestamp: 0\n"))
+    recs = records(calls(1, n=1), fmt)
+    for r in recs:
+        r.headers = [(k, v) for k, v in r.headers if k != "ce_time"]
+        r.headers.append(("ce_time", b"9000-01-01T00:00:00Z"))
+    got = []
+    for fast in (True, False):
+        dec = ServingDecoder(Engine(cfg, clock=lambda: T0 + 86_400).decoder.plan, fmt)
+        if not fast:
+            dec.fast = None
+        asked, answered, dead = dec.decode(ConsumerBatch(recs, "serve", 0))
+        assert len(asked) == len(answered) == 0
+        got.append([(d.reason.value, d.detail) for d in dead])
+    assert got[0] == got[1] and len(got[0]) == 2
+    assert all(reason == "timestamp_in_future" and "221845392000" in detail
+               for reason, detail in got[0])  # fmt: skip
