@@ -105,7 +105,9 @@ class Table:
         (``keys.RowIds``: their keys, their longest length)."""
         rid = self.id if self.id is not None else fallback
         if rid is None or rid == "":
-            raise Invalid(Reason.MISSING_ID, "the payload has no id (nor a UTF-8 header giving one)")
+            raise Invalid(
+                Reason.MISSING_ID, "the payload has no id (nor a UTF-8 header giving one)"
+            )
         return RowIds([rid], [self.rows])
 
     def column(self, where: Column) -> list[Any]:
