@@ -92,6 +92,8 @@ class RawRecord:
     topic: str = ""
     partition: int = 0
     offset: int = -1
+    key: bytes | None = None  # a Kafka record's (kept with it in a dead letter)
+    headers: Sequence[tuple[str, bytes | None]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +213,8 @@ class ConsumerBatch:
 
     def record(self, i: int) -> RawRecord:
         r = self.records[i]
-        return RawRecord(r.value, r.timestamp, self.topic, self.partition, r.offset)
+        key, headers = getattr(r, "key", None), tuple(getattr(r, "headers", None) or ())
+        return RawRecord(r.value, r.timestamp, self.topic, self.partition, r.offset, key, headers)
 
 
 class RecordList:

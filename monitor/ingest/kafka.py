@@ -247,7 +247,9 @@ class DeadLetterSink:
                 value = value[: self.max_value_bytes]
                 self.truncated += 1
             try:
-                self._futures.append(self.producer.send(self.topic, value=value, headers=headers))
+                key = rec.key if isinstance(rec.key, bytes) else None
+                sent = self.producer.send(self.topic, value=value, key=key, headers=headers)
+                self._futures.append(sent)
             except Exception as exc:  # refused before sending: count, never stop the service
                 self._refused(exc)
             self.sent += 1
@@ -269,14 +271,23 @@ class DeadLetterSink:
 
 
 def dead_letter_headers(d: DeadLetter) -> list[tuple[str, bytes]]:
-    """Why a record was dead-lettered and where it was, as the dead letter's headers. The
-    detail is cut to 500 characters before it is encoded: cut in bytes, a multi-byte character
-    split in two made the header invalid UTF-8 (found in review)."""
+    """Why a record was dead-lettered and where it was, as the dead letter's headers, after the
+    record's own (its key is kept as the dead letter's). The detail is cut to 500 characters
+    before it is encoded: cut in bytes, a multi-byte character split in two made the header
+    invalid UTF-8 (found in review)."""
     rec = d.record
+    own = [
+        (k, v if isinstance(v, bytes) else b"")  # a null value cannot be sent as one
+        for k, v in rec.headers
+        if isinstance(k, str) and not k.startswith("fm.")
+    ]
+    when = [("fm.source.timestamp", str(rec.timestamp_ms).encode())] if rec.timestamp_ms else []
     return [
+        *own,  # the record's own (a CloudEvent's ce_*, Seldon's x-request-id): decodable again
         ("fm.reason", d.reason.value.encode()),
         ("fm.detail", d.detail[:500].encode("utf-8", "backslashreplace")),
         ("fm.source.topic", rec.topic.encode()),
         ("fm.source.partition", str(rec.partition).encode()),
         ("fm.source.offset", str(rec.offset).encode()),
+        *when,  # (not the dead letter's own time: retention would delete old ones at once)
     ]

@@ -190,6 +190,9 @@ def test_hostile_records_are_dead_lettered_and_the_rest_counted(kafka, tmp_path:
     assert int(headers["fm.original.size"]) > 5_000_000 > len(big[0].value)
     tomb = [r for r in got if dict(r.headers)["fm.reason"] == b"tombstone"]
     assert tomb[0].value == b""
+    for r in got:  # each keeps its record's key, and says when that record was written
+        assert r.key is not None and r.key.startswith(b"bad-"), r.key
+        assert abs(int(dict(r.headers)["fm.source.timestamp"]) / 1000 - time.time()) < 3600
 
     # the valid events, long values and control characters included, count as in replay
     expected_report = replay_report(tmp_path, m.config, valid, labels)

@@ -436,3 +436,25 @@ def test_a_ce_time_is_seconds_never_read_as_milliseconds() -> None:
     assert got[0] == got[1] and len(got[0]) == 2
     assert all(reason == "timestamp_in_future" and "221845392000" in detail
                for reason, detail in got[0])  # fmt: skip
+
+
+def test_a_dead_lettered_cloud_event_keeps_its_headers_and_key_to_be_decoded_again() -> None:
+    """Found by helper-55: a binary-mode CloudEvent's id, type and time live in its ``ce_*``
+    headers; its dead letter kept only the payload, which cannot be decoded again alone."""
+    from monitor.ingest.kafka import dead_letter_headers
+
+    fmt = "kserve-cloudevents"
+    recs = records(calls(1, n=1), fmt)
+    bad = recs[0]
+    bad.key, bad.value = b"call-0", b"\x00 not json"
+    bad.headers = [*bad.headers, ("fm.reason", b"forged"), ("nothing", None)]
+    _, _, dead = decoder(fmt, fast=True).decode(ConsumerBatch(recs, "serve", 0))
+    (d,) = dead
+    assert d.record.key == b"call-0"
+    headers = dead_letter_headers(d)
+    own = [(k, v) for k, v in headers if not k.startswith("fm.")]
+    assert own == [(k, v or b"") for k, v in bad.headers if k != "fm.reason"]
+    fm = dict(h for h in headers if h[0].startswith("fm."))
+    assert fm["fm.reason"] == d.reason.value.encode()  # ours, not the record's forged one
+    assert fm["fm.source.timestamp"] == str(bad.timestamp).encode()
+    assert sum(k == "fm.reason" for k, _ in headers) == 1
