@@ -15,7 +15,8 @@ The first dimension is the batch: a request of shape ``[n, ...]`` holds ``n`` de
 tensor and, for a tensor of several columns, the column.
 
 Written like the monitor's own decoder, for bytes from anyone: typed msgspec structs (unknown
-keys ignored, as the protocol allows extensions), the shape checked against the data (nested
+keys ignored, as the protocol allows extensions; ``parameters`` too, never read: a number no
+float holds there must not cost the record), the shape checked against the data (nested
 lists walked level by level, never recursively), element counts bounded before anything is
 allocated, each datatype's values checked (a BOOL is not an INT, an INT64 fits 64 bits, a float
 is finite). Every refusal is an :class:`~monitor.ingest.events.Invalid` with a reason.
@@ -55,13 +56,11 @@ class Tensor(msgspec.Struct, frozen=True):
     shape: list[int]
     datatype: str
     data: list[Any]
-    parameters: dict[str, Any] | None = None
 
 
 class InferenceRequest(msgspec.Struct, frozen=True):
     inputs: list[Tensor]
     id: str | None = None
-    parameters: dict[str, Any] | None = None
 
 
 class InferenceResponse(msgspec.Struct, frozen=True):
@@ -69,7 +68,6 @@ class InferenceResponse(msgspec.Struct, frozen=True):
     model_name: str | None = None  # required by the text, left out of its own example
     id: str | None = None
     model_version: str | None = None
-    parameters: dict[str, Any] | None = None
 
 
 class InferencePayload(msgspec.Struct, frozen=True):
@@ -80,7 +78,6 @@ class InferencePayload(msgspec.Struct, frozen=True):
     outputs: msgspec.Raw = msgspec.Raw()  # read once it is known to be a response
     id: str | None = None
     model_name: str | None = None
-    parameters: dict[str, Any] | None = None
 
 
 _REQUEST = msgspec.json.Decoder(InferenceRequest)
@@ -148,7 +145,7 @@ def decode_payload(data: bytes) -> tuple[str, Table]:
     if not p.outputs:
         raise Invalid(Reason.MISSING_TENSOR, "a payload with neither inputs nor outputs")
     outputs = _decode(_OUTPUTS, p.outputs)
-    response = InferenceResponse(outputs, p.model_name, p.id, None, p.parameters)
+    response = InferenceResponse(outputs, p.model_name, p.id, None)
     return "response", to_table(response, "outputs")
 
 

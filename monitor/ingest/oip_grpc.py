@@ -32,7 +32,6 @@ from monitor.ingest.oip import (
     to_table,
 )
 from monitor.ingest.open_inference_grpc_pb2 import (
-    InferParameter,
     ModelInferRequest,
     ModelInferResponse,
 )
@@ -72,7 +71,7 @@ RAW = {  # little-endian element types of raw contents
 def decode_request(data: bytes) -> Table:
     msg = _parse(ModelInferRequest, data, "ModelInferRequest")
     tensors = _tensors(msg.inputs, list(msg.raw_input_contents))
-    return to_table(InferenceRequest(tensors, msg.id or None, _params(msg.parameters)), "inputs")
+    return to_table(InferenceRequest(tensors, msg.id or None), "inputs")
 
 
 def decode_response(data: bytes) -> Table:
@@ -110,7 +109,7 @@ def _tensors(tensors: Any, raw: list[bytes]) -> list[Tensor]:
             data = _raw(t.name, t.datatype, shape, raw[i])
         else:
             data = _typed(t)
-        out.append(Tensor(t.name, shape, t.datatype, data, _params(t.parameters)))
+        out.append(Tensor(t.name, shape, t.datatype, data))
     return out
 
 
@@ -171,14 +170,3 @@ def _text(name: str, value: bytes) -> str:
         return value.decode()
     except UnicodeDecodeError:
         raise Invalid(Reason.BAD_TENSOR, f"tensor {name!r}: BYTES that are not UTF-8") from None
-
-
-def _params(params: Any) -> dict[str, Any] | None:
-    """Parameters as the JSON form has them (only kept, never read)."""
-    if not params:
-        return None
-    out: dict[str, Any] = {}
-    for key, p in params.items():
-        which = p.WhichOneof("parameter_choice") if isinstance(p, InferParameter) else None
-        out[key] = getattr(p, which) if which else None
-    return out

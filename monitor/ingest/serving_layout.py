@@ -94,7 +94,6 @@ def _tensors(sig: Signature) -> Any:
             ("shape", shape),
             ("datatype", Literal[datatype]),
             ("data", list.__class_getitem__(element)),
-            ("parameters", dict[str, Any] | None, None),
         ]
         types.append(msgspec.defstruct(f"Tensor{i}", fields, frozen=True, gc=False))
     return tuple.__class_getitem__(tuple(types))
@@ -113,7 +112,6 @@ class Layout:
                 ("outputs", (_tensors(response) | None) if response else None, None),
                 ("id", str | None, None),
                 ("model_name", str | None, None),
-                ("parameters", dict[str, Any] | None, None),
             ],
             frozen=True,
             gc=False,

@@ -458,3 +458,19 @@ def test_a_dead_lettered_cloud_event_keeps_its_headers_and_key_to_be_decoded_aga
     assert fm["fm.reason"] == d.reason.value.encode()  # ours, not the record's forged one
     assert fm["fm.source.timestamp"] == str(bad.timestamp).encode()
     assert sum(k == "fm.reason" for k, _ in headers) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("where", ["payload", "tensor"])
+def test_a_number_no_float_holds_in_parameters_costs_no_record(fmt: str, where: str) -> None:
+    """Found by helper-55: ``parameters`` (never read) were decoded as typed JSON, so a
+    ``1e400`` or a 5,000-digit integer there dead-lettered the whole call as bad_tensor."""
+    recs = records(calls(2, n=10), fmt)
+    for r in recs:
+        body = json.loads(r.value)
+        host = body if where == "payload" else (body.get("inputs") or body["outputs"])[0]
+        host["parameters"] = {"huge": "@@", "big": "##"}
+        r.value = json.dumps(body).replace('"@@"', "1e400").replace('"##"', "9" * 5_000).encode()
+    got = outcome(decoder(fmt, fast=True), recs)
+    same(got, outcome(decoder(fmt, fast=False), recs))
+    assert got[2] == [] and len(got[0]) == len(got[1]) > 0
