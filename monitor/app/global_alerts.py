@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from threading import Event, Lock
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 from kafka import KafkaConsumer, TopicPartition
@@ -33,19 +33,16 @@ from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert, Transition
-from monitor.alerts.outbox import MAX_OWED
 from monitor.alerts.partials import PartialPublisher
-from monitor.alerts.partials_codec import PartialError, decode
 from monitor.alerts.sinks import Dispatcher
 from monitor.app import global_state as gs
 from monitor.app.checkpointing import Checkpointer
 from monitor.app.global_state import GlobalState, Mark, OwedState
 from monitor.app.partials_out import (
-    HELLO_KEY,
-    IDLE_KEY,
     PartialsOut,
     ensure_partials_topic,
     partials_lost,
+    read_partials,
 )
 from monitor.app.step_down import STEP_DOWN_SECONDS, StepDown, step_down
 from monitor.config.spec import Config
@@ -175,18 +172,10 @@ class GlobalAlerts:
         idle = [(p, n) for p in self.owned() for m, n in enumerate(names) if self.idle(p, m)]
         self.out.idle(idle, names)
         self.out.publish(self.publisher.advance(caught_up, limit=limit))
-        for records in self.reader.poll(timeout_ms=0, max_records=2000).values():
-            for r in records:
-                try:
-                    if r.key == DELIVERED_KEY:
-                        self._delivered_elsewhere(r.value)
-                    elif r.key in (HELLO_KEY, IDLE_KEY):
-                        (self.view.hello if r.key == HELLO_KEY else self.view.idle)(r.value)
-                    else:
-                        self.view.add(decode(r.value), r.offset)
-                except PartialError as exc:
-                    self.bad += 1
-                    log.error("partials topic offset %d: %s", r.offset, exc)
+        marks = {DELIVERED_KEY: self._delivered_elsewhere}
+        self.bad += read_partials(
+            self.reader.poll(timeout_ms=0, max_records=2000), self.view, marks
+        )
         out = self.evaluator.advance(limit=limit)
         for t in out:
             self.seq += 1
@@ -213,8 +202,9 @@ class GlobalAlerts:
     def _owe(self, seq: int, alert: Alert) -> None:
         """Owed until recorded delivered: the deliverer's exactly what its sinks owe (they
         collapse and bound it), the others' bounded (``global_state.Follower``)."""
-        if self.leading:
-            self.owed[seq] = alert
+        if self.leading:  # (not what is recorded delivered: a step-down in this turn saves it)
+            if seq > self.delivered or seq in self.resend or seq in self.owed:
+                self.owed[seq] = alert
         else:
             self.follower.owe(self.owed, seq, alert)
 
@@ -272,40 +262,40 @@ class GlobalAlerts:
 
     def _take_over(self, dispatcher: Dispatcher) -> None:
         """Owed no more: what any record says was delivered (``Follower.takeover``); owed
-        still: what the newest record lists. Judged again from the saved state: what this
-        replica let go past its bound that no record says was delivered. Alertmanager is
-        posted the newer of the saved state's firing alerts and this replica's."""
+        still: what the newest record lists (sent as judged, if not judged yet). Judged again
+        from the saved state: what this replica let go past its bound that no record says was
+        delivered. Alertmanager is posted the newer of the saved state's set and its own."""
         saved = gs.load(self.store.load_alerts(), log.warning)
-        self.delivered, lost = self.follower.takeover(self.owed, self.delivered, saved)
-        if lost and not self._judge_again(saved, lost):
-            dispatcher.dropped(len(lost))
         firing, self.seeded = self.evaluator.book.firing(), self.seq
-        if saved is not None and saved.seq > self.seq:
-            firing, self.seeded = gs.firing(saved) or firing, saved.seq
+        if saved is not None and saved.seq > self.seq and (got := gs.firing(saved)) is not None:
+            firing, self.seeded = got, saved.seq
+        self.delivered, lost, self.resend = self.follower.takeover(
+            self.owed, self.delivered, saved, self.seq
+        )
+        if lost and not self._judge_again(saved, lost):
+            dispatcher.dropped(len(lost) + gs.orphans(self.owed, lost))
         dispatcher.reseed(firing)
 
-    def _judge_again(self, saved: GlobalState | None, lost: list[int]) -> bool:
+    def _judge_again(self, saved: GlobalState | None, lost: dict[int, Any]) -> bool:
         """From the saved state (or the first partial): False when the partials since were
         deleted by the topic's retention (numbered from there, they would not match)."""
         assert self.reader is not None
         offset = 0 if saved is None else saved.offset
         try:
             first = self.reader.beginning_offsets([self.topic]).get(self.topic) or 0
-        except KafkaError:
-            first = offset + 1
+        except KafkaError:  # not known: they are most likely there (retention is days)
+            first = offset
+        what = f"{len(lost)} alert notifications judged while no replica delivered were let go"
         if first > offset:
-            log.error("%d alert notifications judged while no replica delivered were let go past "
-                      "%d kept and cannot be judged again (partials deleted): lost", len(lost),
-                      MAX_OWED)  # fmt: skip
+            log.error("%s and cannot be judged again (partials deleted): lost", what)
             return False
-        log.warning("%d alert notifications judged while no replica delivered were let go past "
-                    "%d kept: judging again from the saved state", len(lost), MAX_OWED)  # fmt: skip
-        owed, delivered = self.owed, self.delivered
+        log.warning("%s: judging again from the saved state", what)
+        owed, delivered, resend = self.owed, self.delivered, self.resend
         self.evaluator.series.clear()  # (the sparklines would show the span twice)
         self._restore(saved)
         keep = max(delivered, 0 if saved is None else saved.seq)  # judged, not to be again
         self.owed = {s: a for s, a in owed.items() if s <= keep}
-        self.delivered, self.resend = delivered, {s for s in lost if s <= delivered}
+        self.delivered, self.resend = delivered, resend | {s for s in lost if s <= delivered}
         return True
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
@@ -318,14 +308,17 @@ class GlobalAlerts:
         if offset is None:
             assert self.reader is not None
             offset = self.reader.position(self.topic)
-        safe, exceptions = gs.record(self.owed, delivered)
+        # owed but not judged yet (no alert to save): recorded as not delivered from there on
+        pending = [s for s in self.resend if s > self.seq]
+        recorded = min([delivered, *[s - 1 for s in pending]])
+        safe, exceptions = gs.record(self.owed, recorded)
         state = GlobalState(
             "global",
             offset,
             self.seq,
             safe,
             [OwedState(s, persist.alert_to_state(a)) for s, a in sorted(self.owed.items())],
-            {**self.view.progress(self.evaluator.last), gs.THROUGH: delivered},
+            {**self.view.progress(self.evaluator.last), gs.THROUGH: recorded},
             persist.dumps(self.evaluator),
         )
         try:
@@ -333,7 +326,7 @@ class GlobalAlerts:
         except Exception as exc:  # a failed save is tried again next turn
             log.error("saving the judging state failed: %s", exc)
             return
-        mark = Mark(safe, exceptions, delivered)
+        mark = Mark(safe, exceptions, recorded)
         if mark != self.marked and self.out is not None:  # saved: tell the others
             self.out.send(DELIVERED_KEY, msgspec.json.encode(mark))
             self.marked = mark

@@ -20,10 +20,13 @@ import msgspec
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.global_view import GlobalView
-from monitor.alerts.lifecycle import Alert
+from monitor.alerts.lifecycle import Alert, Key
 from monitor.alerts.outbox import MAX_OWED
 
-THROUGH = "delivered_through"  # the key of ``through`` in the saved view
+THROUGH = "delivered_through"
+EVICTED_KEPT = (
+    10 * MAX_OWED
+)  # transitions let go, remembered (to judge them again)  # the key of ``through`` in the saved view
 
 
 class Mark(msgspec.Struct, frozen=True):
@@ -89,58 +92,62 @@ def record(owed: dict[int, Alert], through: int) -> tuple[int, list[int]]:
 class Follower:
     """What a replica that does not deliver keeps, to take delivery over exactly: what the next
     deliverer would owe (bounded), the newest mark read, and the transitions it had to let go
-    past the bound while no record said they were delivered."""
+    past the bound while no record said they were delivered (with their alerts' keys)."""
 
     def __init__(self) -> None:
         self.mark = Mark(0)
-        self.evicted: set[int] = set()
+        self.listed: set[int] = set()  # the mark's exceptions
+        self.evicted: dict[int, Key] = {}
 
     def owe(self, owed: dict[int, Alert], seq: int, alert: Alert) -> None:
         """Each alert's newest firing state and what follows it (a short-lived alert's page and
         its resolve: both are sent to a receiver that works, as the sinks' outboxes do; never a
         resolve whose page is not sent, nor thousands of states of an alert flapping through an
         outage), at most ``MAX_OWED``: the oldest let go first, those the mark lists as still
-        owed last."""
-        same = [s for s, a in owed.items() if a.key == alert.key]
+        owed last. (``owed`` is in the order of its seqs: they are added in that order.)"""
+        labels = alert.labels
+        same = [s for s, a in owed.items() if a.labels == labels]
         firing = [s for s in same if owed[s].state == "firing"]
-        keep = max(firing) if firing and alert.state != "firing" else None
+        keep = firing[-1] if firing and alert.state != "firing" else None
         for s in same:
             if s != keep:
                 del owed[s]
         owed[seq] = alert
-        if len(owed) > MAX_OWED:
-            listed = set(self.mark.owed)
-            spare = sorted(s for s in owed if s not in listed) or sorted(owed)
-            for gone in spare[: len(owed) - MAX_OWED]:
-                del owed[gone]
-                self.evicted.add(gone)
+        while len(owed) > MAX_OWED:
+            gone = next((s for s in owed if s not in self.listed), None)
+            gone = next(iter(owed)) if gone is None else gone
+            self.evicted[gone] = owed.pop(gone).key
+            if len(self.evicted) > EVICTED_KEPT:  # no mark for long (a store outage): the
+                del self.evicted[next(iter(self.evicted))]  # newest still judge it again
 
     def saw(self, mark: Mark, owed: dict[int, Alert]) -> None:
         """The delivering replica's mark: what it recorded delivered is owed here no more."""
         if mark.last() >= self.mark.last():
-            self.mark = mark
-        keep = set(mark.owed)
-        for seq in [s for s in owed if s <= mark.last() and s not in keep]:
+            self.mark, self.listed = mark, set(mark.owed)
+        keep, last = set(mark.owed), mark.last()
+        for seq in [s for s in owed if s <= last and s not in keep]:
             del owed[seq]
-        self.evicted = {s for s in self.evicted if s > mark.last() or s in keep}
+        for seq in [s for s in self.evicted if s <= last and s not in keep]:
+            del self.evicted[seq]
 
     def takeover(
-        self, owed: dict[int, Alert], delivered: int, saved: GlobalState | None
-    ) -> tuple[int, list[int]]:
+        self, owed: dict[int, Alert], delivered: int, saved: GlobalState | None, judged: int
+    ) -> tuple[int, dict[int, Key], set[int]]:
         """Takes every record of delivery there is (the saved state and the newest mark, with
         the transitions each lists as still owed): a transition is delivered if either says so
         (neither says it wrongly; a store fallback or a late save makes one older than the
         other); this replica's ``delivered`` (from when it last delivered) speaks only above
         both. ``owed`` is left with what is still owed through the newest record (the saved
-        state's own pages added). Returns that record's seq, and the transitions let go here
-        that no record says were delivered (to be judged again)."""
+        state's own pages added). Returns that record's seq; the transitions let go here that
+        no record says were delivered (to be judged again), with their alerts' keys; and those
+        still owed that this replica has not judged yet (above ``judged``: sent when it does)."""
         records = [(0, self.mark.last(), set(self.mark.owed))]
         alerts = dict(owed)
         if saved is not None:
             records.append((0, saved.through(), {o.seq for o in saved.owed}))
             alerts |= {o.seq: persist.alert_from_state(o.alert) for o in saved.owed}
         newest = max(t for _, t, _ in records)
-        records.append((newest, delivered, set(owed) | self.evicted))
+        records.append((newest, delivered, set(owed) | set(self.evicted)))
         through = max(newest, delivered)
 
         def still_owed(seq: int) -> bool:
@@ -150,9 +157,24 @@ class Follower:
         for seq, alert in sorted(alerts.items()):
             if still_owed(seq):
                 owed[seq] = alert
-        lost = sorted(s for s in self.evicted if s not in owed and still_owed(s))
-        self.evicted = set()
-        return through, lost
+        lost = {s: k for s, k in sorted(self.evicted.items()) if s not in owed and still_owed(s)}
+        listed = set().union(*(owing for _, _, owing in records[:-1]))
+        unjudged = {s for s in listed if s > judged and s not in owed and still_owed(s)}
+        self.evicted = {}
+        return through, lost, unjudged
+
+
+def orphans(owed: dict[int, Alert], lost: dict[int, Key]) -> int:
+    """Drops from ``owed`` the resolves whose firing page was ``lost`` before them (sent alone,
+    a resolve of a page the receiver never had); how many."""
+    gone = [
+        s
+        for s, a in owed.items()
+        if a.state == "resolved" and any(k == a.key and p < s for p, k in lost.items())
+    ]
+    for s in gone:
+        del owed[s]
+    return len(gone)
 
 
 def firing(saved: GlobalState) -> list[Alert] | None:

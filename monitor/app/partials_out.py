@@ -16,8 +16,9 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from monitor.alerts.global_view import GlobalView
 from monitor.alerts.partials import BoundaryPartial
-from monitor.alerts.partials_codec import encode
+from monitor.alerts.partials_codec import PartialError, decode, encode
 from monitor.config.spec import Config
 from monitor.ingest.kafka import client_config
 
@@ -171,3 +172,25 @@ def partials_lost(reader: Any, tp: Any, offset: int) -> str | None:
     )
     log.error("%s", why)
     return why
+
+
+def read_partials(
+    polled: Mapping[Any, list[Any]], view: GlobalView, marks: Mapping[bytes, Callable[[Any], None]]
+) -> int:
+    """A poll of the partials topic into the global view: partials, hello and idle records;
+    ``marks``: the readers of the other keyed records. Returns how many were not readable
+    (each logged: one bad record of a shared topic must not stop the view)."""
+    bad = 0
+    for records in polled.values():
+        for r in records:
+            try:
+                if r.key in marks:
+                    marks[r.key](r.value)
+                elif r.key in (HELLO_KEY, IDLE_KEY):
+                    (view.hello if r.key == HELLO_KEY else view.idle)(r.value)
+                else:
+                    view.add(decode(r.value), r.offset)
+            except PartialError as exc:
+                bad += 1
+                log.error("partials topic offset %d: %s", r.offset, exc)
+    return bad

@@ -14,6 +14,7 @@ batch ``i``, so a replica that reads again from a saved offset judges the same a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -298,3 +299,160 @@ def test_a_page_the_newest_mark_owes_survives_a_store_fallback_and_judging_again
     turns(f, hook, len(batches) + 3)
     names = [n for n, _, _ in hook.sent]
     assert "B50" in names and len(names) == len(set(names)) == 1_501
+
+
+def test_a_step_down_while_catching_up_saves_nothing_recorded_delivered_as_owed() -> None:
+    """Found by helper-56: the transitions a deliverer judged in the turn it stepped down in
+    were saved as owed even when recorded delivered: the next deliverer sent A's page after
+    its delivered resolve."""
+    a = fired("A", 60.0)
+    batches = [[a], [resolved(a, 120.0)]]
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old = fed(store, readers, batches)
+    new, el_new = fed(store, readers, [[], [], [], *batches])  # three turns behind
+    third, el_third = fed(store, readers, batches)
+    el_old.owns = True
+    turns(old, hook, 2)  # A pages and resolves: delivered, saved, marked
+    turns(third, hook, 2)
+    turns(new, hook, 2)
+    el_old.owns, el_new.owns = False, True
+    turns(old, hook, 1)  # steps down
+    turns(new, hook, 1)  # takes over, behind
+    el_new.owns, el_third.owns = False, True
+    turns(new, hook, 1)  # judges A's page again and steps down in that turn
+    assert json.loads(store.text or "{}")["owed"] == []
+    turns(third, hook, 2)
+    assert [(n, s) for n, s, _ in hook.sent] == [("A", "firing"), ("A", "resolved")]
+
+
+def test_a_page_the_mark_owes_that_the_new_deliverer_has_not_judged_yet_is_sent() -> None:
+    """Found by helper-56: behind the mark (a backlog), after a store fallback: the page the
+    mark still owed had no alert yet, so it was skipped as delivered when judged."""
+    a, b = fired("A", 60.0), fired("B", 120.0)
+    batches = [[a], [b]]
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old = fed(store, readers, batches)
+    new, el_new = fed(store, readers, [[], [], [], *batches])  # behind
+    el_old.owns = True
+    turns(old, hook, 1)
+    older = store.text  # A delivered
+    hook.refuses = {"B"}
+    turns(old, hook, 1)  # B refused: the mark owes it
+    turns(new, hook, 2)  # reads the marks, judges nothing yet
+    store.text = older
+    hook.refuses = set()
+    el_old.owns, el_new.owns = False, True  # the old deliverer died
+    turns(new, hook, 1)
+    assert json.loads(store.text or "{}")["view"]["delivered_through"] < 2  # not recorded yet
+    turns(new, hook, 5)
+    assert [n for n, _, _ in hook.sent] == ["A", "B"]
+    saved = json.loads(store.text or "{}")
+    assert saved["view"]["delivered_through"] == 2 and saved["owed"] == []
+
+
+def test_a_page_to_send_again_is_not_recorded_delivered_by_a_step_down_before_it() -> None:
+    """Found by helper-56: judging again with B50 (owed by the newest mark) still to come, a
+    step-down saved everything through the mark as delivered: B50 was never sent."""
+    batches = [*pages(1_500)[:1], [], *pages(1_500)[1:]]
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    g, el_g = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 2)  # A delivered, saved
+    older = store.text
+    turns(f, hook, len(batches))
+    turns(g, hook, len(batches))
+    hook.refuses = {"B50"}
+    turns(lead, hook, 1)  # B0..B99 but B50: the mark owes B50; the deliverer dies
+    turns(f, hook, 1)
+    turns(g, hook, 1)
+    store.text = older
+    hook.refuses = set()
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, 1)  # takes over, judges again
+    el_f.owns, el_g.owns = False, True
+    turns(f, hook, 1)  # steps down before judging B50 again
+    turns(g, hook, len(batches) + 3)
+    names = [n for n, _, _ in hook.sent]
+    assert "B50" in names and set(names) == {"A", *(f"B{k}" for k in range(1_500))}
+
+
+def test_an_empty_saved_active_set_is_posted_as_such() -> None:
+    """Found by helper-56: the saved state had nothing firing, and the replica's own older
+    book (A firing) was posted instead, with A's resolve then skipped: A firing for good."""
+    a = fired("A", 60.0)
+    store, hook, readers = Store(), Dispatcher(), []
+    old, el_old = fed(store, readers, [[a], [resolved(a, 120.0)]])
+    new, el_new = fed(store, readers, [[a], [], [], [resolved(a, 120.0)]])
+    el_old.owns = True
+    turns(old, hook, 2)  # A pages and resolves
+    turns(new, hook, 2)  # judged A's page only
+    sink = am()
+    el_old.owns, el_new.owns = False, True
+    turns(old, hook, 1)
+    turns(new, sink, 1)
+    box = sink.outboxes["alertmanager"]
+    assert box.firing == {}
+    turns(new, sink, 3)
+    assert box.firing == {} and box.due(1e12) == []
+
+
+def test_judging_again_posts_alertmanager_what_was_judged_before_not_the_older_save() -> None:
+    batches = pages(1_500)
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)
+    turns(f, hook, len(batches))
+    sink = am()
+    el_lead.owns, el_f.owns = False, True
+    turns(f, sink, 1)  # takes over, judges again from the save (A only)
+    assert len(sink.outboxes["alertmanager"].firing) == 1_501
+
+
+def test_a_resolve_whose_page_retention_took_is_not_sent_alone() -> None:
+    a = fired("A", 90.0)
+    many = [fired(f"B{k}", 120.0) for k in range(MAX_OWED)]
+    batches = [[fired("X", 60.0)], [a], many, [resolved(a, 180.0)]]
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)  # X delivered, saved; dies
+    turns(f, hook, len(batches))  # A's page let go, its resolve kept
+    f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 3)  # type: ignore[attr-defined]
+    sink = am()
+    hook.dropped = sink.dropped  # type: ignore[attr-defined]
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, 2)
+    assert [s for n, s, _ in hook.sent if n == "A"] == []
+    assert "B0" not in [n for n, _, _ in hook.sent]  # let go too (the next oldest)
+    assert sink.undelivered("alertmanager", "dropped") == 3  # A's page, B0's, A's resolve
+
+
+def test_an_unknown_first_offset_is_no_reason_to_drop_pages() -> None:
+    """Found by helper-56: a broker error asking for the oldest partial kept was read as
+    partials deleted: 500 pages counted dropped that could be judged again."""
+    from kafka.errors import KafkaError
+
+    batches = pages(1_500)
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)
+    turns(f, hook, len(batches))
+
+    def boom(tps: Any) -> Any:
+        raise KafkaError("request timed out")
+
+    f.reader.beginning_offsets = boom  # type: ignore[attr-defined]
+    sink = am()
+    hook.dropped = sink.dropped  # type: ignore[attr-defined]
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, len(batches) + 3)
+    names = [n for n, _, _ in hook.sent]
+    assert len(names) == len(set(names)) == 1_501
+    assert sink.undelivered("alertmanager", "dropped") == 0
