@@ -12,6 +12,7 @@ id), never none. ``through`` travels in the mark and in the saved view's ``deliv
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +24,9 @@ from monitor.alerts.global_view import GlobalView
 from monitor.alerts.lifecycle import Alert, Key
 from monitor.alerts.outbox import MAX_OWED
 
-THROUGH = "delivered_through"
-EVICTED_KEPT = (
-    10 * MAX_OWED
-)  # transitions let go, remembered (to judge them again)  # the key of ``through`` in the saved view
+THROUGH = "delivered_through"  # the key of ``through`` in the saved view
+# transitions let go (to judge them again) remembered with their alerts' keys; past that, seqs
+EVICTED_KEPT = 10 * MAX_OWED
 
 
 class Mark(msgspec.Struct, frozen=True):
@@ -98,6 +98,7 @@ class Follower:
         self.mark = Mark(0)
         self.listed: set[int] = set()  # the mark's exceptions
         self.evicted: dict[int, Key] = {}
+        self.trimmed = array("q")  # let go past EVICTED_KEPT: seqs only
 
     def owe(self, owed: dict[int, Alert], seq: int, alert: Alert) -> None:
         """Each alert's newest firing state and what follows it (a short-lived alert's page and
@@ -118,7 +119,9 @@ class Follower:
             gone = next(iter(owed)) if gone is None else gone
             self.evicted[gone] = owed.pop(gone).key
             if len(self.evicted) > EVICTED_KEPT:  # no mark for long (a store outage): the
-                del self.evicted[next(iter(self.evicted))]  # newest still judge it again
+                old = next(iter(self.evicted))  # oldest kept as a bare seq (lost, if not
+                del self.evicted[old]  # judged again, counted: its alert is not known)
+                self.trimmed.append(old)
 
     def saw(self, mark: Mark, owed: dict[int, Alert]) -> None:
         """The delivering replica's mark: what it recorded delivered is owed here no more."""
@@ -129,6 +132,8 @@ class Follower:
             del owed[seq]
         for seq in [s for s in self.evicted if s <= last and s not in keep]:
             del self.evicted[seq]
+        if self.trimmed:
+            self.trimmed = array("q", (s for s in self.trimmed if s > last or s in keep))
 
     def takeover(
         self, owed: dict[int, Alert], delivered: int, saved: GlobalState | None, judged: int
@@ -158,6 +163,8 @@ class Follower:
             if still_owed(seq):
                 owed[seq] = alert
         lost = {s: k for s, k in sorted(self.evicted.items()) if s not in owed and still_owed(s)}
+        lost |= {s: () for s in self.trimmed if still_owed(s)}  # (no key: no alert matches)
+        self.trimmed = array("q")
         listed = set().union(*(owing for _, _, owing in records[:-1]))
         unjudged = {s for s in listed if s > judged and s not in owed and still_owed(s)}
         self.evicted = {}
@@ -167,11 +174,13 @@ class Follower:
 def orphans(owed: dict[int, Alert], lost: dict[int, Key]) -> int:
     """Drops from ``owed`` the resolves whose firing page was ``lost`` before them (sent alone,
     a resolve of a page the receiver never had); how many."""
-    gone = [
-        s
-        for s, a in owed.items()
-        if a.state == "resolved" and any(k == a.key and p < s for p, k in lost.items())
-    ]
+    gone = []
+    for s, a in owed.items():
+        page = max((p for p, k in lost.items() if k == a.key and p < s), default=None)
+        if a.state == "resolved" and page is not None:  # unless a later page of it is kept
+            kept = (b.state == "firing" and b.key == a.key for f, b in owed.items() if page < f < s)
+            if not any(kept):
+                gone.append(s)
     for s in gone:
         del owed[s]
     return len(gone)

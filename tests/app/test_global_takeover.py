@@ -456,3 +456,51 @@ def test_an_unknown_first_offset_is_no_reason_to_drop_pages() -> None:
     names = [n for n, _, _ in hook.sent]
     assert len(names) == len(set(names)) == 1_501
     assert sink.undelivered("alertmanager", "dropped") == 0
+
+
+def test_a_resolve_is_dropped_with_its_lost_page_not_when_a_later_page_is_kept() -> None:
+    """Found by helper-57: A's first page was lost to retention, A fired again and resolved;
+    the resolve was dropped as an orphan of the first page: A firing for good."""
+    a1, a2 = fired("A", 90.0), fired("A", 300.0)
+    many = [fired(f"B{k}", 120.0) for k in range(MAX_OWED)]
+    batches = [[fired("X", 60.0)], [a1], many, [resolved(a1, 180.0)], [a2], [resolved(a2, 360.0)]]
+    store, hook, readers = Store(), Dispatcher(), []
+    lead, el_lead = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
+    el_lead.owns = True
+    turns(lead, hook, 1)
+    turns(f, hook, len(batches))
+    f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 3)  # type: ignore[attr-defined]
+    sink = am()
+    hook.dropped = sink.dropped  # type: ignore[attr-defined]
+    el_lead.owns, el_f.owns = False, True
+    turns(f, hook, 2)
+    assert [(s, t) for n, s, t in hook.sent if n == "A"] == [("firing", 300.0), ("resolved", 360.0)]
+
+
+def test_pages_let_go_past_what_is_remembered_are_counted_when_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by helper-57: past ``EVICTED_KEPT`` the pages let go were forgotten: with the
+    partials deleted, neither sent nor counted. (Bounds shrunk: the logic is the same.)"""
+    from monitor.app import global_state as gs
+
+    monkeypatch.setattr(gs, "MAX_OWED", 10)
+    monkeypatch.setattr(gs, "EVICTED_KEPT", 20)
+    for deleted in (True, False):
+        batches = [[fired("X", 60.0)]] + [[fired(f"B{k}", 120.0)] for k in range(40)]
+        store, hook, readers = Store(), Dispatcher(), []
+        lead, el_lead = fed(store, readers, batches)
+        f, el_f = fed(store, readers, batches)
+        el_lead.owns = True
+        turns(lead, hook, 1)
+        turns(f, hook, len(batches))
+        if deleted:
+            f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 5)  # type: ignore[attr-defined]
+        sink = am()
+        hook.dropped = sink.dropped  # type: ignore[attr-defined]
+        el_lead.owns, el_f.owns = False, True
+        turns(f, hook, len(batches) + 3)
+        sent = {n for n, _, _ in hook.sent} - {"X"}
+        assert len(sent) + sink.undelivered("alertmanager", "dropped") == 40, deleted
+        assert len(sent) == (10 if deleted else 40)
