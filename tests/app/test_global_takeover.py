@@ -83,24 +83,32 @@ def turns(g: GlobalAlerts, hook: Any, n: int) -> None:
         g.turn(lambda p: True, hook, 32)
 
 
-def test_pages_a_follower_could_not_keep_are_judged_again_at_its_takeover() -> None:
-    pages = 1_500
-    assert pages > MAX_OWED
-    batches = [[fired("A", 60.0)]] + [
-        [fired(f"B{k}", 120.0) for k in range(j, j + 100)] for j in range(0, pages, 100)
-    ]
+def deliverer_dies(
+    batches: list[list[Transition]],
+) -> tuple[Dispatcher, GlobalAlerts, Elector]:
+    """A deliverer delivers the first batch, saves and dies (no step-down); a follower judges
+    every batch meanwhile. Returns the receiver, the follower and its elector."""
     store, hook, readers = Store(), Dispatcher(), []
     lead, el_lead = fed(store, readers, batches)
-    follow, el_follow = fed(store, readers, batches)
+    f, el_f = fed(store, readers, batches)
     el_lead.owns = True
-    turns(lead, hook, 1)  # delivers A, saves; then dies (no step-down, no save)
-    turns(follow, hook, len(batches))  # judges every B while nobody delivers
+    turns(lead, hook, 1)
+    turns(f, hook, len(batches))
+    el_lead.owns = False
+    return hook, f, el_f
+
+
+def test_pages_a_follower_could_not_keep_are_judged_again_at_its_takeover() -> None:
+    n = 1_500
+    assert n > MAX_OWED
+    batches = pages(n)
+    hook, follow, el_follow = deliverer_dies(batches)  # every B judged while none delivers
     assert len(follow.owed) <= MAX_OWED  # bounded
-    el_lead.owns, el_follow.owns = False, True
+    el_follow.owns = True
     turns(follow, hook, len(batches) + 2)  # takes over, reads again from the saved offset
     names = [n for n, _, _ in hook.sent]
-    assert len(names) == len(set(names)) == pages + 1  # every page, once
-    assert follow.delivered == follow.seq == pages + 1 and follow.owed == {}
+    assert len(names) == len(set(names)) == n + 1  # every page, once
+    assert follow.delivered == follow.seq == n + 1 and follow.owed == {}
 
 
 def test_a_fire_resolve_fire_judged_by_a_follower_sends_no_resolve_without_its_page() -> None:
@@ -262,16 +270,11 @@ def test_what_retention_deleted_is_not_judged_again_but_counted_lost() -> None:
     """Found by helper-54: judged again from the oldest partial kept, the replica numbered the
     transitions unlike the others. It keeps its numbering and counts what it let go."""
     batches = pages(1_500)
-    store, hook, readers = Store(), Dispatcher(), []
-    lead, el_lead = fed(store, readers, batches)
-    f, el_f = fed(store, readers, batches)
-    el_lead.owns = True
-    turns(lead, hook, 1)  # delivers A, saves (offset 1); dies
-    turns(f, hook, len(batches))
+    hook, f, el_f = deliverer_dies(batches)
     f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 4)  # type: ignore[attr-defined]
     sink = am()
     hook.dropped = sink.dropped  # type: ignore[attr-defined]
-    el_lead.owns, el_f.owns = False, True
+    el_f.owns = True
     turns(f, hook, 3)
     names = [n for n, _, _ in hook.sent]
     assert len(names) == len(set(names)) == 1 + MAX_OWED
@@ -400,14 +403,9 @@ def test_an_empty_saved_active_set_is_posted_as_such() -> None:
 
 def test_judging_again_posts_alertmanager_what_was_judged_before_not_the_older_save() -> None:
     batches = pages(1_500)
-    store, hook, readers = Store(), Dispatcher(), []
-    lead, el_lead = fed(store, readers, batches)
-    f, el_f = fed(store, readers, batches)
-    el_lead.owns = True
-    turns(lead, hook, 1)
-    turns(f, hook, len(batches))
+    _, f, el_f = deliverer_dies(batches)
     sink = am()
-    el_lead.owns, el_f.owns = False, True
+    el_f.owns = True
     turns(f, sink, 1)  # takes over, judges again from the save (A only)
     assert len(sink.outboxes["alertmanager"].firing) == 1_501
 
@@ -416,16 +414,11 @@ def test_a_resolve_whose_page_retention_took_is_not_sent_alone() -> None:
     a = fired("A", 90.0)
     many = [fired(f"B{k}", 120.0) for k in range(MAX_OWED)]
     batches = [[fired("X", 60.0)], [a], many, [resolved(a, 180.0)]]
-    store, hook, readers = Store(), Dispatcher(), []
-    lead, el_lead = fed(store, readers, batches)
-    f, el_f = fed(store, readers, batches)
-    el_lead.owns = True
-    turns(lead, hook, 1)  # X delivered, saved; dies
-    turns(f, hook, len(batches))  # A's page let go, its resolve kept
+    hook, f, el_f = deliverer_dies(batches)
     f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 3)  # type: ignore[attr-defined]
     sink = am()
     hook.dropped = sink.dropped  # type: ignore[attr-defined]
-    el_lead.owns, el_f.owns = False, True
+    el_f.owns = True
     turns(f, hook, 2)
     assert [s for n, s, _ in hook.sent if n == "A"] == []
     assert "B0" not in [n for n, _, _ in hook.sent]  # let go too (the next oldest)
@@ -438,12 +431,7 @@ def test_an_unknown_first_offset_is_no_reason_to_drop_pages() -> None:
     from kafka.errors import KafkaError
 
     batches = pages(1_500)
-    store, hook, readers = Store(), Dispatcher(), []
-    lead, el_lead = fed(store, readers, batches)
-    f, el_f = fed(store, readers, batches)
-    el_lead.owns = True
-    turns(lead, hook, 1)
-    turns(f, hook, len(batches))
+    hook, f, el_f = deliverer_dies(batches)
 
     def boom(tps: Any) -> Any:
         raise KafkaError("request timed out")
@@ -451,7 +439,7 @@ def test_an_unknown_first_offset_is_no_reason_to_drop_pages() -> None:
     f.reader.beginning_offsets = boom  # type: ignore[attr-defined]
     sink = am()
     hook.dropped = sink.dropped  # type: ignore[attr-defined]
-    el_lead.owns, el_f.owns = False, True
+    el_f.owns = True
     turns(f, hook, len(batches) + 3)
     names = [n for n, _, _ in hook.sent]
     assert len(names) == len(set(names)) == 1_501
@@ -464,16 +452,11 @@ def test_a_resolve_is_dropped_with_its_lost_page_not_when_a_later_page_is_kept()
     a1, a2 = fired("A", 90.0), fired("A", 300.0)
     many = [fired(f"B{k}", 120.0) for k in range(MAX_OWED)]
     batches = [[fired("X", 60.0)], [a1], many, [resolved(a1, 180.0)], [a2], [resolved(a2, 360.0)]]
-    store, hook, readers = Store(), Dispatcher(), []
-    lead, el_lead = fed(store, readers, batches)
-    f, el_f = fed(store, readers, batches)
-    el_lead.owns = True
-    turns(lead, hook, 1)
-    turns(f, hook, len(batches))
+    hook, f, el_f = deliverer_dies(batches)
     f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 3)  # type: ignore[attr-defined]
     sink = am()
     hook.dropped = sink.dropped  # type: ignore[attr-defined]
-    el_lead.owns, el_f.owns = False, True
+    el_f.owns = True
     turns(f, hook, 2)
     assert [(s, t) for n, s, t in hook.sent if n == "A"] == [("firing", 300.0), ("resolved", 360.0)]
 
@@ -489,17 +472,12 @@ def test_pages_let_go_past_what_is_remembered_are_counted_when_lost(
     monkeypatch.setattr(gs, "EVICTED_KEPT", 20)
     for deleted in (True, False):
         batches = [[fired("X", 60.0)]] + [[fired(f"B{k}", 120.0)] for k in range(40)]
-        store, hook, readers = Store(), Dispatcher(), []
-        lead, el_lead = fed(store, readers, batches)
-        f, el_f = fed(store, readers, batches)
-        el_lead.owns = True
-        turns(lead, hook, 1)
-        turns(f, hook, len(batches))
+        hook, f, el_f = deliverer_dies(batches)
         if deleted:
             f.reader.beginning_offsets = lambda tps: dict.fromkeys(tps, 5)  # type: ignore[attr-defined]
         sink = am()
         hook.dropped = sink.dropped  # type: ignore[attr-defined]
-        el_lead.owns, el_f.owns = False, True
+        el_f.owns = True
         turns(f, hook, len(batches) + 3)
         sent = {n for n, _, _ in hook.sent} - {"X"}
         assert len(sent) + sink.undelivered("alertmanager", "dropped") == 40, deleted
