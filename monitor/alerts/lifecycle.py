@@ -50,7 +50,10 @@ class AlertBook:
 
     def __init__(self) -> None:
         self._active: dict[Key, Alert] = {}
-        self._unwritten: dict[Key, Callable[[], dict[str, str]]] = {}
+        # an alert kept as it was, with its newest value and notes (written when read): most
+        # alerts that are on stay on, and making a new Alert at every boundary cost more than
+        # judging them (issue 14: the cost of a boundary)
+        self._unwritten: dict[Key, tuple[float, Notes]] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self._active
@@ -65,9 +68,11 @@ class AlertBook:
     def get(self, key: Key) -> Alert | None:
         """One current alert, its annotations written out."""
         cur = self._active.get(key)
-        write = self._unwritten.pop(key, None)
-        if cur is not None and write is not None:
-            cur = self._active[key] = replace(cur, annotations=write())
+        kept = self._unwritten.pop(key, None)
+        if cur is not None and kept is not None:
+            value, notes = kept
+            written = _written(notes) or cur.annotations
+            cur = self._active[key] = replace(cur, value=value, annotations=written)
         return cur
 
     def observe(
@@ -81,14 +86,16 @@ class AlertBook:
         for_: float,
         value: float,
         annotations: Notes,
+        key: Key | None = None,
     ) -> Transition | None:
-        key = tuple(sorted(labels.items()))
+        """``key``: the labels' key, if the caller has it made (``Alert.key``)."""
+        key = tuple(sorted(labels.items())) if key is None else key
         cur = self._active.get(key)
         if cur is None:
             if not breached:
                 return None
             state: State = "firing" if for_ <= 0 else "pending"
-            new = Alert(name, labels, state, at, at, value, _written(annotations))
+            new = Alert(name, dict(labels), state, at, at, value, _written(annotations))
             self._active[key] = new
             return Transition(new, None)
         if cur.state == "pending":
@@ -119,16 +126,10 @@ class AlertBook:
         """The alert stays as it is with new numbers; its text is written when read. An empty
         text (a drift detector with no new signal) keeps the last one: a firing alert's page
         never loses its summary."""
-        if callable(annotations):
-            self._unwritten[key] = annotations
-            annotations = cur.annotations
-        elif annotations:
-            self._unwritten.pop(key, None)
-        else:
-            annotations = cur.annotations  # and what writes it, if it is not written yet
-        self._active[key] = Alert(
-            cur.name, cur.labels, cur.state, cur.since, cur.at, value, annotations
-        )
+        if not callable(annotations) and not annotations:
+            kept = self._unwritten.get(key)  # the last text, or what writes it
+            annotations = kept[1] if kept is not None else cur.annotations
+        self._unwritten[key] = (value, annotations)
 
     def drop(self, key: Key) -> None:
         """Forget an alert without a transition (the caller tells what became of it)."""

@@ -38,12 +38,10 @@ def compared_enough(rule: AlertRule, r: AttributeResult, d: Disparity) -> bool:
     compared? The basis decides the rate (for the EOD: the gap that is the larger). The alert
     rules and ``fairness-monitor gate`` judge with this one test."""
     lo, hi = d.low_group, d.high_group
-    basis = d.basis or rule.metric
-    return (
-        lo is not None
-        and hi is not None
-        and all(r.denominator(g, basis) >= rule.min_samples for g in (lo, hi))
-    )
+    if lo is None or hi is None:
+        return False
+    den = r.denominators(d.basis or rule.metric)
+    return den[lo] >= rule.min_samples and den[hi] >= rule.min_samples
 
 
 def _labels(rule: AlertRule, model: str, window: str, attribute: str) -> dict[str, str]:
@@ -57,20 +55,21 @@ def _labels(rule: AlertRule, model: str, window: str, attribute: str) -> dict[st
     }
 
 
-_KEYS: dict[tuple[str, str, str, str, str], Key] = {}
+_KEYS: dict[tuple[str, str, str, str, str], tuple[Key, dict[str, str]]] = {}
 
 
-def _key(rule: AlertRule, model: str, window: str, attribute: str) -> Key:
-    """The alert book's key of that alert (as ``AlertBook.observe`` makes it), made once: every
-    rule is judged at every boundary, and most find nothing (looked up by the strings it is
-    made of: hashing the rule itself costs more than the rest of the check)."""
+def _key(rule: AlertRule, model: str, window: str, attribute: str) -> tuple[Key, dict[str, str]]:
+    """The alert book's key of that alert (as ``AlertBook.observe`` makes it) and its labels,
+    made once: every rule is judged at every boundary, and most find nothing (looked up by the
+    strings it is made of: hashing the rule itself costs more than the rest of the check)."""
     at = (rule.name, rule.severity, model, window, attribute)
-    key = _KEYS.get(at)
-    if key is None:
+    made = _KEYS.get(at)
+    if made is None:
         if len(_KEYS) > 4096:
             _KEYS.clear()
-        key = _KEYS[at] = tuple(sorted(_labels(rule, model, window, attribute).items()))
-    return key
+        labels = _labels(rule, model, window, attribute)
+        made = _KEYS[at] = (tuple(sorted(labels.items())), labels)
+    return made
 
 
 def check_rule(
@@ -88,7 +87,7 @@ def check_rule(
     """One fixed-window rule on one window's result: the lifecycle's next step, if any."""
     d = r.disparity(rule.metric)
     value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
-    key = _key(rule, model, window, attribute)
+    key, labels = _key(rule, model, window, attribute)
     active = key in book
     beyond = rule.breached(value, lower, upper)
     if not active and not beyond:
@@ -126,7 +125,8 @@ def check_rule(
         ann = {}
     return book.observe(
         name=rule.name,
-        labels=_labels(rule, model, window, attribute),
+        labels=labels,
+        key=key,
         breached=breached,
         recovered=recovered,
         at=at,

@@ -53,13 +53,17 @@ class AttributeResult(msgspec.Struct, frozen=True):
     def denominator(self, group: int, basis: str) -> int:
         """The sum of the cells the ``basis`` metric's rate divides by, for one group (what a
         rule's ``min_samples`` is checked against)."""
+        return self.denominators(basis)[group]
+
+    def denominators(self, basis: str) -> list[int]:
+        """:meth:`denominator` of every group."""
         d = self._denominators.get(basis)
         if d is None:
             cells = [getattr(self.groups, c) for c in METRICS[basis].counts]
             d = self._denominators[basis] = (
                 sum(cells[1:], cells[0]).tolist() if cells else [0] * len(self.labels)
             )
-        return int(d[group])
+        return d
 
     def value(self, field: str, group: int) -> float:
         """A per-group number (a ``GroupMetrics`` field)."""

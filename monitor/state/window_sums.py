@@ -27,6 +27,7 @@ from monitor.state.partition import PartitionState
 from monitor.state.windows import I64, WindowRing
 
 Range = tuple[int, int]  # buckets lo <= b < hi (empty when hi <= lo)
+EXACT = 2**53
 
 
 def live_range(ring: WindowRing, start: int, end: int) -> Range:
@@ -62,9 +63,13 @@ def _update(s: _Sums, ranges: list[Range]) -> list[I64]:
     delta = np.zeros((max(len(points) - 1, 0), g * c), dtype=np.int64)
     if journal and len(points) > 1:
         bucket, cell, weight = (np.concatenate(parts) for parts in zip(*journal, strict=True))
-        seg = np.searchsorted(points, bucket, side="right") - 1
+        seg = np.searchsorted(np.array(points), bucket, side="right") - 1
         inside = (seg >= 0) & (seg < len(points) - 1)
-        np.add.at(delta, (seg[inside], cell[inside]), weight[inside])
+        flat, w = seg[inside] * (g * c) + cell[inside], weight[inside]
+        if np.abs(w).sum() < EXACT:  # float sums of integers below 2^53 are exact
+            delta = np.bincount(flat, w, delta.size).astype(np.int64).reshape(delta.shape)
+        else:  # ~3x slower, exact whatever the sizes
+            np.add.at(delta.reshape(-1), flat, w)
     out = []
     for (a1, b1), (a2, b2), old in zip(s.ranges, ranges, s.sums, strict=True):
         if b1 <= a1 or b2 <= a2 or a2 < a1 or b2 < b1 or a2 > b1 or a1 < oldest:

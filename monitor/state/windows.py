@@ -201,8 +201,10 @@ class WindowRing:
         if hi <= lo:
             return np.zeros((self.n_groups, self.n_cells), dtype=np.int64)
         a, b = lo % self.n_buckets, (hi - 1) % self.n_buckets + 1
-        if a < b:  # one contiguous run of slots; else the range wraps around the ring's end
-            out: I64 = self.counts[a:b].sum(axis=0)
+        if b - a == 1:  # one bucket (a window's newest or oldest): a copy, not a sum
+            out: I64 = self.counts[a].copy()
+        elif a < b:  # one contiguous run of slots; else the range wraps around the ring's end
+            out = self.counts[a:b].sum(axis=0)
         else:
             out = self.counts[a:].sum(axis=0) + self.counts[:b].sum(axis=0)
         return out
