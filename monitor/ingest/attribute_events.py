@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -34,6 +35,18 @@ from monitor.ingest.keys import id_keys
 from monitor.ingest.serving import is_number
 
 SCALARS = (str, int, float, bool, type(None))
+
+
+class _Fields(msgspec.Struct):
+    """The fields a record is read for: a record whose other fields hold numbers the generic
+    decoder rejects (``1e400``, a 5,000-digit integer) is still read (``salvage``)."""
+
+    id: Any = msgspec.UNSET
+    attributes: Any = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
+
+
+_TYPED = msgspec.json.Decoder(_Fields)
 
 
 def attribute_dtype(n_models: int, n_sets: int) -> np.dtype[Any]:
@@ -62,7 +75,7 @@ class AttributeDecoder:
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], list[DeadLetter]]:
         """(attribute rows, dead letters) of one batch of records."""
         plan = self.plan
-        events, errors = self.careful.parse_all(rb.values, None)
+        events, errors = self.careful.parse_all(rb.values, _TYPED)
         lo, hi = plan.time_bounds()
         ids: list[str] = []
         times: list[float] = []

@@ -104,3 +104,19 @@ def test_a_bad_record_is_dead_lettered_with_its_reason_and_the_rest_kept(
     rows, dead = dec.decode(batch([good, value, good | {"id": "ok2"}]))
     assert [d.reason.value for d in dead] == [reason]
     assert rows["key"].tolist() == id_keys(["ok", "ok2"]).tolist()
+
+
+@pytest.mark.parametrize("extra", [b"1e400", b"-1e999", b"1" + b"0" * 5000])
+def test_a_number_of_any_size_in_a_field_not_read_loses_nothing(
+    decoder: tuple[AttributeDecoder, Engine], extra: bytes
+) -> None:
+    """JSON sets no limit on a number's size; the generic decoder rejects these, and the
+    record's attributes were dead-lettered as not JSON (found by a review)."""
+    dec, engine = decoder
+    odd = b'{"id": "a", "trace": ' + extra + b', "attributes": {"sex": "F", "age": 41}}'
+    rows, dead = dec.decode(batch([{"id": "ok", "attributes": {"sex": "M"}}, odd]))
+    assert dead == []
+    assert rows["key"].tolist() == id_keys(["ok", "a"]).tolist()
+    reg = engine.registries[0]
+    assert reg.labels[int(rows["groups"][1, 0, 0])] == "F"
+    assert rows["ts"].tolist() == [NOW, NOW]  # no timestamp: the record's time, as before
