@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.alert_cost
 	$(BIN)/python -m bench.pending_expiry
 	$(BIN)/python -m bench.state_store
+	$(BIN)/python -m bench.serving_throughput
 
 # the Open Inference Protocol's gRPC messages (Seldon Core 2's Kafka payloads) as Python: run
 # after changing monitor/ingest/open_inference_grpc.proto; the output is committed

@@ -38,15 +38,18 @@ SCALARS = (str, int, float, bool, type(None))
 
 
 class _Fields(msgspec.Struct):
-    """The fields a record is read for: a record whose other fields hold numbers the generic
-    decoder rejects (``1e400``, a 5,000-digit integer) is still read (``salvage``)."""
+    """The fields a record is read for, ``attributes`` kept raw: a record whose other fields
+    (or attributes no model reads) hold numbers the generic decoder rejects (``1e400``, a
+    5,000-digit integer) is still read (:meth:`AttributeDecoder.salvage`)."""
 
     id: Any = msgspec.UNSET
-    attributes: Any = msgspec.UNSET
+    attributes: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
 
 
 _TYPED = msgspec.json.Decoder(_Fields)
+_JSON = msgspec.json.Decoder()
+_BY_NAME = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def attribute_dtype(n_models: int, n_sets: int) -> np.dtype[Any]:
@@ -71,11 +74,15 @@ class AttributeDecoder:
         self.dtype = attribute_dtype(len(plan.models), plan.max_sets)
         # attributes a reading model bins: finite numbers (or null), as in the monitor's events
         self.binned = {a.name for m in self.readers for a in plan.models[m].attributes if a.bins}
+        self.read = {a.name for m in self.readers for a in plan.models[m].attributes}
 
     def decode(self, rb: Any) -> tuple[npt.NDArray[Any], list[DeadLetter]]:
         """(attribute rows, dead letters) of one batch of records."""
         plan = self.plan
-        events, errors = self.careful.parse_all(rb.values, _TYPED)
+        events, errors = self.careful.parse_all(rb.values, None)
+        for i, err in enumerate(errors):
+            if err is not None and err.reason is Reason.NOT_JSON:
+                events[i], errors[i] = self.salvage(rb.values[i], err)
         lo, hi = plan.time_bounds()
         ids: list[str] = []
         times: list[float] = []
@@ -109,6 +116,36 @@ class AttributeDecoder:
             if errors[i] is not None:
                 del ids[len(values) :], times[len(values) :]
         return self.rows(ids, times, values), dead_letters(rb, errors)
+
+    def salvage(self, value: Any, err: Invalid) -> tuple[Any, Invalid | None]:
+        """A record the generic decoder rejects, read for its fields only: an attribute that
+        no model reads is left out whatever it holds; one that a model reads and that cannot
+        be decoded is a ``bad_attribute``; anything else stays ``err``."""
+        try:
+            one = _TYPED.decode(value)
+        except (msgspec.DecodeError, RecursionError, ValueError):
+            return None, err
+        out = {k: v for k in ("id", "timestamp") if (v := getattr(one, k)) is not msgspec.UNSET}
+        if isinstance(one.attributes, msgspec.UnsetType):
+            return out, None
+        try:
+            out["attributes"] = _JSON.decode(one.attributes)
+            return out, None
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        try:
+            by_name = _BY_NAME.decode(one.attributes)
+        except (msgspec.DecodeError, RecursionError):
+            return None, err
+        attrs = out["attributes"] = {}
+        for name, raw in by_name.items():
+            try:
+                attrs[name] = _JSON.decode(raw)
+            except (msgspec.DecodeError, RecursionError):
+                if name in self.read:
+                    why = f"attribute {name[:60]!r} holds a number no float holds, or is too deep"
+                    return None, Invalid(Reason.BAD_ATTRIBUTE, why)
+        return out, None
 
     def rows(
         self, ids: list[str], times: list[float], values: list[dict[str, Any]]

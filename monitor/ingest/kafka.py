@@ -231,23 +231,10 @@ class DeadLetterSink:
 
     def send(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
-            rec = d.record
-            if rec.value is None:
-                value = b""
-            elif isinstance(rec.value, bytes):
-                value = rec.value
-            else:
-                value = repr(rec.value).encode("utf-8", "backslashreplace")
-            headers = dead_letter_headers(d)
-            if len(value) > self.max_value_bytes:
-                headers += [
-                    ("fm.truncated", b"true"),
-                    ("fm.original.size", str(len(value)).encode()),
-                ]
-                value = value[: self.max_value_bytes]
+            key, value, headers = dead_letter_record(d, self.max_value_bytes)
+            if ("fm.truncated", b"true") in headers:
                 self.truncated += 1
             try:
-                key = rec.key if isinstance(rec.key, bytes) else None
                 sent = self.producer.send(self.topic, value=value, key=key, headers=headers)
                 self._futures.append(sent)
             except Exception as exc:  # refused before sending: count, never stop the service
@@ -268,6 +255,39 @@ class DeadLetterSink:
 
     def close(self) -> None:
         self.producer.close(timeout=5)
+
+
+def dead_letter_record(
+    d: DeadLetter, room: int
+) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) of a dead letter that fits in ``room`` bytes beside its own
+    ``fm.*`` headers: the record's key and headers first, then as much of its value as fits
+    (``fm.truncated``, ``fm.original.size``). A key and headers that take over half the room
+    are left out (``fm.dropped.headers``: their size), else a record with large headers made a
+    dead letter the topic refused, and the record was counted but never dead-lettered (found
+    by a review)."""
+    rec = d.record
+    if rec.value is None:
+        value = b""
+    elif isinstance(rec.value, bytes):
+        value = rec.value
+    else:
+        value = repr(rec.value).encode("utf-8", "backslashreplace")
+    key = rec.key if isinstance(rec.key, bytes) else None
+    headers = dead_letter_headers(d)
+    own = len(key or b"") + sum(
+        len(k.encode("utf-8", "surrogatepass")) + len(v)
+        for k, v in headers
+        if not k.startswith("fm.")
+    )
+    if own > room // 2:
+        key, headers = None, [h for h in headers if h[0].startswith("fm.")]
+        headers.append(("fm.dropped.headers", str(own).encode()))
+        own = 0
+    if len(value) > room - own:
+        headers += [("fm.truncated", b"true"), ("fm.original.size", str(len(value)).encode())]
+        value = value[: room - own]
+    return key, value, headers
 
 
 def dead_letter_headers(d: DeadLetter) -> list[tuple[str, bytes]]:

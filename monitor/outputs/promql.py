@@ -234,8 +234,10 @@ def rules_yaml(config: Config, *, source: str) -> str:
 
 
 def prometheus_rules_command(config_path: str, outs: Sequence[str]) -> int:
-    """``prometheus-rules -c CONFIG [-o FILE]…``: write the rules (stdout without ``-o``)."""
-    text = rules_yaml(load_config(config_path, env={}), source=config_path)
+    """``prometheus-rules -c CONFIG [-o FILE]…``: write the rules (stdout without ``-o``), for
+    the configuration the monitor runs with: the file and the ``FAIRNESS_MONITOR__*``
+    environment overrides (a confidence set there was left out: found by a review)."""
+    text = rules_yaml(load_config(config_path), source=config_path)
     if not outs:
         sys.stdout.write(text)
     for path in outs:

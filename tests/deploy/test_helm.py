@@ -379,3 +379,21 @@ def test_notes_render(tmp_path: Path) -> None:
         "replicaCount=3", "prometheusRule.enabled=true", "config.alerts.scope=local"
     )
     assert "Route the PrometheusRule's alerts" in routed
+
+
+def test_a_listen_address_in_config_runs_on_the_container_port(tmp_path: Path) -> None:
+    """The README's config writes ``service.listen``; the chart's port setting and it together
+    were refused at start ("give listen or http_host/http_port, not both": found by a review)."""
+    cfg = pod_config(tmp_path, by_kind(render("config.service.listen=127.0.0.1:9000")))
+    assert (cfg.service.http_host, cfg.service.http_port) == ("0.0.0.0", 9108)
+    cfg = pod_config(tmp_path, by_kind(render("config.service.http_port=9000")))
+    assert cfg.service.http_port == 9108
+
+
+@pytest.mark.parametrize("key", ["sasl_username=svc", "sasl_password_file=/run/secrets/pw"])
+def test_sasl_keys_in_config_beside_the_credentials_secret_are_refused(key: str) -> None:
+    """The secret sets ``sasl_*_env``; a ``sasl_*`` key in config too was refused only when
+    the pods started ("give only one of ..."): now at render time, naming the key."""
+    name = key.split("=")[0]
+    err = refused("kafka.credentials.existingSecret=kafka-creds", f"config.kafka.{key}")
+    assert f"config.kafka.{name} with kafka.credentials.existingSecret" in err

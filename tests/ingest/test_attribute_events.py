@@ -113,10 +113,23 @@ def test_a_number_of_any_size_in_a_field_not_read_loses_nothing(
     """JSON sets no limit on a number's size; the generic decoder rejects these, and the
     record's attributes were dead-lettered as not JSON (found by a review)."""
     dec, engine = decoder
-    odd = b'{"id": "a", "trace": ' + extra + b', "attributes": {"sex": "F", "age": 41}}'
+    odd = b'{"id": "a", "trace": ' + extra + b', "attributes": {"sex": "F", "age": 41, "x": '
+    odd += extra + b"}}"  # an attribute no model reads: left out
     rows, dead = dec.decode(batch([{"id": "ok", "attributes": {"sex": "M"}}, odd]))
     assert dead == []
     assert rows["key"].tolist() == id_keys(["ok", "a"]).tolist()
     reg = engine.registries[0]
     assert reg.labels[int(rows["groups"][1, 0, 0])] == "F"
     assert rows["ts"].tolist() == [NOW, NOW]  # no timestamp: the record's time, as before
+
+
+def test_an_attribute_read_that_holds_no_float_is_a_bad_attribute(
+    decoder: tuple[AttributeDecoder, Engine],
+) -> None:
+    dec, _ = decoder
+    odd = b'{"id": "a", "attributes": {"sex": "F", "age": 1e400}}'
+    rows, dead = dec.decode(batch([{"id": "ok", "attributes": {"sex": "M"}}, odd]))
+    assert [(d.reason.value, d.detail) for d in dead] == [
+        ("bad_attribute", "attribute 'age' holds a number no float holds, or is too deep")
+    ]
+    assert rows["key"].tolist() == id_keys(["ok"]).tolist()

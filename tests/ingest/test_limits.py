@@ -9,7 +9,12 @@ import pytest
 from monitor.config.spec import ConfigError, parse_config
 from monitor.ingest.events import DeadLetter, RawRecord, Reason
 from monitor.ingest.groups import shorten
-from monitor.ingest.kafka import dead_letter_headers
+from monitor.ingest.kafka import (
+    DEAD_LETTER_OVERHEAD,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    dead_letter_headers,
+    dead_letter_record,
+)
 from monitor.outputs.report import build_report, format_table, printable
 from monitor.state.engine import Engine
 from tests.helpers import T0
@@ -192,3 +197,31 @@ def test_a_five_way_intersection_of_large_sets_keeps_every_combination_apart() -
     groups = reg.encode([list(col) for col in zip(*rows, strict=True)])
     labels = [reg.labels[g] for g in groups[:, 5]]
     assert labels == [intersection_label(r) for r in rows]
+
+
+def test_a_dead_letter_fits_the_topic_whatever_the_records_key_and_headers() -> None:
+    """Found by a review: the value was cut to the room left for it, but the record's own
+    headers were not counted: a 2 MB value with 20 headers of 1 KB made a 1,060,926-byte dead
+    letter, refused by a topic of 1 MiB (counted invalid, never dead-lettered)."""
+    room = DEFAULT_MAX_MESSAGE_BYTES - DEAD_LETTER_OVERHEAD
+
+    def size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> int:
+        return len(key or b"") + len(value) + sum(len(k) + len(v) for k, v in headers)
+
+    small = [(f"h{i}", b"x" * 1024) for i in range(20)]
+    huge = [(f"h{i}", b"x" * 100_000) for i in range(20)]  # 2 MB of headers
+    for value, own, key in ((b"v" * 2_000_000, small, b"k"), (b"v" * 10, huge, b"k" * 500_000)):
+        d = DeadLetter(Reason.RECORD_TOO_LARGE, "big", RawRecord(value, 0, "t", 0, 9, key, own))
+        k, v, headers = dead_letter_record(d, room)
+        assert size(k, v, headers) <= DEFAULT_MAX_MESSAGE_BYTES
+        got = dict(headers)
+        assert got["fm.reason"] == b"record_too_large" and got["fm.source.offset"] == b"9"
+        if own is small:  # the record's own headers and key kept, the value cut to fit
+            assert k == b"k" and all(got[n] == h for n, h in own)
+            assert got["fm.truncated"] == b"true" and got["fm.original.size"] == b"2000000"
+            assert len(v) > room - 30_000
+        else:  # too large to keep: left out, their size said; the value whole
+            assert k is None and "h0" not in got and v == value
+            assert int(got["fm.dropped.headers"]) == len(key) + size(None, b"", own)
+    plain = DeadLetter(Reason.NOT_JSON, "x", RawRecord(b"{", 0, "t", 0, 1, b"k", [("a", b"b")]))
+    assert dead_letter_record(plain, room) == (b"k", b"{", dead_letter_headers(plain))

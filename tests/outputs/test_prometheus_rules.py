@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from monitor.cli import main
@@ -40,6 +41,18 @@ def test_committed_rules_are_the_generators_output() -> None:
     for path in COPIES:
         assert path.read_text() == expected, f"{path} differs from the generator's output"
     assert f"prometheus-rules -c {SOURCE}" in expected.splitlines()[0]
+
+
+def test_the_command_reads_the_environment_as_the_monitor_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README: "same confidence ... as the monitor"; an override of the confidence in the
+    environment was left out (found by a review)."""
+    monkeypatch.setenv("FAIRNESS_MONITOR__CONFIDENCE", "0.99")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["prometheus-rules", "-c", str(ROOT / SOURCE)]) == 0
+    assert "# confidence 0.99 (z = 2.5758" in out.getvalue()
 
 
 def test_generated_rules_follow_the_config(tmp_path: Path) -> None:

@@ -79,6 +79,13 @@ on the state topic, else "local". */}}
 {{- $store := include "fairness-monitor.checkpointStore" . }}
 {{- $replicas := int .Values.replicaCount }}
 {{- $p := .Values.persistence }}
+{{- if .Values.kafka.credentials.existingSecret }}
+{{- range $k := list "sasl_username" "sasl_username_env" "sasl_username_file" "sasl_password" "sasl_password_env" "sasl_password_file" }}
+{{- if hasKey ($.Values.config.kafka | default dict) $k }}
+{{- fail (printf "config.kafka.%s with kafka.credentials.existingSecret: the secret gives the SASL username and password; remove config.kafka.%s (or the secret)" $k $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if eq $store "kafka" }}
 {{- if $p.enabled }}
 {{- fail "persistence.enabled=true with config.checkpoint.store: kafka: the checkpoints are in the state topic and the data directory is an emptyDir; set persistence.enabled=false (or use checkpoint.store: sqlite for a checkpoint file on the volume)" }}
