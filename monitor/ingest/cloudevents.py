@@ -41,6 +41,9 @@ MAX_ATTRIBUTES = 64  # CloudEvent attributes (ce_ headers): more than any event 
 MAX_HEADERS = 1024  # all headers (tracing, baggage, a mesh's own): a record with more is refused
 MAX_ATTRIBUTE_BYTES = 4096
 REQUIRED = ("id", "source", "specversion", "type")
+# what the monitor reads: one of these too long or not UTF-8 refuses the record; any other
+# extension (a tracer's, a custom one) that is, is left out of the attributes, never the record
+READ = frozenset({*REQUIRED, "time", "inferenceservicename"})
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,17 @@ def from_kafka(
                         Reason.RECORD_TOO_LARGE, f"over {MAX_ATTRIBUTES} CloudEvent attributes"
                     )
                 if raw is not None and len(raw) > MAX_ATTRIBUTE_BYTES:
+                    if name[3:] not in READ:
+                        continue
                     raise Invalid(
                         Reason.ID_TOO_LONG,
                         f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes",
                     )
-                attrs[name[3:]] = "" if raw is None else raw.decode()
+                try:
+                    attrs[name[3:]] = "" if raw is None else raw.decode()
+                except UnicodeDecodeError:
+                    if name[3:] in READ:
+                        raise
             elif name == "content-type":  # only compared with the structured mode's type
                 content_type = "" if raw is None else raw[:256].decode(errors="replace")
     except UnicodeDecodeError:
@@ -187,7 +196,7 @@ class Columns:
 def columns(records: Sequence[Any]) -> Columns | None:
     """The batch's events read attribute by attribute, or None when one of them needs
     :func:`from_kafka` (structured mode, ``ce-`` or capitalised names, more than
-    ``MAX_ATTRIBUTES`` headers, a value over ``MAX_ATTRIBUTE_BYTES`` or not UTF-8, a required
+    ``MAX_ATTRIBUTES`` headers, a value read over ``MAX_ATTRIBUTE_BYTES`` or not UTF-8, a required
     attribute missing, a tombstone): the same attributes, read once per batch and name."""
     headers = [r.headers or () for r in records]
     if max(map(len, headers), default=0) > MAX_ATTRIBUTES:
@@ -202,7 +211,7 @@ def columns(records: Sequence[Any]) -> Columns | None:
         return None
     text: dict[str, list[Any]] = {}
     for name in names:
-        if name.startswith("ce_"):
+        if name.startswith("ce_") and name[3:] in READ:  # the others are not read
             raw = [m.get(name, b"") for m in maps]  # absent reads as empty: see servicename
             if None in raw or max(map(len, raw)) > MAX_ATTRIBUTE_BYTES:
                 return None

@@ -16,6 +16,7 @@ from monitor.ingest.cloudevents import (
     MAX_HEADERS,
     REQUEST,
     RESPONSE,
+    columns,
     from_kafka,
 )
 from monitor.ingest.events import Invalid, Reason
@@ -166,3 +167,21 @@ def test_structured_mode_reads_an_event_whatever_its_unread_members_hold(odd: by
     got = from_kafka([("content-type", b"application/cloudevents+json")], value)
     assert (got.id, got.kind, got.data) == ("a1", "response", data)
     assert "traceext" not in got.attributes  # not a string: no CloudEvent attribute
+
+
+def test_an_extension_not_read_may_be_long_or_not_utf8_and_the_event_is_read() -> None:
+    """Found by a review: any ``ce_`` header over 4 KB (a tracer's ``ce_traceparent``, a
+    custom extension) refused the event as ``id_too_long``, one not UTF-8 as ``bad_id``."""
+
+    class Rec:
+        def __init__(self, headers: list[tuple[str, bytes]]) -> None:
+            self.headers, self.value = headers, BODY
+
+    for odd in (b"t" * 10_000, b"\xff\xfe"):
+        headers = kserve(traceparent=odd)
+        got = from_kafka(headers, BODY)
+        assert (got.id, got.kind, got.data) == ("9f2", "request", BODY)
+        assert "traceparent" not in got.attributes and got.attributes["namespace"] == "lending"
+        cols = columns([Rec(headers), Rec(kserve())])
+        assert cols is not None and cols.id == ["9f2", "9f2"] and cols.kind == ["request"] * 2
+    refused(kserve(inferenceservicename=b"m" * 5000), BODY, Reason.ID_TOO_LONG)  # one read
