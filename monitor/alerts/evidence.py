@@ -79,7 +79,6 @@ class ModelEvidence:
         self._order = np.zeros((2, 0), np.int64)  # (set, slot) in label order
         self.grow(0)
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._log_c: tuple[int, Any, np.ndarray] | None = None
 
     def grow(self, g: int) -> None:
         """Room for ``g`` groups per set (new slots: no evidence, no history)."""
@@ -133,11 +132,8 @@ class ModelEvidence:
         """``log c`` per detector kind for the K detectors there are now (3 for a reference,
         5 for the others): a change detector steps per bucket, a pair test per block."""
         k = sum(5 * len(x) - 2 for x in self.labels if x)
-        if self._log_c is None or self._log_c[:2] != (k, budget):
-            steps = [self.spec.bucket] * 3 + [self.block] * 2
-            log_c = np.log([sq.threshold(k, budget.per, budget.pages, b) for b in steps])
-            self._log_c = (k, budget, log_c)
-        return self._log_c[2]
+        steps = [self.spec.bucket] * 3 + [self.block] * 2
+        return np.log([sq.threshold(k, budget.per, budget.pages, b) for b in steps])
 
     def baseline(self, cur: int) -> tuple[np.ndarray, np.ndarray]:
         """(baseline sums, all held blocks' sums) ``[set, group, metric, (x, n)]``."""
@@ -334,8 +330,7 @@ class ModelEvidence:
             total = np.where(
                 is_ref[..., None], rel, rel + (rel[np.arange(S), r] + rel_now)[:, None]
             )
-        se = p0 * np.sqrt(total)  # p0 in (0, 1): never −inf
-        return np.where(np.isfinite(se), se, 1.0)
+        return np.nan_to_num(p0 * np.sqrt(total), nan=1.0, posinf=1.0)
 
     def _recovery(
         self, x: Any, n: Any, p0: Any, se: Any, pairs: np.ndarray, arm: np.ndarray

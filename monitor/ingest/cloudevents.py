@@ -130,12 +130,8 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
         doc = _ENVELOPE.decode(value)
     except msgspec.ValidationError:
         raise Invalid(Reason.NOT_OBJECT, "structured CloudEvent is not a JSON object") from None
-    except msgspec.DecodeError as exc:
-        try:  # JSON that msgspec refuses: \ud800 escapes (lone surrogates are no UTF-8)
-            json.loads(value)
-        except (ValueError, RecursionError):
-            raise Invalid(Reason.NOT_JSON, f"structured CloudEvent: {exc}") from None
-        raise Invalid(Reason.BAD_ID, "structured CloudEvent text is not Unicode") from None
+    except msgspec.DecodeError:  # what msgspec refuses and the standard library reads
+        return _structured_stdlib(value)  # (NaN, a BOM, \ud800 escapes) is read as before
     except RecursionError:
         raise Invalid(Reason.TOO_DEEP, "structured CloudEvent nested too deeply") from None
     attrs = {}
@@ -162,6 +158,27 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
         return attrs, str(_JSON.decode(raw)).encode()
     except (msgspec.DecodeError, UnicodeEncodeError):
         raise Invalid(Reason.BAD_ID, "structured CloudEvent data is not Unicode") from None
+
+
+def _structured_stdlib(value: bytes) -> tuple[dict[str, str], bytes]:
+    try:
+        doc = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise Invalid(Reason.NOT_JSON, f"structured CloudEvent: {exc}") from None
+    if not isinstance(doc, dict):
+        raise Invalid(Reason.NOT_OBJECT, "structured CloudEvent is not a JSON object")
+    attrs = {
+        k: v for k, v in doc.items() if k not in ("data", "data_base64") and isinstance(v, str)
+    }
+    try:  # JSON's \ud800 escapes decode to lone surrogates, which are no UTF-8
+        "".join(attrs.values()).encode()
+        data = doc.get("data")
+        out = data.encode() if isinstance(data, str) else json.dumps(data).encode()
+    except UnicodeEncodeError:
+        raise Invalid(Reason.BAD_ID, "structured CloudEvent text is not Unicode") from None
+    if "data_base64" in doc or "data" not in doc:
+        raise Invalid(Reason.UNDECODABLE, "structured CloudEvent without JSON data")
+    return attrs, out
 
 
 def _is_string(raw: msgspec.Raw) -> bool:

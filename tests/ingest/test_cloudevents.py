@@ -185,3 +185,12 @@ def test_an_extension_not_read_may_be_long_or_not_utf8_and_the_event_is_read() -
         cols = columns([Rec(headers), Rec(kserve())])
         assert cols is not None and cols.id == ["9f2", "9f2"] and cols.kind == ["request"] * 2
     refused(kserve(inferenceservicename=b"m" * 5000), BODY, Reason.ID_TOO_LONG)  # one read
+
+
+@pytest.mark.parametrize("odd", [b'"x": NaN, ', b'"x": -Infinity, '])
+def test_structured_mode_reads_what_only_the_standard_library_reads(odd: bytes) -> None:
+    """Found by a review: NaN in an unread extension (which msgspec refuses) was refused as
+    bad_id; it is read, as before the envelope was read with msgspec."""
+    value = b'{"specversion": "1.0", "id": "a1", "type": "t", "source": "s", ' + odd
+    got = from_kafka([("content-type", b"application/cloudevents+json")], value + b'"data": {}}')
+    assert (got.id, json.loads(got.data)) == ("a1", {})
