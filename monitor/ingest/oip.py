@@ -156,6 +156,10 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
         text = str(exc)
         if text.startswith("Expected `object`") and " - at " not in text:
             raise Invalid(Reason.NOT_OBJECT, "not an inference payload (not an object)") from None
+        if text.endswith("- at `$.id`"):  # the call's id, not a tensor: said so (a review)
+            raise Invalid(Reason.BAD_ID, f"the payload's id: {text}") from None
+        if text.endswith("- at `$.model_name`"):
+            raise Invalid(Reason.UNKNOWN_MODEL, f"the payload's model_name: {text}") from None
         raise Invalid(Reason.BAD_TENSOR, f"not an inference payload: {text}") from None
     except msgspec.DecodeError as exc:
         raise Invalid(Reason.NOT_JSON, str(exc)) from None

@@ -200,7 +200,9 @@ class ServingDecoder:
         elif kind == "response":
             if self.fmt == "kserve-cloudevents":
                 table = decode_response(data)
-            m = self._model(hint if self.fmt == "seldon" else hint or table.model, table)
+            # the event's name even when empty (names no model, as for its request: a review)
+            name = hint if self.fmt == "seldon" or hint is not None else table.model
+            m = self._model(name, table)
             mapping = self.mappings[m]
             assert mapping is not None
             ids = self._checked(table.row_ids(rid))

@@ -194,3 +194,27 @@ def test_structured_mode_reads_what_only_the_standard_library_reads(odd: bytes) 
     value = b'{"specversion": "1.0", "id": "a1", "type": "t", "source": "s", ' + odd
     got = from_kafka([("content-type", b"application/cloudevents+json")], value + b'"data": {}}')
     assert (got.id, json.loads(got.data)) == ("a1", {})
+
+
+@pytest.mark.parametrize("nan", [b"", b'"x": NaN, '])  # read with msgspec, and as only json reads
+def test_structured_members_the_monitor_reads_must_be_strings(nan: bytes) -> None:
+    """Found by a review: ``"time": 1767261600`` was ignored (the event then timed by its
+    record), ``"data_base64": null`` decoded from the text "None"; both are refused by name,
+    in either reading of the envelope. ``null`` is an absent attribute."""
+    structured = [("content-type", b"application/cloudevents+json")]
+
+    def event(**members: object) -> bytes:
+        base = {"specversion": "1.0", "id": "a", "type": "t", "source": "s", "data": {}}
+        return b"{" + nan + json.dumps({**base, **members}).encode()[1:]
+
+    assert "'time'" in refused(structured, event(time=1767261600), Reason.BAD_TIMESTAMP)
+    assert "'id'" in refused(structured, event(id=7), Reason.BAD_ID)
+    detail = refused(structured, event(inferenceservicename=["credit"]), Reason.UNDECODABLE)
+    assert "'inferenceservicename'" in detail
+    for odd in (None, 1234, {"a": 1}):
+        detail = refused(structured, event(data_base64=odd), Reason.UNDECODABLE)
+        assert "data_base64 is not a string" in detail
+    got = from_kafka(structured, event(time=None, data_base64=base64.b64encode(BODY).decode()))
+    assert (got.id, got.time, got.data) == ("a", None, BODY)
+    got = from_kafka(structured, event(traceext=12, namespace=None))  # not read: left out
+    assert "traceext" not in got.attributes and json.loads(got.data) == {}

@@ -122,6 +122,9 @@ def test_bare_oip_takes_the_id_from_the_payload_or_the_request_id_header() -> No
             None,
             Reason.BAD_SCORE,
         ),
+        # found by a review: a numeric id or model name was a bad_tensor
+        ("oip-json", b'{"id": 17, "outputs": []}', None, Reason.BAD_ID),
+        ("oip-json", b'{"id": "a", "model_name": 3, "outputs": []}', None, Reason.UNKNOWN_MODEL),
     ],
 )
 def test_broken_records_are_dead_letters_with_a_reason(
@@ -131,6 +134,22 @@ def test_broken_records_are_dead_letters_with_a_reason(
     asked, answered, dead = dec.decode(batch(rec(value, headers, 1_767_225_600.0)))
     assert len(asked) == len(answered) == 0
     assert [d.reason for d in dead] == [reason], [d.detail for d in dead]
+
+
+def test_an_empty_service_name_names_no_model_on_a_request_and_on_a_response() -> None:
+    """Found by a review: an empty ``ce_inferenceservicename`` refused the request
+    (``unknown_model ''``) but the response was read by its ``model_name``, then orphaned."""
+    _, dec = setup("kserve-cloudevents")
+    c = next(c for c in calls(5) if len(c["sex"]) == 1)
+    req, resp = payloads(c)
+    halves = [(req, "request"), (resp, "response")]
+    for i, (value, kind) in enumerate(halves):
+        headers = [h for h in ce(kind, c["id"], c["t"]) if h[0] != "ce_inferenceservicename"]
+        records = [rec(value, [*headers, ("ce_inferenceservicename", b"")], c["t"])]
+        records.append(rec(value, headers, c["t"]))  # absent: the only model
+        asked, answered, dead = dec.decode(batch(*records))
+        assert [(d.reason, "''" in d.detail) for d in dead] == [(Reason.UNKNOWN_MODEL, True)]
+        assert (len(asked), len(answered)) == ((1, 0) if i == 0 else (0, 1))
 
 
 def test_through_the_engine_halves_that_never_meet_are_counted() -> None:
