@@ -16,7 +16,8 @@ Each record is encoded here into the group indices of every model that reads the
 decision's model is not known until it meets its attributes); a missing or null attribute is
 the ``__missing__`` group, as for the monitor's own events. Anything else is a dead letter with
 its reason: a tombstone, not JSON or not an object, a missing or too long id, ``attributes``
-not an object or holding a non-scalar value (``bad_attribute``), a bad timestamp.
+not an object, or an attribute a model reads holding a non-scalar value (``bad_attribute``), a
+bad timestamp. An attribute no model reads is left alone whatever it holds.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class AttributeDecoder:
                 attrs = e.get("attributes")
                 if type(attrs) is not dict:
                     raise Invalid(Reason.BAD_ATTRIBUTE, "attributes must be a JSON object")
-                for name, v in attrs.items():
-                    if not isinstance(v, SCALARS):
+                for name, v in attrs.items():  # what no model reads is never judged (a review)
+                    if name in self.read and not isinstance(v, SCALARS):
                         raise Invalid(
                             Reason.BAD_ATTRIBUTE,
                             f"attribute {str(name)[:60]!r} is a JSON {type(v).__name__}, "

@@ -133,3 +133,19 @@ def test_an_attribute_read_that_holds_no_float_is_a_bad_attribute(
         ("bad_attribute", "attribute 'age' holds a number no float holds, or is too deep")
     ]
     assert rows["key"].tolist() == id_keys(["ok"]).tolist()
+
+
+@pytest.mark.parametrize(
+    "unread", [b"[1, 2]", b'{"a": {"b": 1}}', b"[1e400]", b'{"a": ' * 40 + b"1" + b"}" * 40]
+)
+def test_an_attribute_no_model_reads_is_left_out_whatever_it_holds(
+    decoder: tuple[AttributeDecoder, Engine], unread: bytes
+) -> None:
+    """Found by a review: an unread attribute holding an array was a bad_attribute, while the
+    same array holding 1e400 was left out: the record is read either way (nothing read is lost)."""
+    dec, engine = decoder
+    odd = b'{"id": "a", "attributes": {"sex": "F", "extra": ' + unread + b"}}"
+    rows, dead = dec.decode(batch([odd]))
+    assert dead == []
+    assert rows["key"].tolist() == id_keys(["a"]).tolist()
+    assert engine.registries[0].labels[int(rows["groups"][0, 0, 0])] == "F"
