@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.app.arguments import parser as _parser
+from monitor.config.reference import markdown
 from monitor.config.spec import ConfigError, json_schema, load_config
 from monitor.ingest.file import UnreadableInput
 from monitor.outputs.report import format_table, printable
@@ -27,8 +28,11 @@ def _check_config(args: argparse.Namespace) -> int:
         json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
+    if args.reference:
+        sys.stdout.write(markdown(json_schema()))
+        return 0
     if not args.config:
-        raise ConfigError("", "give a configuration file (or --schema)")
+        raise ConfigError("", "give a configuration file (or --schema, --reference)")
     cfg = load_config(args.config)
     for name, m in cfg.models.items():
         sets = ", ".join(m.set_names)

@@ -25,6 +25,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--schema", action="store_true", help="print the configuration's JSON Schema and exit"
     )
+    c.add_argument(
+        "--reference",
+        action="store_true",
+        help="print every configuration key, its type, default and meaning (docs/config.md)",
+    )
 
     run = sub.add_parser("run", help="consume the Kafka topics and monitor continuously")
     run.add_argument("--config", "-c", required=True, help="YAML configuration file")

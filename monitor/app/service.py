@@ -181,7 +181,7 @@ class Monitor:
         self.alerting.close()
         self.ownership.close()  # leaves the group
         self.intake.close()
-        self.dispatcher.close()
+        self.dispatcher.close(self.config.service.shutdown_timeout)  # a last try to deliver
         self.checkpoints.close()
         log.info("stopped")
 

@@ -27,7 +27,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import msgspec
 import yaml
 from msgspec import Meta
 from msgspec import field as key
@@ -51,6 +50,7 @@ from monitor.config.model import FieldsDoc, ModelDoc, resolve_fields, resolve_mo
 from monitor.config.model import JoinSpec as JoinSpec
 from monitor.config.model import ModelSpec as ModelSpec
 from monitor.config.model import WindowSpec as WindowSpec
+from monitor.config.reference import described_schema
 from monitor.config.rules import AlertsDoc, resolve_alerts
 from monitor.config.rules import AlertsSpec as AlertsSpec
 from monitor.config.settings import (
@@ -120,7 +120,7 @@ class ConfigDoc(Doc, frozen=True):
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of the configuration file (``check-config --schema``), for editors
     and the Helm chart's values schema."""
-    schema = msgspec.json.schema(ConfigDoc)
+    schema = described_schema(ConfigDoc)  # with what each key does
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "fairness-monitor configuration",

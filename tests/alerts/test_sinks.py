@@ -662,6 +662,36 @@ def test_a_sink_owing_too_much_counts_its_drops_and_exports_them(
     hook.close()
 
 
+def test_stopping_waits_for_the_sinks_as_long_as_service_shutdown_timeout(tmp_path: Path) -> None:
+    """Found while writing the configuration reference: ``service.shutdown_timeout`` was read
+    and never used (a stop waited 5 s for the sinks, whatever it said). A receiver that holds
+    the last page: the monitor stops after the configured 1 s, not 5 s later."""
+    from monitor.app.service import Monitor
+    from monitor.config.spec import parse_config
+
+    hook = Receiver(hold_after=0)  # holds every request until the gate opens
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}},
+            "alerts": {"sinks": {"webhook_url": hook.url, "log": False, "timeout": 60}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+            "service": {"shutdown_timeout": "1s"},
+        }
+    )
+    m = Monitor(cfg)
+    m.dispatcher.start()
+    m.dispatcher.submit(transition())
+    wait_for(lambda: hook.calls == 1)  # the page is being sent, and held
+    stopping = threading.Thread(target=m._close)
+    stopping.start()
+    stopping.join(3.5)  # 1 s asked; before, 5 s
+    done = not stopping.is_alive()
+    hook.gate.set()
+    stopping.join()
+    hook.close()
+    assert done
+
+
 # -- pages that arrive: real receivers down, then up ---------------------------------------------
 class Flaky:
     """A real webhook receiver on a fixed loopback port that can be down (nothing listens)."""
