@@ -36,6 +36,26 @@ def status_state(m: Any) -> StatusState:
     )
 
 
+def partials_counts(alerting: Any) -> dict[str, int] | None:
+    """``alerts.scope: global``: what this replica published and read on the partials topic,
+    by outcome (None: local scope, no partials). ``missing`` and ``let_go`` mean judged
+    windows lacked a partition's counts, or were skipped; ``too_large``, that a partition's
+    counts were replaced by a silence (``app/partials_out.py``, ``alerts/global_view.py``)."""
+    view, out = getattr(alerting, "view", None), getattr(alerting, "out", None)
+    if view is None:
+        return None
+    return {
+        "sent": out.sent if out is not None else 0,
+        "send_failed": out.failed if out is not None else 0,
+        "too_large": out.too_large if out is not None else 0,
+        "duplicate": view.duplicates,
+        "missing": view.missing,
+        "let_go": view.dropped,
+        "unknown_model": view.unknown_models,
+        "not_partial": alerting.bad,
+    }
+
+
 def ops_snapshot(m: Any) -> OpsSnapshot:
     """The loop's operational state now, as an immutable value (built on the loop's thread)."""
     counts, total = m.engine.label_delays()
@@ -57,6 +77,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
         evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
         # every model from 0: a counter first seen at 3 hides its first rise from increase()
         windows_skipped={s.name: m.evaluator.skipped.get(s.name, 0) for s in m.engine.models},
+        partials=partials_counts(m.alerting),
         groups=tuple(
             GroupBounds(spec.name, name, short, over, undeclared)
             for spec, reg in zip(m.engine.models, m.engine.registries, strict=True)

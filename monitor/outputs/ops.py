@@ -71,6 +71,7 @@ class OpsSnapshot:
     firing: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (name, severity)
     evaluation_behind: Mapping[str, float] = field(default_factory=dict)  # model -> seconds
     windows_skipped: Mapping[str, int] = field(default_factory=dict)  # model -> not judged
+    partials: Mapping[str, int] | None = None  # alerts.scope: global, by outcome
     groups: tuple[GroupBounds, ...] = ()
     dead_letters: Mapping[str, int] | None = None  # sent/truncated/failed; None: no DLQ topic
     checkpoint_wall: float | None = None  # wall time of the last good checkpoint
@@ -241,6 +242,18 @@ def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
         ),
         s.windows_skipped,
     )
+    if s.partials is not None:
+        partials = CounterMetricFamily(
+            "fairness_alert_partials",
+            "alerts.scope: global: partials this replica sent (sent, send_failed and retried, "
+            "too_large: sent as a silence, the partition's counts left out) and read (duplicate; "
+            "missing: a boundary judged without a partition's counts; let_go: waited too long, "
+            "its windows skipped; unknown_model, not_partial: another configuration's).",
+            labels=["outcome"],
+        )
+        for outcome, n in s.partials.items():
+            partials.add_metric([outcome], n)
+        yield partials
 
 
 def _per_model(family: Any, values: Mapping[str, float]) -> Any:

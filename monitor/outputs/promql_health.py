@@ -153,6 +153,14 @@ HEALTH_GROUP = """\
         summary: "{{ $value }} windows of {{ $labels.model }} were not judged in the last hour: their counts had left the ring ({{ $labels.instance }})"
         description: "Alert evaluation fell behind the data by more than the model's lateness (a catch-up after a restart or an outage, a partition far ahead of another): those windows were skipped rather than judged on truncated counts, so no alert could fire for them."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertwindowsskipped"
+    - alert: FairnessAlertPartialsIncomplete
+      expr: sum by (instance, outcome) (increase(fairness_alert_partials_total{outcome=~"missing|let_go|too_large"}[1h])) > 0
+      labels:
+        severity: ticket
+      annotations:
+        summary: "{{ $value }} partials were {{ $labels.outcome }} in the last hour ({{ $labels.instance }}, alerts.scope: global)"
+        description: "missing: a boundary was judged without one partition's counts; let_go: a partition's partials waited too long and its windows were skipped; too_large: a partition's counts were left out (over the producer's request size). The global alerts of those boundaries saw fewer decisions than were made."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessalertpartialsincomplete"
     - alert: FairnessAlertEvaluationBehind
       expr: max by (instance, model) (fairness_alert_evaluation_behind_seconds) > 3600
       for: 15m

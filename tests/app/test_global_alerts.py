@@ -230,6 +230,7 @@ def test_one_replica_judging_globally_delivers_replays_transitions(kafka, tmp_pa
             120,
             lambda: f"{len(judged(hook.bodies))} of {len(backtest)} transitions delivered",
         )
+        partials = exported_partials(c.replicas["a"])
         for m in c.running():
             m.signal(signal.SIGTERM)
             assert m.wait(30) == 0
@@ -239,6 +240,23 @@ def test_one_replica_judging_globally_delivers_replays_transitions(kafka, tmp_pa
         hook.close()
         c.close()
     assert_same(judged(hook.bodies), backtest)
+    # on /metrics: partials sent and read, none judged missing, let go or left out
+    assert partials["sent"] > 3 and partials["duplicate"] >= 0, partials
+    assert partials["missing"] == partials["let_go"] == partials["too_large"] == 0, partials
+    assert partials["not_partial"] == partials["unknown_model"] == 0, partials
+
+
+def exported_partials(m: MonitorProcess) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    code, text = m.get("/metrics")
+    assert code == 200, text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    return {
+        s.labels["outcome"]: s.value
+        for s in fams["fairness_alert_partials"].samples
+        if s.name.endswith("_total")
+    }
 
 
 def assert_same(live: list[tuple], backtest: list[tuple]) -> None:

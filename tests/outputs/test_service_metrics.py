@@ -309,3 +309,47 @@ def test_the_label_ledger_gauge_counts_labels_ahead_of_the_judged_boundary(
         seen.add(expected)
     assert 0 in seen and len(seen) >= 3  # it went down as the boundaries passed
     m.store.close()
+
+
+def test_global_scope_exports_its_partials_by_outcome_and_local_scope_none(
+    tmp_path: Path,
+) -> None:
+    """What the partials topic carried and what the view made of it (each counter to its own
+    outcome), on /metrics only with ``alerts.scope: global``: a boundary judged without a
+    partition's counts was only a log line before."""
+    from types import SimpleNamespace
+
+    from monitor.alerts.global_view import GlobalView
+    from monitor.app.published import partials_counts
+    from monitor.outputs.ops import OpsCollector, OpsSnapshot
+
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}}},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    local = Monitor(cfg)
+    local.publish(force=True)
+    assert "fairness_alert_partials" not in generate_latest(local.registry).decode()
+    local.store.close()
+
+    view = GlobalView(cfg)
+    view.duplicates, view.missing, view.dropped, view.unknown_models = 2, 3, 5, 7
+    out = SimpleNamespace(sent=11, failed=13, too_large=17)
+    counts = partials_counts(SimpleNamespace(view=view, out=out, bad=19))
+    registry = CollectorRegistry()
+    snapshot = OpsSnapshot("p", "l", partials=counts)
+    from collections import Counter
+
+    none = SimpleNamespace(failures=Counter(), undelivered=lambda sink, reason: 0)
+    registry.register(OpsCollector(lambda: snapshot, lambda: none))
+    text = generate_latest(registry).decode()
+    fam = next(
+        f for f in text_string_to_metric_families(text) if f.name == "fairness_alert_partials"
+    )
+    got = {s.labels["outcome"]: s.value for s in fam.samples if s.name.endswith("_total")}
+    assert got == {
+        "sent": 11, "send_failed": 13, "too_large": 17, "duplicate": 2, "missing": 3,
+        "let_go": 5, "unknown_model": 7, "not_partial": 19,
+    }  # fmt: skip
