@@ -273,13 +273,15 @@ class AlertEvaluator:
             series = self.series[(model, window, attribute)] = deque(maxlen=self.series_points)
         d = r.disparities.disparate_impact
         e = r.disparities.equalized_odds_difference
+        spec = self.config.models[model]  # a blind EOD is no point of its history (a review)
+        blind = "equalized_odds_difference" in r.blind(spec.favourable).disparities(r.disparities)
         series.append(
             SeriesPoint(
                 at,
                 finite_or_none(d.value),
                 finite_or_none(d.lower),
                 finite_or_none(d.upper),
-                finite_or_none(e.value),
+                None if blind else finite_or_none(e.value),
                 r.selection_rates(),
             )
         )

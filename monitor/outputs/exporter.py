@@ -224,9 +224,11 @@ def render_evidence(rows: Sequence[EvidenceRow]) -> str:
             f'model="{_esc(r.model)}",attribute="{_esc(r.attribute)}",'
             f'group="{_esc(r.group)}",detector="{_esc(r.detector)}"'
         )
-        fam.add("alert_evidence", EVIDENCE_HELP, lab, r.log_e)
+        if not r.state.startswith("blind"):  # a blind detector measures nothing: no number
+            fam.add("alert_evidence", EVIDENCE_HELP, lab, r.log_e)  # (as on the status page)
         fam.add("alert_evidence_threshold", THRESHOLD_HELP, lab, r.log_threshold)
-        fam.add("expected_time_to_detect_seconds", EXPECTED_HELP, lab, r.expected_seconds)
+        if not r.state.startswith("blind"):
+            fam.add("expected_time_to_detect_seconds", EXPECTED_HELP, lab, r.expected_seconds)
         fam.add("alert_evidence_state", STATE_HELP, f'{lab},state="{_esc(r.state)}"', 1.0)
     return fam.text()
 

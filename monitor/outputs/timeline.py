@@ -123,6 +123,8 @@ def _row(row: Any) -> Any:
     """An evidence row as plain JSON values (a NamedTuple keeps its field names)."""
     if hasattr(row, "_asdict"):
         row = row._asdict()
+    if str(row.get("state", "")).startswith("blind"):  # no evidence, no expected time: a blind
+        row = {**row, "log_e": None, "expected_seconds": None}  # detector measures nothing
     return msgspec.to_builtins(row, enc_hook=_scalar)
 
 

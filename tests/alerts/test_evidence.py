@@ -334,3 +334,32 @@ def test_the_equalized_odds_time_to_detect_is_the_sooner_of_its_two_gaps() -> No
     assert via_fpr < 0.8 * via_tpr  # the FPR pair is the quicker here...
     # ...and the time shown is its time (before: the TPR pair's, 31 % longer here)
     assert math.isclose(eo.expected_seconds, via_fpr, rel_tol=0.1), (eo, via_tpr, via_fpr)
+
+
+def test_a_blind_detector_exports_no_evidence_and_no_expected_time_anywhere() -> None:
+    """Found by a review: /metrics (and the timeline) carried a blind detector's evidence and
+    expected time to detect, while the status page rightly showed none: a number for what the
+    counts cannot measure reads as good news. Its threshold and state stay."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from monitor.alerts.evidence_alerts import EvidenceRow
+    from monitor.outputs.exporter import render_evidence
+    from monitor.outputs.timeline import _row
+
+    rows = [
+        EvidenceRow("m", "g", "a", "tpr", 3.2, 12.0, 5400.0, "blind: selective labels"),
+        EvidenceRow("m", "g", "a", "selection_rate", 1.5, 12.0, 7200.0, "watching"),
+    ]
+    fams = {f.name: f for f in text_string_to_metric_families(render_evidence(rows))}
+
+    def detectors(name: str) -> set[str]:
+        return {s.labels["detector"] for s in fams[name].samples}
+
+    assert detectors("fairness_alert_evidence") == {"selection_rate"}
+    assert detectors("fairness_expected_time_to_detect_seconds") == {"selection_rate"}
+    assert detectors("fairness_alert_evidence_threshold") == {"tpr", "selection_rate"}
+    assert detectors("fairness_alert_evidence_state") == {"tpr", "selection_rate"}
+    blind, watching = (_row(r) for r in rows)
+    assert blind["log_e"] is None and blind["expected_seconds"] is None
+    assert blind["state"].startswith("blind") and blind["log_threshold"] == 12.0
+    assert (watching["log_e"], watching["expected_seconds"]) == (1.5, 7200.0)

@@ -247,3 +247,26 @@ def test_a_significant_equalized_odds_rule_judges_both_gaps() -> None:
     unsure = ({"n": 4000, "tp": 3000, "fn": 1000, "fp": 8, "tn": 32},
               {"n": 4000, "tp": 2720, "fn": 1280, "fp": 10, "tn": 30})  # fmt: skip
     assert judge(book, *unsure, T0 + 60) is None and book.firing()  # not resolved
+
+
+def test_the_status_history_keeps_no_eod_while_it_is_blind() -> None:
+    """Found by a review: the sparkline history stored the equalized-odds difference of
+    selective labels (TPR = FPR = 1 for one group: 0.667 here), so once measurable again the
+    status page drew the blind stretch as real history."""
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 30}}})
+    ev = AlertEvaluator(cfg, Engine(cfg))
+    spec = cfg.models["m"]
+    selective = ({"n": 200, "fav": 100, "tp": 70, "fp": 30},  # predicted 0: never labelled
+                 {"n": 200, "fav": 100, "tp": 60, "fp": 40, "fn": 20, "tn": 80})  # fmt: skip
+    measured = ({"n": 200, "fav": 100, "tp": 70, "fp": 30, "fn": 30, "tn": 70}, selective[1])
+    for t, groups in ((T0, selective), (T0 + 60, measured)):
+        r = attribute_result(cell_counts(*groups), ["a", "b"], spec, "g", confidence=0.95)
+        ev._record("m", "1h", "g", t, r)
+    blind, ok = ev.series[("m", "1h", "g")]
+    assert math.isfinite(
+        attribute_result(
+            cell_counts(*selective), ["a", "b"], spec, "g", confidence=0.95
+        ).disparities.equalized_odds_difference.value
+    )  # a number the counts make up
+    assert blind.eod is None and blind.dir is not None  # the DIR needs no label
+    assert ok.eod is not None and ok.eod > 0

@@ -353,3 +353,30 @@ def test_global_scope_exports_its_partials_by_outcome_and_local_scope_none(
         "sent": 11, "send_failed": 13, "too_large": 17, "duplicate": 2, "missing": 3,
         "let_go": 5, "unknown_model": 7, "not_partial": 19,
     }  # fmt: skip
+
+
+def test_every_input_topics_ok_and_invalid_counters_are_there_from_the_start(
+    tmp_path: Path,
+) -> None:
+    """Found by a review: ``fairness_events_total{outcome=~"ok|invalid"}`` appeared only with
+    the first batch, so FairnessMonitorStalled (``rate(...) == 0`` and lag) could never fire
+    for a replica stuck since its start, and the first invalid burst after a restart was no
+    increase to FairnessMonitorDeadLetters."""
+    cfg = parse_config(
+        {
+            "models": {"m": {"attributes": {"g": {}}}},
+            "kafka": {"predictions_topic": "preds", "labels_topic": "labs"},
+            "checkpoint": {"path": str(tmp_path / "cp.sqlite")},
+        }
+    )
+    m = Monitor(cfg)
+    m.publish(force=True)
+    text = generate_latest(m.registry).decode()
+    fam = next(f for f in text_string_to_metric_families(text) if f.name == "fairness_events")
+    got = {
+        (s.labels["topic"], s.labels["outcome"]): s.value
+        for s in fam.samples
+        if s.labels["outcome"] in ("ok", "invalid")
+    }
+    assert got == {(t, o): 0 for t in ("preds", "labs") for o in ("ok", "invalid")}
+    m.store.close()

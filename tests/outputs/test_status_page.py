@@ -132,6 +132,43 @@ def test_blind_metrics_read_blind_not_a_green_number(browser: Any) -> None:
     assert errors == []
 
 
+def test_a_metric_without_a_value_reads_insufficient_data_not_a_green_dash(browser: Any) -> None:
+    """Found by a review: before any outcome arrives the error-rate gaps have no value (not
+    blind: nothing is labelled yet), and the page showed them as a green "– [–, –]"."""
+    cfg = demo_config()
+    sim = LendingSimulation(scenario("fair"), seed=5, start=T0)
+    preds = [RawRecord(v) for b in iter_hours(sim, 6) for _, v in b.predictions]
+    engine = Engine(cfg, clock=lambda: T0 + 6 * 3600)
+    run(engine, preds, [])  # predictions only: no outcome yet
+    snap = StatusState(engine.snapshot(), {}, [], [])
+    endpoint = StatusEndpoint(lambda: snap, confidence=cfg.confidence, rules=cfg.alerts.rules)
+    server = HttpServer(
+        "127.0.0.1",
+        0,
+        live=lambda: (True, ""),
+        ready=lambda: (True, ""),
+        registry=CollectorRegistry(),
+        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
+    )
+    server.start()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.goto(f"http://127.0.0.1:{server.port}/")
+        page.wait_for_selector('article[data-window="3h"][data-attribute="group"]')
+        cells = page.locator('dd[data-metric="eod"], dd[data-metric="tpr_gap"], '
+                             'dd[data-metric="fpr_gap"]').all()  # fmt: skip
+        assert len(cells) == 3 * len(page.locator("article").all()) > 0
+        for cell in cells:
+            assert cell.inner_text() == "insufficient data"
+            assert "fine" not in (cell.get_attribute("class") or "")
+            assert cell.evaluate("e => getComputedStyle(e).color") != GREEN
+        dirs = page.locator('dd[data-metric="dir"]').all()
+        assert dirs and all(d.inner_text()[0].isdigit() for d in dirs)  # no label needed
+        page.close()
+    finally:
+        server.stop()
+
+
 # -- the evidence detectors' rows --------------------------------------------------------------
 def evidence_state() -> StatusState:
     """Two groups (1,200 and 40 decisions/h, rate 0.5) for 16 h through the engine and the
