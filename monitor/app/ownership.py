@@ -135,7 +135,7 @@ class PartitionOwnership:
             if cp is not None:
                 try:
                     self.engine.import_partition(p, cp.meta, cp.arrays)
-                except (ValueError, KeyError, TypeError, IndexError) as exc:
+                except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                     raise CheckpointError(
                         f"checkpoint partition {p} cannot be restored: {exc}"
                     ) from None

@@ -42,6 +42,8 @@ MEANING = ("favourable", "threshold", "prediction_values", "label_values", "bins
 def differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str | None:
     """What differs between two fingerprints, for the operator (``cells 36 → 58``); None when
     they agree (a key of :data:`MEANING` that the old one lacks is not compared)."""
+    if not isinstance(old, list) or not all(isinstance(m, dict) for m in old):
+        return "the checkpoint's fingerprint is malformed"  # (was an AttributeError: a review)
     if len(old) != len(new):
         return f"{len(old)} models in the checkpoint, {len(new)} now"
     for a, b in zip(old, new, strict=True):

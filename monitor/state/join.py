@@ -205,12 +205,17 @@ class SortedTable:
         excess = len(self) - self.max_size
         if excess <= 0:
             return self.main[:0]
-        age = self.data[self.age_field]
+        data = self.data
+        age = data[self.age_field]
         mask = np.zeros(len(age), dtype=bool)
         if excess >= len(age):
             mask[:] = True
-        else:
-            mask[np.argpartition(age, excess - 1)[:excess]] = True
+        else:  # oldest first, ties by key: the same rows whatever the runs' layout
+            cut = np.partition(age, excess - 1)[excess - 1]
+            mask[age < cut] = True
+            tied = np.flatnonzero(age == cut)
+            need = excess - int(mask.sum())
+            mask[tied[np.argsort(data["key"][tied], kind="stable")[:need]]] = True
         return self.remove_mask(mask)
 
 

@@ -158,6 +158,8 @@ class PartitionState:
             "watermark": None if not np.isfinite(self.watermark) else self.watermark,
             "heads": [r.head for r in self.rings],
             "firsts": [r.first for r in self.rings],
+            "gone_through": [r.gone_through for r in self.rings],
+            "half_clocks": [c if np.isfinite(c) else None for c in self.halves.clocks.values()],
             "groups": [[list(reg.set_of), list(reg.labels)] for reg in registries],
             "overflow": [list(reg.overflow) for reg in registries],
             "published": self.published,
@@ -171,6 +173,8 @@ class PartitionState:
         if self.attributes is not None:
             clock = self.attributes.newest_attributes
             meta["attributes_clock"] = clock if np.isfinite(clock) else None
+            newest = self.attributes.newest
+            meta["decisions_clock"] = newest if np.isfinite(newest) else None
             arrays["attr_decisions"] = self.attributes.decisions.data
             arrays["attr_records"] = self.attributes.attributes.data
         for m, r in enumerate(self.rings):
@@ -228,7 +232,8 @@ class PartitionState:
                     ring.expired[new] += expired[old]
             ring.head = _bucket(meta["heads"][m])
             ring.first = _bucket(meta.get("firsts", meta["heads"])[m])
-            ring.gone_through = None  # what left the ring before the checkpoint is not known
+            gone = meta.get("gone_through")
+            ring.gone_through = None if gone is None else _bucket(gone[m])
             ledger = arrays.get(f"ledger{m}")
             if ledger is not None:
                 st.ledgers[m].load(ring, ledger, remap)
@@ -256,6 +261,8 @@ class PartitionState:
         if arrays.get("half_responses") is not None:
             st.halves.responses.load(_as_dtype(arrays["half_responses"], RESPONSE_DTYPE))
         st.early.load(arrays["early"])
+        for kind, c in zip(st.halves.clocks, meta.get("half_clocks") or (None, None), strict=True):
+            st.halves.clocks[kind] = -np.inf if c is None else float(c)
         st.watermark = -np.inf if meta["watermark"] is None else float(meta["watermark"])
         lw = meta.get("label_watermark")
         st.label_watermark = -np.inf if lw is None else float(lw)
@@ -301,6 +308,8 @@ class PartitionState:
             self.attributes.attributes.load(records)
             clock = meta.get("attributes_clock")
             self.attributes.newest_attributes = -np.inf if clock is None else float(clock)
+            newest = meta.get("decisions_clock")
+            self.attributes.newest = -np.inf if newest is None else float(newest)
 
 
 def _attribute_join(models: Sequence[ModelSpec], n_sets: int) -> AttributeJoin | None:
