@@ -58,16 +58,17 @@ def partials_counts(alerting: Any) -> dict[str, int] | None:
 
 def ops_snapshot(m: Any) -> OpsSnapshot:
     """The loop's operational state now, as an immutable value (built on the loop's thread)."""
-    counts, total = m.engine.label_delays()
+    moved = m.engine.moved  # the counters of this process: they only grow (process_totals.py)
+    counts, total = moved.label_delays(m.engine.label_delays())
     cp, dlq = m.checkpoints, m.intake.dlq
     return OpsSnapshot(
         m.k.predictions_topic,
         m.k.labels_topic,
         m.k.attributes_topic,
         outcomes=dict(m.intake.outcomes),
-        counters=m.engine.counters(),
+        counters=moved.counters(m.engine.counters()),
         labels_ahead=m.engine.labels_ahead(),
-        attributes=attribute_coverage(m.engine),
+        attributes=moved.coverage(attribute_coverage(m.engine)),
         delays=(tuple(int(c) for c in counts), float(total)),
         lag=m.ownership.lag() if m.ownership.consumer is not None else {},
         seconds=dict(m.seconds),

@@ -39,6 +39,7 @@ from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order, 
 from monitor.state.join import NO_SCORE as STORED_NO_SCORE
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
+from monitor.state.process_totals import ProcessTotals
 from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
 from monitor.state.snapshot import (
     ModelSnapshot,
@@ -72,13 +73,13 @@ class Engine:
         self.decoder = Decoder(config, self.registries, clock=clock)
         self.n_sets = max(len(m.attribute_sets) for m in self.models)
         self.partitions: dict[int, PartitionState] = {}
+        self.moved = ProcessTotals(len(DELAY_BOUNDS) + 1)  # /metrics' counters only grow
         # set by an alert evaluator: keep label times for counts as of a boundary (as_of)
         self.track_label_times = False
         self._window_sums = [WindowSums() for _ in self.models]
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
-        # An early label can still meet its prediction while that prediction would be counted:
-        # its time is at most the label's, and predictions older than the ring are late anyway.
-        # So it is an orphan once the watermark is a ring span (plus the grace) past it.
+        # An early label can meet its prediction only while that one would be counted (its time
+        # is at most the label's): an orphan once the watermark is a ring span (+ grace) past it
         self._early_horizon = max(
             m.ring_buckets * m.bucket + m.join.early_label_grace for m in self.models
         )
@@ -325,8 +326,8 @@ class Engine:
 
     # -- state for checkpoints (see checkpoint.py) ---------------------------------------------
     def drop_partition(self, p: int) -> None:
-        """Forget a partition's state (after it was revoked: its new owner restores it)."""
-        self.partitions.pop(p, None)
+        """Forget a revoked partition (its new owner restores it; ``moved`` keeps its counts)."""
+        self.moved.left(self.partitions.pop(p, None))
 
     def fingerprint(self) -> list[dict[str, Any]]:
         """What a checkpoint's arrays depend on; a mismatch makes a checkpoint incompatible."""
@@ -343,6 +344,7 @@ class Engine:
         st = self.partitions[p] = PartitionState.restore(
             self.models, self.n_sets, self.registries, meta, arrays
         )
+        self.moved.arrived(st)  # before what it releases now (this process counts that)
         held, st.unread_attributes = st.unread_attributes, None
         if held is not None:  # decisions released without attributes (partition.py)
             self.apply(p, held, LabelBatch())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -380,3 +381,55 @@ def test_every_input_topics_ok_and_invalid_counters_are_there_from_the_start(
     }
     assert got == {(t, o): 0 for t in ("preds", "labs") for o in ("ok", "invalid")}
     m.store.close()
+
+
+def test_exported_counters_only_grow_when_partitions_move(tmp_path: Path) -> None:
+    """Found by a review: counters live in each partition's state, so a replica's
+    ``fairness_events_total`` fell when a partition was revoked and the new owner's jumped by
+    that partition's lifetime counts; Prometheus read both as increments (a rebalance raised
+    FairnessPredictionIdsShared). Per process they only grow; the engine's own sums (reports,
+    checkpoints) are unchanged."""
+    from monitor.state.checkpoint import decode, encode
+
+    def cfg(name: str) -> Any:
+        return parse_config(
+            {
+                "models": {"m": {"attributes": {"g": {}}, "windows": ["1h"], "lateness": "1h"}},
+                "checkpoint": {"path": str(tmp_path / f"{name}.sqlite")},
+            }
+        )
+
+    def scrape(m: Monitor) -> tuple[float, float]:
+        m.publish(force=True)
+        text = generate_latest(m.registry).decode()
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        dup = next(
+            s.value
+            for s in fams["fairness_events"].samples
+            if s.labels["outcome"] == "duplicate" and s.labels["topic"] == "predictions"
+        )
+        delays = next(
+            s.value
+            for s in fams["fairness_label_delay_seconds"].samples
+            if s.name.endswith("_count")
+        )
+        return dup, delays
+
+    a, b = Monitor(cfg("a")), Monitor(cfg("b"))
+    for p in (0, 1):  # each partition: a prediction twice (a duplicate) and its label
+        run(a.engine, [pred(f"x{p}", T0, "g1", 1)] * 2, [label(f"x{p}", T0 + 60, 1)], partition=p)
+    assert scrape(a) == (2, 2)
+    blob = encode(*a.engine.export_partition(1))
+    a.engine.drop_partition(1)  # revoked: what it counted here stays counted
+    assert scrape(a) == (2, 2)
+    assert a.engine.counters()["duplicate_predictions"] == 1  # the engine's own: partition 0
+    b.engine.import_partition(1, *decode(blob))  # assigned: its past is not b's
+    assert scrape(b) == (0, 0)
+    assert b.engine.counters()["duplicate_predictions"] == 1
+    run(b.engine, [pred("x1", T0 + 1, "g1", 1)], [], partition=1)  # a new duplicate, here
+    assert scrape(b) == (1, 0)
+    a.engine.import_partition(1, *decode(encode(*b.engine.export_partition(1))))  # and back
+    run(a.engine, [pred("x1", T0 + 2, "g1", 1)], [], partition=1)
+    assert scrape(a) == (3, 2)  # its 2, plus the new one; never b's
+    a.store.close()
+    b.store.close()
