@@ -19,6 +19,9 @@ written once more in PromQL:
   (else the highest-rate one), with the MOVER-R interval from both groups' Wilson limits
   (Donner & Zou 2012); gaps are max − min with Newcombe's hybrid score interval (1998, method
   10); the equalized-odds difference is the larger gap with that gap's interval;
+* selective labels as ``metrics/blindness.py`` decides them, per group from the summed cells
+  and the model's favourable class: a label-based alert neither fires nor resolves while its
+  metric is blind (``promql_disparities.blind_rules``);
 * an alert fires like the monitor's rule (the interval's far limit past the bound with
   ``significant``, both compared groups with the rule's ``min_samples``) and, once firing,
   resolves past the bound by the hysteresis margin (``significant``: its interval too; ALERTS).
@@ -48,6 +51,7 @@ from monitor.outputs.promql_disparities import (
     COUNT,
     GROUP,
     SUM_NAME,
+    blind_rules,
     disparate_impact_rules,
     equalized_odds_rules,
     gap_rules,
@@ -88,8 +92,13 @@ def _parameters(config: Config) -> list[dict[str, Any]]:
         for name, m in config.models.items()
         for attr, group in m.reference_groups.items()
     ]
+    favourable = " or ".join(
+        _label_replace(f"vector({m.favourable})", {"model": name})
+        for name, m in config.models.items()
+    )
     return [
         rec("fairness:min_samples:value", ms),
+        rec("fairness:favourable_class:value", favourable),  # which prediction is favourable
         # no reference group configured: an empty vector (every ratio uses the highest rate)
         rec("fairness:reference_group:info", " or ".join(refs) or "vector(1) unless vector(1)"),
     ]
@@ -170,12 +179,17 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     back = round(rule.bound + (rule.hysteresis if rule.op == "<" else -rule.hysteresis), 12)
     clears = " with its interval's near limit back past the bound" if rule.significant else ""
     still = f" or on ({ATTR}) {p}{near}:ratio {rule.op} {rule.bound!r}" if rule.significant else ""
+    head, unless, blind = f"{p}:ratio{{{sel}}}", "", ""
+    if spec.needs_labels:  # selective labels: no news, never fires nor resolves (blind_rules)
+        head = f"({head} or on ({ATTR}) {p}_blind:info{{{sel}}})"
+        unless = f"\n    unless on ({ATTR}) {p}_blind:info"
+        blind = f" or on ({ATTR}) {p}_blind:info"
     expr = (
-        f"{p}:ratio{{{sel}}}\nand on ({ATTR}) (\n"
+        f"{head}\nand on ({ATTR}) (\n"
         f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
-        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples})\n"
+        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{unless})\n"
         f"  or on ({ATTR}) (\n"
-        f"    ({p}:ratio {rule.op} {back!r}{still} or on ({ATTR}) {p}_samples:min < {rule.min_samples})\n"
+        f"    ({p}:ratio {rule.op} {back!r}{still} or on ({ATTR}) {p}_samples:min < {rule.min_samples}{blind})\n"
         f'    and on ({ATTR}) ALERTS{{alertname="{name}", alertstate="firing"}}\n'
         "  )\n)\n"
     )
@@ -216,7 +230,8 @@ def rules_yaml(config: Config, *, source: str) -> str:
     recording = _parameters(config) + _sums() + _rates(z) + disparate_impact_rules()
     for metric in GAPS:
         recording += gap_rules(metric)
-    recording += equalized_odds_rules() + score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
+    recording += equalized_odds_rules() + blind_rules(GAPS)
+    recording += score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
     alerts = [_alert(r) for r in config.alerts.rules]
     doc = {"groups": [{"name": "fairness", "rules": recording + alerts}]}
     body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100_000, allow_unicode=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.metrics.registry import GROUP_COUNTS, METRICS, RATE_FAMILY
+from monitor.metrics.blindness import CELL_CLASS
+from monitor.metrics.registry import GROUP_COUNTS, GROUP_RATES, METRICS, RATE_FAMILY
 
 ATTR = "model, window, attribute"
 GROUP = "model, window, attribute, group"
@@ -142,4 +143,57 @@ def equalized_odds_rules() -> list[dict[str, Any]]:
                 f'  or label_replace(fairness:fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n',
             )
         )
+    return out
+
+
+def blind_rules(gaps: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Selective labels as ``metrics/blindness.py`` decides them, on counts summed across
+    replicas. Per group, predicted class c is unlabelled when the group has class-c decisions,
+    none of them labelled, and some labelled decision; a rate is blind when its denominator
+    spans an unlabelled class; a gap when one of its compared groups' rate is (comparing no
+    pair: when an eligible group's is); the equalized-odds difference when either gap is.
+    Alerts neither fire nor resolve on a blind metric (found by a review: a group whose
+    declined cases are never labelled has TPR = FPR = 1, and the EOD alert paged on that)."""
+    n, fav = summed(("n",)), summed(("favourable",))
+    lab1, lab0 = summed(("tp", "fp")), "fairness:predicted_negatives_labelled:sum"
+    lab = f"({lab0} + on ({GROUP}) {lab1})"  # labelled: TP + FP + FN + TN
+    one = "fairness:predicted_class_1:sum"  # decisions predicted 1 (the model's favourable)
+    out = [
+        rec(lab0, f"sum by ({GROUP}) (fairness_false_negatives + fairness_true_negatives)"),
+        rec(
+            one,
+            f"{fav} and on (model) (fairness:favourable_class:value == 1)\n"
+            f"or ({n} - {fav}) and on (model) (fairness:favourable_class:value == 0)\n"
+            f"or {fav} unless on (model) fairness:favourable_class:value\n",
+        ),
+    ]
+    for c, labelled, decided in ((0, lab0, f"{n} - {one}"), (1, lab1, one)):
+        out.append(
+            rec(
+                f"fairness:class_{c}_unlabelled:info",
+                f"{lab} > bool 0 == 1\nand on ({GROUP}) {labelled} == 0\n"
+                f"and on ({GROUP}) ({decided}) > 0\n",
+            )
+        )
+    for f in GROUP_RATES:
+        if f.bounded and f.counts and all(c in CELL_CLASS for c in f.counts):
+            classes = sorted({CELL_CLASS[c] for c in f.counts})
+            body = " or ".join(f"fairness:class_{c}_unlabelled:info" for c in classes)
+            out.append(rec(f"fairness:{f.name}_blind:info", body))
+    for metric in gaps:
+        spec = METRICS[metric]
+        if not spec.needs_labels:
+            continue
+        b = f"fairness:{RATE_FAMILY[spec.rate].name}_blind:info"
+        pair = f"fairness:{metric}_high_group:ratio or fairness:{metric}_low_group:ratio"
+        out.append(
+            rec(
+                f"fairness:{metric}_blind:info",
+                f"clamp_max(count by ({ATTR}) (\n  ({pair}) and on ({GROUP}) {b}\n"
+                f"  or ({b} and on ({GROUP}) fairness:eligible_predictions:sum)\n"
+                f"    unless on ({ATTR}) fairness:{metric}_high_group:ratio\n), 1)\n",
+            )
+        )
+    eod = " or ".join(f"fairness:{g}_blind:info" for g in ("tpr_gap", "fpr_gap"))
+    out.append(rec("fairness:equalized_odds_difference_blind:info", f"max by ({ATTR}) ({eod})"))
     return out

@@ -10,6 +10,7 @@ import io
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -145,3 +146,51 @@ def test_a_wrong_bound_is_caught(tmp_path) -> None:  # type: ignore[no-untyped-d
         timeout=120,
     )
     assert r.returncode != 0
+
+
+def test_blindness_follows_each_models_favourable_class(tmp_path: Path) -> None:
+    """Selective labels in PromQL as in ``metrics/blindness.py``, with the model's favourable
+    prediction: for ``favourable: 0`` predicted 1 is ``n − favourable``. Group a: its
+    predicted-0 decisions are never labelled (TPR, FPR blind); group c: every decision is
+    favourable (predicted 0) and labelled, none predicted 1 (nothing blind; read with
+    favourable 1 its 200 "predicted 1" would be unlabelled)."""
+    cfg = parse_config({"models": {"deny": {"attributes": {"g": {}}, "favourable": 0}}})
+    (tmp_path / "rules.yml").write_text(rules_yaml(cfg, source="x.yaml"))
+    names = {"n": "predictions", "fav": "favourable_predictions", "tp": "true_positives",
+             "fp": "false_positives", "fn": "false_negatives", "tn": "true_negatives"}  # fmt: skip
+    groups = {"a": dict(n=200, fav=100, tp=70, fp=30, fn=0, tn=0),
+              "c": dict(n=200, fav=200, tp=0, fp=0, fn=40, tn=60)}  # fmt: skip
+    series = [
+        {"series": f'fairness_{names[k]}{{model="deny",window="1h",attribute="g",group="{g}"}}',
+         "values": f"{v}x10"}
+        for g, cells in groups.items() for k, v in cells.items()
+    ]  # fmt: skip
+
+    def sample(name: str, group: str) -> dict[str, Any]:
+        labels = f'{name}{{model="deny",window="1h",attribute="g",group="{group}"}}'
+        return {"labels": labels, "value": 1}
+
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [
+                {"expr": "fairness:class_0_unlabelled:info", "eval_time": "5m",
+                 "exp_samples": [sample("fairness:class_0_unlabelled:info", "a")]},
+                {"expr": "fairness:class_1_unlabelled:info", "eval_time": "5m", "exp_samples": []},
+                {"expr": "fairness:false_positive_rate_blind:info", "eval_time": "5m",
+                 "exp_samples": [sample("fairness:false_positive_rate_blind:info", "a")]},
+                {"expr": "fairness:positive_predictive_value_blind:info", "eval_time": "5m",
+                 "exp_samples": []},
+            ],
+        }],
+    }  # fmt: skip
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(tests))
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool (Debian package prometheus)")
+    assert exe is not None
+    r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
