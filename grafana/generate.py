@@ -486,8 +486,15 @@ def fairness_overview() -> dict[str, Any]:
         rates.append(
             timeseries(
                 name,
-                f"{what}, per group, summed across replicas, with its 95% Wilson interval "
-                f"(dashed). Groups with fewer than 30 {n_rec} are left out."
+                f"{what}, per group, summed across replicas, with its Wilson interval (dashed; "
+                "at the configured confidence, 95% by default). Groups with fewer predictions "
+                "than the model's min_samples (30 by default) are left out"
+                + (
+                    "."
+                    if rec == "selection_rate"
+                    else f"; a group with few {n_rec} is shown, its interval wide (gap alerts compare "
+                    f"only groups with min_samples {n_rec})."
+                )
                 + ("" if rec == "selection_rate" else blind_note),
                 [
                     target(
@@ -534,7 +541,8 @@ def fairness_overview() -> dict[str, Any]:
         ),
         stat(
             "Fairness alerts firing",
-            "Alerts the monitor's own evaluator is firing now (rules and fairness drift).",
+            "Alerts the monitor's own evaluator is firing now (rules, fairness drift, evidence; "
+            "with alerts.scope: global counted once, by the delivering replica).",
             "sum(fairness_alerts_active) or vector(0)",
             unit="short",
             grid=(18, 0, 6, 5),

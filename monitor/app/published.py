@@ -56,6 +56,16 @@ def partials_counts(alerting: Any) -> dict[str, int] | None:
     }
 
 
+def firing_counts(alerting: Any, evaluator: AlertEvaluator) -> dict[tuple[str, str], int]:
+    """Alerts firing by (name, severity), for ``fairness_alerts_active``. With
+    ``alerts.scope: global`` every replica judges the whole model and holds the same alerts:
+    only the delivering one counts them, so a sum over replicas is the number firing (it was
+    that times the replicas: found by a review)."""
+    if not getattr(alerting, "leading", True):
+        return {}
+    return dict(Counter((a.name, a.labels.get("severity", "")) for a in evaluator.book.firing()))
+
+
 def ops_snapshot(m: Any) -> OpsSnapshot:
     """The loop's operational state now, as an immutable value (built on the loop's thread)."""
     moved = m.engine.moved  # the counters of this process: they only grow (process_totals.py)
@@ -72,9 +82,7 @@ def ops_snapshot(m: Any) -> OpsSnapshot:
         delays=(tuple(int(c) for c in counts), float(total)),
         lag=m.ownership.lag() if m.ownership.consumer is not None else {},
         seconds=dict(m.seconds),
-        firing=dict(
-            Counter((a.name, a.labels.get("severity", "")) for a in m.evaluator.book.firing())
-        ),
+        firing=firing_counts(m.alerting, m.evaluator),
         evaluation_behind=alerts_behind(m.evaluator.engine, m.evaluator),
         # every model from 0: a counter first seen at 3 hides its first rise from increase()
         windows_skipped={s.name: m.evaluator.skipped.get(s.name, 0) for s in m.engine.models},

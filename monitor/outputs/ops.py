@@ -198,7 +198,9 @@ def _coverage(models: Mapping[str, tuple[int, int, int]]) -> Iterator[Any]:
 
 def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
     active = GaugeMetricFamily(
-        "fairness_alerts_active", "Alerts firing now.", labels=["alertname", "severity"]
+        "fairness_alerts_active",
+        "Alerts firing now (alerts.scope: global: on the delivering replica only).",
+        labels=["alertname", "severity"],
     )
     for (name, sev), n in sorted(s.firing.items()):
         active.add_metric([name, sev], n)

@@ -433,3 +433,20 @@ def test_exported_counters_only_grow_when_partitions_move(tmp_path: Path) -> Non
     assert scrape(a) == (3, 2)  # its 2, plus the new one; never b's
     a.store.close()
     b.store.close()
+
+
+def test_with_global_alerts_only_the_delivering_replica_counts_the_firing_ones() -> None:
+    """Found by a review: with ``alerts.scope: global`` every replica judges the whole model
+    and holds the same firing alerts, so ``sum(fairness_alerts_active)`` (the dashboard's
+    "Fairness alerts firing") read the number times the replicas."""
+    from types import SimpleNamespace
+
+    from monitor.app.published import firing_counts
+
+    alert = SimpleNamespace(name="FourFifthsRule", labels={"severity": "page"})
+    ev = SimpleNamespace(book=SimpleNamespace(firing=lambda: [alert, alert]))
+    local, leader, follower = (SimpleNamespace(), SimpleNamespace(leading=True),
+                               SimpleNamespace(leading=False))  # fmt: skip
+    assert firing_counts(local, ev) == {("FourFifthsRule", "page"): 2}  # type: ignore[arg-type]
+    assert firing_counts(leader, ev) == {("FourFifthsRule", "page"): 2}  # type: ignore[arg-type]
+    assert firing_counts(follower, ev) == {}  # type: ignore[arg-type]
