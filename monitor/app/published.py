@@ -3,6 +3,7 @@ operational snapshot, built on the loop's thread as immutable values (about once
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -32,8 +33,9 @@ def status_state(m: Any) -> StatusState:
     series = {k: list(v) for k, v in m.evaluator.series.items()}
     rows = tuple(m.evaluator.evidence.snapshot())  # also /metrics' evidence families
     return StatusState(
-        m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions), rows
-    )
+        m.snapshot, series, m.evaluator.book.firing(), list(m.recent_transitions), rows,
+        published_at=time.time(),
+    )  # fmt: skip
 
 
 def partials_counts(alerting: Any) -> dict[str, int] | None:

@@ -27,7 +27,7 @@ from monitor.alerts.evidence_alerts import EvidenceRow
 from monitor.alerts.lifecycle import Alert
 from monitor.alerts.sinks import alert_json
 from monitor.config.rules import AlertRule
-from monitor.metrics.registry import bounds
+from monitor.metrics.registry import METRICS, bounds
 from monitor.outputs.report import build_report
 from monitor.state.engine import Snapshot
 
@@ -43,6 +43,9 @@ class StatusState:
     evidence: tuple[
         EvidenceRow, ...
     ] = ()  # the evidence detectors' rows (EvidenceTracker.snapshot)
+    # wall time the loop published it: what "Updated" shows (stamped at the first view, a
+    # stalled loop's old state read as fresh: found by a review); None: the endpoint's clock
+    published_at: float | None = None
 
 
 def page_html() -> bytes:
@@ -50,11 +53,14 @@ def page_html() -> bytes:
 
 
 def _bounds(rules: Sequence[AlertRule]) -> dict[str, float]:
-    """The bound each metric is judged against: the first configured rule per metric, else
-    the registry's default."""
+    """The bound each metric is judged against: the first configured rule per metric (a rule
+    on an alias such as ``equal_opportunity_difference`` bounds its gap, ``tpr_gap``, too),
+    else the registry's default."""
     configured: dict[str, float] = {}
     for r in rules:
         configured.setdefault(r.metric, r.bound)
+    for r in rules:
+        configured.setdefault(METRICS[r.metric].attribute, r.bound)
     return bounds(configured)
 
 
@@ -98,6 +104,9 @@ def status_json(
             for wname, w in mrep["windows"].items():
                 for attr, a in w["attributes"].items():
                     a["groups"] = {g: r for g, r in a["groups"].items() if r["n"]}
+                    # the rules that judge this card (a rule scoped to other windows or
+                    # attribute sets does not colour it: found by a review)
+                    a["bounds"] = _bounds([r for r in rules if r.applies(wname, attr)])
                     a["history"] = [
                         {"t": p.at, "dir": p.dir, "eod": p.eod}
                         for p in state.series.get((model, wname, attr), [])
@@ -139,7 +148,8 @@ class StatusEndpoint:
         state = self.source()
         cached, body = self._cache
         if cached is not state:
-            doc = status_json(state, confidence=self.confidence, rules=self.rules, now=self.clock())
+            at = state.published_at if state.published_at is not None else self.clock()
+            doc = status_json(state, confidence=self.confidence, rules=self.rules, now=at)
             body = json.dumps(doc, allow_nan=False).encode()
             self._cache = (state, body)
         return body, "application/json"

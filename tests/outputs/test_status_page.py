@@ -269,3 +269,45 @@ def test_evidence_table_shows_the_snapshot_and_blind_rows_read_blind(browser: An
     finally:
         server.stop()
     assert errors == []
+
+
+def test_updated_is_when_the_loop_published_the_state_not_when_it_was_first_viewed() -> None:
+    """Found by a review: ``generated_at`` was stamped when a state was first rendered, so the
+    first look at a stalled loop's old state read "Updated" just now. A state carries the time
+    the loop published it; the clock only stands in for a state without one."""
+    import json
+
+    clock = [5_000.0]
+    published = [StatusState(None, {}, [], [], published_at=1_000.0)]
+    endpoint = StatusEndpoint(
+        lambda: published[0], confidence=0.95, rules=(), clock=lambda: clock[0]
+    )
+    assert json.loads(endpoint()[0])["generated_at"] == 1_000.0  # viewed 4,000 s later
+    clock[0] = 9_000.0
+    assert json.loads(endpoint()[0])["generated_at"] == 1_000.0  # still the same state
+    published[0] = StatusState(None, {}, [], [])
+    assert json.loads(endpoint()[0])["generated_at"] == 9_000.0
+
+
+def test_each_card_is_coloured_by_the_rules_that_judge_it() -> None:
+    """Found by a review: the page took the first rule per metric whatever its windows or
+    attribute sets, and a rule on an alias (``equal_opportunity_difference``) did not bound
+    the TPR-gap headline."""
+    from monitor.config.rules import AlertRule
+
+    cfg = demo_config()
+    rules = [
+        AlertRule("Dir12", "disparate_impact_ratio", "<", 0.9, windows=("12h",)),
+        AlertRule("Opp", "equal_opportunity_difference", ">", 0.05),
+    ]
+    doc = status_json(state(cfg, "fair"), confidence=0.95, rules=rules, now=0.0)
+    cards = {
+        (w, attr): a["bounds"]
+        for m in doc["models"].values()
+        for w, win in m["windows"].items()
+        for attr, a in win["attributes"].items()
+    }
+    assert cards[("12h", "group")]["disparate_impact_ratio"] == 0.9
+    assert cards[("3h", "group")]["disparate_impact_ratio"] == 0.8  # the registry's default
+    assert all(b["tpr_gap"] == 0.05 for b in cards.values())
+    assert doc["bounds"]["tpr_gap"] == 0.05
