@@ -60,7 +60,8 @@ def _bounds(rules: Sequence[AlertRule]) -> dict[str, float]:
     for r in rules:
         configured.setdefault(r.metric, r.bound)
     for r in rules:
-        configured.setdefault(METRICS[r.metric].attribute, r.bound)
+        if METRICS[r.metric].attribute in METRICS:  # an alias's gap (not disparate_impact)
+            configured.setdefault(METRICS[r.metric].attribute, r.bound)
     return bounds(configured)
 
 
