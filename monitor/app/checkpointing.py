@@ -95,9 +95,10 @@ class Checkpointer:
             self.failing, self.failed_in_row = None, 0
             if self.paused:
                 self.paused, outcome = False, "resumed"
-        self.last = self.clock()
-        self.last_wall = time.time()
-        self.events_since = 0
+        if full:  # a revoke's partial write leaves the other partitions' records unsaved: the
+            self.last = self.clock()  # next full one stays due, and the age is not reset
+            self.last_wall = time.time()  # (found by a review)
+            self.events_since = 0
         return outcome
 
     def _failed(self, exc: CheckpointError) -> Outcome:

@@ -68,6 +68,13 @@ def test_due_after_every_events_or_an_interval_with_records(tmp_path: Path) -> N
     assert cp.due()  # every_events reached
     assert cp.save([], None, full=True) == "saved"
     assert cp.events_since == 0 and cp.last_wall is not None and not cp.due()
+    # a revoke's write of some partitions saves none of the others' records: still due, and
+    # the last full checkpoint's age is kept (found by a review: it reset both)
+    wall = cp.last_wall
+    cp.record(1000)
+    assert cp.save([], None, full=False) == "saved"
+    assert cp.due() and cp.events_since == 1000 and cp.last_wall == wall
+    assert cp.save([], None, full=True) == "saved" and not cp.due()
     cp.close()
 
 
