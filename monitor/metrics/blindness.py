@@ -16,9 +16,12 @@ include a class that is unlabelled:
 * TPR, FPR (and FNR, TNR, accuracy, prevalence): blind when either class is unlabelled;
 * PPV (and FDR): blind when class 1 is unlabelled; NPV (and FOR): when class 0 is.
 
-A disparity is blind when either compared group's rate is (the equalized-odds difference:
-when either of its gaps is; the average-odds difference: when the group or the reference is
-blind in TPR or FPR). Pure numpy on the counts: cheap enough for every bucket boundary.
+A gap (max − min over groups) is blind when the rate of any group it spans is: every group
+with ``min_samples`` decisions and the rate defined, not only the two it names, which ties at
+the extreme would pick arbitrarily (found by a review: a blind group tied with a measurable one
+at TPR 1 gave a measured 0.000). The equalized-odds difference is blind when either of its gaps
+is; the average-odds difference when the group or the reference is blind in TPR or FPR. Pure
+numpy on the counts: cheap enough for every bucket boundary.
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ class BlindReport:
     any: bool
     # per denominator kind (both classes, class 0 only, class 1 only): per-group reason codes
     _codes: dict[str, tuple[int, ...]]
+    # the confusion cells (tp, fp, fn, tn) per group, kept only when something is blind
+    _cells: dict[str, I64] | None = None
 
     def codes(self, rate: str) -> I8:
         """Per group: 0 measurable, 1 only prediction-1 decisions labelled, 2 only prediction 0."""
@@ -140,16 +145,13 @@ class BlindReport:
             return None
         return _REASONS[self._codes[kind][group]]
 
-    def _gap(
-        self, metric: str, lo: int | None, hi: int | None, d: AttributeDisparities
-    ) -> BlindReason | None:
-        """A gap is blind when a compared group's rate is; one that compares no pair (too few
-        groups with ``min_samples`` in the rate's own denominator) when an eligible group's rate
-        is: selective labels leave few labelled decisions of the other class, and "insufficient
-        data" would hide why."""
-        if lo is not None and hi is not None:
-            return self.disparity(metric, lo, hi)
-        blind = np.flatnonzero(np.asarray(d.eligible) & self.blind(metric))
+    def _gap(self, metric: str, d: AttributeDisparities) -> BlindReason | None:
+        """A gap is blind when the rate of a group it spans is blind: an eligible group whose
+        rate is defined (one compared, tied with one, or — with no pair compared — one that
+        selective labels left with too few in the rate's own denominator)."""
+        assert self._cells is not None
+        den = sum(self._cells[c] for c in RATE_CELLS[_rate_of(metric)])
+        blind = np.flatnonzero(np.asarray(d.eligible) & (den > 0) & self.blind(metric))
         return self.metric(metric, int(blind[0])) if len(blind) else None
 
     def disparity(self, metric: str, lo: int | None, hi: int | None) -> BlindReason | None:
@@ -172,11 +174,9 @@ class BlindReport:
             elif name in COMPOSITE:
                 why = None
                 for gap in COMPOSITE[name]:
-                    part = d.metric(gap)
-                    why = why or self._gap(gap, part.low_group, part.high_group, d)
+                    why = why or self._gap(gap, d)
             else:
-                disp = d.metric(name)
-                why = self._gap(name, disp.low_group, disp.high_group, d)
+                why = self._gap(name, d)
             if why is not None:
                 out[name] = why
         return out
@@ -203,7 +203,7 @@ def blindness(
     c0, c1 = u0.astype(np.int8), u1.astype(np.int8) * 2  # exclusive: some class is labelled
     codes = {"both": tuple((c0 + c1).tolist()), "class0": tuple(c0.tolist()),
              "class1": tuple(c1.tolist())}  # fmt: skip
-    return BlindReport((u0, u1), True, codes)
+    return BlindReport((u0, u1), True, codes, {"tp": tp, "fp": fp, "fn": fn, "tn": tn})
 
 
 _NOTHING: dict[int, dict[str, tuple[int, ...]]] = {}

@@ -341,10 +341,10 @@ class Engine:
         self, p: int, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
     ) -> None:
         """Restore partition ``p``, remapping group indices onto this engine's registries."""
-        st = self.partitions[p] = PartitionState.restore(
-            self.models, self.n_sets, self.registries, meta, arrays
-        )
+        st = PartitionState.restore(self.models, self.n_sets, self.registries, meta, arrays)
+        self.moved.left(self.partitions.get(p))  # a partition it replaces (found by a review)
         self.moved.arrived(st)  # before what it releases now (this process counts that)
+        self.partitions[p] = st
         held, st.unread_attributes = st.unread_attributes, None
         if held is not None:  # decisions released without attributes (partition.py)
             self.apply(p, held, LabelBatch())

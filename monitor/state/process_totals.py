@@ -29,6 +29,7 @@ class ProcessTotals:
         self.delays: I64 = np.zeros(delay_buckets, dtype=np.int64)
         self.delay_sum = 0.0
         self.attributes: dict[str, list[int]] = {}
+        self._last_sum = 0.0
 
     def left(self, st: PartitionState | None) -> None:
         """A partition this process drops: what it counted stays counted here."""
@@ -58,7 +59,11 @@ class ProcessTotals:
         return {k: v + self.counts.get(k, 0) for k, v in owned.items()}
 
     def label_delays(self, owned: tuple[I64, float]) -> tuple[I64, float]:
-        return owned[0] + self.delays, owned[1] + self.delay_sum
+        """The histogram, and its sum never below the last one read: ``(x + y) − y`` in floats
+        may come out just under ``x`` (found by a review), which Prometheus reads as a reset."""
+        total = max(owned[1] + self.delay_sum, self._last_sum)
+        self._last_sum = total
+        return owned[0] + self.delays, total
 
     def coverage(self, owned: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, int, int]]:
         """``attribute_coverage``: with and without attributes per process; waiting as is."""

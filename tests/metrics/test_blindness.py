@@ -173,3 +173,29 @@ def test_feedback_loop_simulation_is_blind_for_error_rates(seed: int) -> None:
         assert r.blind("tpr").all() and r.blind("fpr").all() and not r.blind("ppv").any()
         blind = r.disparities(disparities(gm, min_samples=30))
         assert set(blind) == LABEL_BASED - {"ppv_gap", "predictive_parity_difference"}
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_a_blind_group_tied_at_the_extreme_makes_the_gap_blind_in_either_order(
+    order: tuple[int, int],
+) -> None:
+    """Found by a review: group a has no predicted-0 decision (TPR = FPR = 1, measured), group b
+    one unlabelled predicted-0 decision (TPR = FPR = 1 by construction). Tied, the gap compared
+    whichever came first: a against itself, a measured 0.000 — and Prometheus, picking either,
+    flipped between blind and not. Any blind group the gap spans makes it blind."""
+    rows = [(12, 12, 4, 8, 0, 0), (9, 8, 3, 5, 0, 0)]
+    gm = group_metrics(counts([rows[i] for i in order]), score_bins=1)
+    d = disparities(gm, min_samples=1)
+    assert d.tpr_gap.value == 0.0  # the made-up number
+    blind = blind_groups(gm).disparities(d)
+    assert {"tpr_gap", "fpr_gap", "equalized_odds_difference"} <= set(blind)
+    assert "ppv_gap" not in blind  # predicted 1: labelled in both
+
+
+def test_a_blind_group_whose_rate_is_undefined_leaves_the_gap_measured() -> None:
+    """A group blind in TPR with no labelled positive at all (TP + FN = 0) is in no TPR gap:
+    the gap between the others is measured (its FPR gap is blind)."""
+    rows = [(80, 40, 15, 18, 5, 2), (80, 40, 5, 19, 15, 1), (80, 40, 0, 6, 0, 0)]
+    gm = group_metrics(counts(rows), score_bins=1)
+    blind = blind_groups(gm).disparities(disparities(gm, min_samples=1))
+    assert "tpr_gap" not in blind and "fpr_gap" in blind

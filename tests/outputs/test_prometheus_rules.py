@@ -194,3 +194,63 @@ def test_blindness_follows_each_models_favourable_class(tmp_path: Path) -> None:
     r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(tmp_path: Path) -> None:
+    """The generated ``fairness:<gap>_blind:info`` against ``metrics/blindness.py`` on 60 random
+    attribute sets of 2–4 small groups (many ties at the extremes, where a review found the two
+    disagreeing and Prometheus flipping between evaluations), through promtool."""
+    import numpy as np
+
+    from monitor.metrics.blindness import blind_groups
+    from monitor.metrics.fairness import disparities, group_metrics
+    from tests.metrics.test_blindness import counts
+
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 1}}})
+    (tmp_path / "rules.yml").write_text(rules_yaml(cfg, source="x.yaml"))
+    rng = np.random.default_rng(7)
+    names = ("predictions", "favourable_predictions", "true_positives", "false_positives",
+             "false_negatives", "true_negatives")  # fmt: skip
+    gaps = ("tpr_gap", "fpr_gap", "ppv_gap", "equalized_odds_difference")
+    series, expected = [], {g: [] for g in gaps}
+    for t in range(60):
+        rows = []
+        for _ in range(int(rng.integers(2, 5))):
+            n = int(rng.integers(1, 13))
+            fav = int(rng.integers(0, n + 1))
+            tp = int(rng.integers(0, fav + 1))
+            fp = int(rng.integers(0, fav - tp + 1)) if rng.random() < 0.8 else 0
+            fn = int(rng.integers(0, n - fav + 1)) if rng.random() < 0.6 else 0
+            tn = int(rng.integers(0, n - fav - fn + 1)) if rng.random() < 0.6 else 0
+            rows.append((n, fav, tp, fp, fn, tn))
+        gm = group_metrics(counts(rows), score_bins=1)
+        blind = blind_groups(gm).disparities(disparities(gm, min_samples=1))
+        for gap in gaps:
+            if gap in blind:
+                expected[gap].append(f"t{t}")
+        for i, row in enumerate(rows):
+            for name, v in zip(names, row, strict=True):
+                labels = f'model="m",window="1h",attribute="t{t}",group="g{i}"'
+                series.append({"series": f"fairness_{name}{{{labels}}}", "values": f"{v}x5"})
+    # both answers occur often; PPV blind means no labelled predicted positive: no PPV at all
+    assert min(len(expected[g]) for g in gaps[:2]) >= 5 and len(expected["tpr_gap"]) < 55
+    assert expected["ppv_gap"] == []
+    checks = [
+        {"expr": f"fairness:{gap}_blind:info", "eval_time": "3m", "exp_samples": [
+            {"labels": f'fairness:{gap}_blind:info{{model="m",window="1h",attribute="{a}"}}',
+             "value": 1} for a in attrs]}
+        for gap, attrs in expected.items()
+    ]  # fmt: skip
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
+    }
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool (Debian package prometheus)")
+    assert exe is not None
+    for _ in range(3):  # ties: a rule that depended on topk's pick would differ between runs
+        r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -450,3 +450,27 @@ def test_with_global_alerts_only_the_delivering_replica_counts_the_firing_ones()
     assert firing_counts(local, ev) == {("FourFifthsRule", "page"): 2}  # type: ignore[arg-type]
     assert firing_counts(leader, ev) == {("FourFifthsRule", "page"): 2}  # type: ignore[arg-type]
     assert firing_counts(follower, ev) == {}  # type: ignore[arg-type]
+
+
+def test_exported_counters_only_grow_when_a_partition_is_replaced_or_sums_round() -> None:
+    """Found by a review: importing a partition over one present lost the old one's counts
+    (counters went backwards, some below 0), and the label-delay sum, a float, could come out
+    just below the last one after ``(x + y) − y``."""
+    from monitor.state.checkpoint import decode, encode
+    from monitor.state.engine import Engine
+
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}})
+    a, b = Engine(cfg), Engine(cfg)
+    run(a, [pred("x", T0, "g1", 1)] * 3, [label("x", T0 + 60, 1)], partition=1)
+    run(b, [pred("y", T0, "g1", 1)], [], partition=1)
+    before = a.moved.counters(a.counters())
+    a.import_partition(1, *decode(encode(*b.export_partition(1))))  # over the present one
+    after = a.moved.counters(a.counters())
+    assert all(after[k] >= before[k] for k in ("predictions", "duplicate_predictions", "labels"))
+    assert after["duplicate_predictions"] == 2 and after["labels"] == 1
+
+    a.partitions[1].delay_sum = 3456789012.3456789
+    b.partitions[1].delay_sum = 4567890123.4567891
+    seen = a.moved.label_delays(a.label_delays())[1]
+    a.import_partition(1, *decode(encode(*b.export_partition(1))))
+    assert a.moved.label_delays(a.label_delays())[1] >= seen
