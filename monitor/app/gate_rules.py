@@ -106,6 +106,8 @@ def judge(
     Left-out groups never decide: where a live alert would say "insufficient data" because a
     small group has the extreme rate, the gate judges the groups that have the data."""
     rule = replace(rule, significant=True)
+    if rule.metric == "equalized_odds_difference":
+        return _larger_gap(rule, r, counts, spec, where, confidence=confidence)
     rows = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
     keep = [i for i, row in rows if row.judged]
     jr = attribute_result(
@@ -133,6 +135,44 @@ def judge(
         where[0], where[1], rule, status, value, lower, upper,
         jr.name(d.low_group), jr.name(d.high_group), tuple(row for _, row in rows), note,
         d.basis,
+    )  # fmt: skip
+
+
+def _larger_gap(
+    rule: AlertRule,
+    r: AttributeResult,
+    counts: I64,
+    spec: ModelSpec,
+    where: tuple[str, str],
+    *,
+    confidence: float,
+) -> Check:
+    """The equalized-odds difference, max(TPR gap, FPR gap): each gap judged on the groups
+    with enough data for its own rate (found by a review: a group with many positives and few
+    negatives was left out of both, and a significant TPR gap passed as insufficient data).
+    Its interval is a maximum's (the larger of each limit), so it is significantly past the
+    bound when either gap is; blind when either is; judged only when both are."""
+    gaps: tuple[Metric, Metric] = ("tpr_gap", "fpr_gap")
+    tpr, fpr = (
+        judge(replace(rule, metric=gap), r, counts, spec, where, confidence=confidence)
+        for gap in gaps
+    )
+    parts = (tpr, fpr)
+    order: tuple[Status, ...] = ("fail", "blind", "insufficient", "pass")
+    status = next(st for st in order if any(c.status == st for c in parts))
+
+    def larger(k: str) -> float:
+        got = max(getattr(c, k) if math.isfinite(getattr(c, k)) else -math.inf for c in parts)
+        return float(got) if math.isfinite(got) else math.nan
+
+    top = max(parts, key=lambda c: c.value if math.isfinite(c.value) else -math.inf)
+    both = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
+    rows = tuple(replace(row, judged=a.judged or b.judged) for (_, row), a, b in zip(
+        both, tpr.groups, fpr.groups, strict=True))  # fmt: skip
+    note = "; ".join(f"{c.rule.metric}: {c.note}" for c in parts if c.note and c.status == status)
+    return Check(
+        where[0], where[1], rule, status, larger("value"), larger("lower"), larger("upper"),
+        top.low_group, top.high_group, rows, note, top.rule.metric,
     )  # fmt: skip
 
 

@@ -439,3 +439,32 @@ def test_group_names_cannot_forge_lines_of_the_summary(
     assert "\r" not in out and [x for x in lines if x.startswith("gate ")] == [lines[-1]]
     assert lines[-1].startswith("gate FAILED")
     assert "Z\\n::error title=x::injected\\r\\x1b[32mgate passed (n=12)" in out
+
+
+def test_a_significant_tpr_gap_fails_the_equalized_odds_gate_whatever_the_negatives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a review: group A has 500 labelled positives (TPR 0.9) but only 20 labelled
+    negatives; B 500 of each (TPR 0.5). A was left out of both gaps for its few negatives, so
+    EqualizedOddsGap passed as "insufficient data" while the TPR gap alone (0.4, significant)
+    fails it, and the live rule pages. Each gap is judged on the groups with its own data."""
+    preds, labels = tmp_path / "p.jsonl", tmp_path / "l.jsonl"
+    cells = {"A": {"tp": 450, "fn": 50, "fp": 10, "tn": 10},
+             "B": {"tp": 250, "fn": 250, "fp": 250, "tn": 250}}  # fmt: skip
+    t, i = T0, 0
+    with preds.open("w") as p, labels.open("w") as lab:
+        for g, cs in cells.items():
+            for cell, k in cs.items():
+                yhat, y = int(cell in ("tp", "fp")), int(cell in ("tp", "fn"))
+                for _ in range(k):
+                    pid, i, t = f"x{i}", i + 1, t + 30
+                    p.write(json.dumps({"prediction_id": pid, "timestamp": t, "model_id": "loan",
+                                        "prediction": yhat, "attributes": {"group": g}}) + "\n")  # fmt: skip
+                    lab.write(json.dumps({"prediction_id": pid, "timestamp": t + 60, "label": y}))
+                    lab.write("\n")
+    data = ["-p", str(preds), "-l", str(labels)]
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on", "EqualizedOddsGap")
+    assert rc == 1, out
+    assert "FAIL" in out and "tpr_gap" in out.split("EqualizedOddsGap", 1)[1]
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on", "fpr_gap")
+    assert rc == 0 and "insufficient data" in out  # A has 20 negatives: no FPR comparison
