@@ -209,8 +209,8 @@ def read_csv(
                     value = _cell(cell) if attr in numeric else cell or None
                     _put(ev, (*fields.attributes, attr), value)
                 preds.append(RawRecord(value=ev, topic=topic, offset=lineno))
-                if mapping.label is None:
-                    continue
+                if mapping.label is None or not (row.get(mapping.label) or "").strip():
+                    continue  # no outcome yet (an empty cell): unlabelled, as without an event
                 lab: dict[str, Any] = {}
                 _put(lab, fields.prediction_id, row.get(mapping.id))
                 _put(lab, fields.label, _cell(row.get(mapping.label)))

@@ -238,3 +238,21 @@ def test_a_mapped_column_twice_in_the_header_is_named(tmp_path: Path) -> None:
     _write(tmp_path, BASE, "id,t,p,race,race\n1,1,1,a,b\n")
     with pytest.raises(ConfigError, match=r"attributes\.race: column 'race' is in the header"):
         _read(tmp_path)
+
+
+def test_an_empty_outcome_cell_is_an_unlabelled_decision_not_a_dead_letter(
+    tmp_path: Path,
+) -> None:
+    """Found by a review: a row whose outcome is not known yet (empty label cell, normal in a
+    delayed-label extract) made a label event without a label, dead-lettered as
+    missing_label, and ``gate`` exited 2. It is a prediction without a label, as in JSONL; a
+    cell that holds something unreadable is still a dead letter."""
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import read_csv
+
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nlabel: y\nattributes: {g: g}\n",
+           "id,t,p,g,y\n1,1,1,a,1\n2,2,0,a,\n3,3,1,b,  \n4,4,0,b,maybe\n")  # fmt: skip
+    m = load_csv_mapping(tmp_path / "m.yaml")
+    preds, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap())
+    assert len(preds) == 4
+    assert [r.value["prediction_id"] for r in labels] == ["1", "4"]  # type: ignore[index]
