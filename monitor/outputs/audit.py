@@ -309,7 +309,8 @@ def render_html(
                 parts.append(_plots(model, wname, attr, series.get((model, wname, attr), ())))
     c = report["counters"]
     parts.append('<h2>Events</h2><table data-kind="counters"><tbody>')
-    for k, v in c.items():
+    left_out = {"csv_rows_left_out_by_where": report.get("csv_rows_excluded")}  # never seen
+    for k, v in {**c, **(left_out if "csv_rows_excluded" in report else {})}.items():
         cell = _cell(v, attrs=f' data-field="{_e(k)}"')
         parts.append(f'<tr><th scope="row">{_e(k)}</th>{cell}</tr>')
     parts.append("</tbody></table>")
