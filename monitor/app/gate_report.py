@@ -71,7 +71,18 @@ def _group_text(g: GroupRow) -> str:
         f"{rate} {_f(v)} [{_f(lo)}, {_f(hi)}] ({_DENOMINATOR[rate]}={den})"
         for rate, (v, lo, hi, den) in g.rates.items()
     ]
-    return f"{g.name}: " + "; ".join(parts) + ("" if "selection_rate" in g.rates else f"; n={g.n}")
+    tail = "" if "selection_rate" in g.rates else f"; n={g.n}"
+    return f"{g.name}: " + "; ".join(parts) + tail + (f"; scored={g.scored}" if g.scored else "")
+
+
+def _short_of(g: GroupRow) -> str:
+    """The denominators a left-out group has (found by a review: only ``n=82`` was shown when
+    its 12 positives were what it lacked)."""
+    dens = [f"{_DENOMINATOR[rate]}={den}" for rate, (_, _, _, den) in g.rates.items()]
+    return ", ".join(
+        [*dict.fromkeys([f"n={g.n}", *dens])]
+        + ([f"scored={g.scored}"] if g.scored is not None else [])
+    )
 
 
 def details(c: Check, confidence: float) -> str:
@@ -112,7 +123,7 @@ def summary(res: GateResult) -> str:
             out.append(line)
             short = c.insufficient_groups
             if short and c.status in ("fail", "pass"):
-                names = ", ".join(f"{g.name} (n={g.n})" for g in short)
+                names = ", ".join(f"{g.name} ({_short_of(g)})" for g in short)
                 out.append(f"        not judged, insufficient data: {names}")
     if res.no_data:
         out.append(f"no predictions in the input, not judged: model {', '.join(res.no_data)}")

@@ -29,6 +29,7 @@ class GroupRow:
     n: int
     rates: dict[str, tuple[float, float, float, int]]
     judged: bool
+    scored: int | None = None  # a score-distance rule's denominator: decisions with a score
 
 
 @dataclass(frozen=True)
@@ -194,12 +195,17 @@ def _rows(
         if n == 0:
             continue
         rates: dict[str, tuple[float, float, float, int]] = {}
+        scored = None
         for b in bases:
             rate = METRICS[b].rate or "selection_rate"
             lo, hi = g.bounds[rate]
-            rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), r.denominator(i, b))
-        judged = n >= min_n and all(v[3] >= min_den for v in rates.values())
-        rows.append((i, GroupRow(name, n, rates, judged)))
+            den = r.denominator(i, b)
+            if not METRICS[b].rate:  # a score distance: the selection rate shown on its n
+                scored, den = den, n  # (the scored count was printed as its n: a review)
+            rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), den)
+        enough = scored if scored is not None else min(v[3] for v in rates.values())
+        judged = n >= min_n and enough >= min_den
+        rows.append((i, GroupRow(name, n, rates, judged, scored)))
     return rows
 
 

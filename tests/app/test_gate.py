@@ -468,3 +468,30 @@ def test_a_significant_tpr_gap_fails_the_equalized_odds_gate_whatever_the_negati
     assert "FAIL" in out and "tpr_gap" in out.split("EqualizedOddsGap", 1)[1]
     rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on", "fpr_gap")
     assert rc == 0 and "insufficient data" in out  # A has 20 negatives: no FPR comparison
+
+
+def test_the_summary_names_the_denominator_a_group_lacked_and_a_score_rules_scored_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a review: a score-distance check printed each group's scored count as the ``n``
+    of its selection rate (whose interval is on every decision), and a group left out of a
+    gap showed only its ``n`` (82, plenty) when its positives were what it lacked."""
+    preds = tmp_path / "p.jsonl"
+    with preds.open("w") as p:
+        for i in range(400):  # 200 a group, 80 of each scored
+            g = "A" if i % 2 else "B"
+            ev = {"prediction_id": f"x{i}", "timestamp": T0 + 60 * i, "model_id": "loan",
+                  "prediction": int(i % 4 < 2), "attributes": {"group": g}}  # fmt: skip
+            if i < 160:
+                ev["score"] = 0.3 if g == "A" else 0.7
+            p.write(json.dumps(ev) + "\n")
+    junit = tmp_path / "g.xml"
+    cfg = loan_config(tmp_path)
+    rc, _, _ = gate(capsys, "-c", cfg, "-p", str(preds), "--fail-on", "score_ks_distance",
+                    "--junit", str(junit))  # fmt: skip
+    assert rc == 1
+    text = next(iter(cases(junit).values())).findtext("failure") or ""
+    assert "A: selection_rate 0.500 [0.431, 0.569] (n=200); scored=80" in text, text
+    data = write_set(tmp_path, {"A": (1000, 600), "B": (1000, 600), "C": (82, 20)})
+    rc, out, _ = gate(capsys, "-c", cfg, *data, "--fail-on", "tpr_gap")
+    assert rc == 0 and "C (n=82, tp+fn=" in out, out  # its positives, not its n, fell short
