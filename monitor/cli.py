@@ -197,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fairness-monitor: configuration error: {printable(str(exc))}", file=sys.stderr)
         return 2
-    except (OSError, UnreadableInput) as exc:
-        print(f"fairness-monitor: {printable(str(exc))}", file=sys.stderr)
+    except (OSError, UnreadableInput) as exc:  # its own lines kept (each escaped: a review)
+        text = "\n".join(printable(line) for line in str(exc).split("\n"))
+        print(f"fairness-monitor: {text}", file=sys.stderr)
         return 2

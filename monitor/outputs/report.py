@@ -229,9 +229,11 @@ def format_table(report: dict[str, Any]) -> str:
                     flag = f"  ← below {FOUR_FIFTHS}" + (
                         " (significant)" if a["four_fifths_significant"] else " (not significant)"
                     )
+                pair = (f" {dir_['low_group']} vs {dir_['high_group']}"
+                        if dir_["low_group"] is not None else " (fewer than two groups compared)")  # fmt: skip
                 lines.append(
                     f"    DIR {_fmt(dir_['value'])} [{_fmt(dir_['lower'])}, "
-                    f"{_fmt(dir_['upper'])}] {dir_['low_group']} vs {dir_['high_group']}{flag}"
+                    f"{_fmt(dir_['upper'])}]{pair}{flag}"
                 )
                 eod = a["equalized_odds_difference"]
                 spd = a["statistical_parity_difference"]

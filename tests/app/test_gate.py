@@ -316,6 +316,8 @@ def test_malformed_file_exits_2_naming_the_line(
     rc, out, err = gate(capsys, "-c", loan_config(tmp_path), *data, "--junit", str(junit))
     assert rc == 2 and out == "" and not junit.exists()
     assert f"{data[1]} line 201: not_json" in err
+    # its own lines, not one line of literal "\n"s (found by a review)
+    assert "\\n" not in err and any(ln.strip().startswith(data[1]) for ln in err.splitlines())
     rc, _, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--allow-invalid")
     assert rc == 0
 

@@ -61,3 +61,14 @@ def test_table_says_blind_instead_of_the_made_up_error_rates() -> None:
     for row in rows:  # group n sel.rate [lo, hi] TPR FPR PPV labelled DI
         assert row[5:7] == ["blind", "blind"] and row[7] == "0.500", row
     assert "blind: selective labels: only decisions with prediction 1 are labelled" in text
+
+
+def test_a_dir_that_compares_no_pair_says_so_not_none_vs_none() -> None:
+    """Found by a review: with one group the table printed ``DIR – [–, –] None vs None``."""
+    from tests.helpers import pred, run
+
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 1}}})
+    engine = Engine(cfg, clock=lambda: T0 + 3600)
+    run(engine, [pred(str(i), T0, "only", i % 2) for i in range(10)])
+    text = format_table(build_report(engine.snapshot(), confidence=0.95))
+    assert "None" not in text and "DIR – [–, –] (fewer than two groups compared)" in text
