@@ -11,6 +11,7 @@ import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,32 @@ def replay(
             evaluator.advance()
         if progress is not None:
             progress(stop, total)
+    if evaluator is not None and warnings is not None:
+        warnings += unjudged(engine, evaluator, labs.ts)
     return dead
+
+
+def unjudged(engine: Engine, evaluator: AlertEvaluator, label_ts: Any) -> list[str]:
+    """What the backtest's alerts did not judge, when it matters (5 % of the labels or more):
+    a boundary closes when predictions pass it, so labels that came after the last one are in
+    the tables but judged by no rule or detector (found by a review: COMPAS's outcomes come two
+    years after its last screening, and the report said "No alert fired" beside a significant
+    equalized-odds gap). The live monitor judges them as later predictions close those buckets."""
+    out = []
+    for m, spec in enumerate(engine.models):
+        last = evaluator.last.get(m)
+        if last is None or not len(label_ts):
+            continue
+        through = last * spec.bucket
+        late = int((label_ts >= through).sum())
+        if late >= 0.05 * len(label_ts):
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(through))
+            out.append(
+                f"model {spec.name}: {late:,} of {len(label_ts):,} labels ({late / len(label_ts):.0%}"
+                f") came after {when}, the last boundary its predictions closed: they are in the "
+                "tables, but no alert rule or detector judged them"
+            )
+    return out
 
 
 def stderr_progress(done: int, total: int) -> None:

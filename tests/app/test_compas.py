@@ -130,3 +130,12 @@ def test_the_html_audit_report_shows_the_rows_the_filter_left_out(tmp_path: Path
     visible = out.read_text().split('<script type="application/json"', 1)[0]
     row = re.search(r'<th scope="row">csv_rows_left_out_by_where</th><td[^>]*>([^<]+)<', visible)
     assert row is not None and row.group(1).replace(",", "").strip() == str(7214 - 6172)
+
+
+def test_the_report_says_the_alerts_judged_none_of_the_outcomes(report: dict) -> None:
+    """Found by a review: COMPAS's outcomes come two years after the last screening, after
+    every boundary the predictions close, so no alert rule judged a label; the report said
+    nothing of it ("No alert fired" beside a significant equalized-odds gap)."""
+    (warning,) = [w for w in report["warnings"] if "judged them" in w]
+    assert warning.startswith("model compas: 6,172 of 6,172 labels (100%) came after 2014-")
+    assert report["counters"]["labels"] == 6172

@@ -296,10 +296,11 @@ def test_a_mistyped_year_is_named_in_the_report_not_silently_judged(
         assert main([*args, "--format", "json"]) == 0
     report = json.loads(buf.getvalue())
     assert report["counters"]["predictions"] == 1000  # counted as they are
+    warnings = [w for w in report["warnings"] if "no alert rule or detector judged" not in w]
     if not outliers:
-        assert report["warnings"] == []
+        assert warnings == []
         return
-    (warning,) = report["warnings"]
+    (warning,) = warnings
     assert f"the newest {outliers} of 1000 predictions" in warning
     assert "1,095 days after the others" in warning or "1,096 days" in warning
     buf = io.StringIO()
