@@ -139,8 +139,7 @@ class Engine:
         idx = order[admitted[order]]  # admitted events, in key order
         st.count("predictions", len(idx))
         rows = np.zeros(len(idx), dtype=st.pending.main.dtype)
-        rows["key"] = b.key[idx]
-        rows["bucket"] = buckets[idx]
+        rows["key"], rows["bucket"] = b.key[idx], buckets[idx]
         rows["score"] = np.where(u[idx] == NO_SCORE, STORED_NO_SCORE, u[idx])
         rows["groups"] = b.groups[idx, : self.n_sets]
         rows["model"] = b.model[idx]
@@ -150,8 +149,9 @@ class Engine:
         st.count("evicted_pending", (evicted["state"] == PENDING).sum())
         in_order = np.arange(len(rows))
         hit, early = st.early.take(rows["key"], in_order)
-        if len(hit):  # sorted too: held labels come back in the order of their keys
-            self._labels(st, early["key"], early["ts"], early["label"], in_order[: len(hit)])
+        if len(hit):  # held labels come back in key order, known once joined: at the later of
+            known = np.maximum(early["ts"], b.ts[idx[hit]])  # their time and their prediction's
+            self._labels(st, early["key"], known, early["label"], in_order[: len(hit)])
 
     def _labels(
         self,
