@@ -152,7 +152,8 @@ def _larger_gap(
     with enough data for its own rate (found by a review: a group with many positives and few
     negatives was left out of both, and a significant TPR gap passed as insufficient data).
     Its interval is a maximum's (the larger of each limit), so it is significantly past the
-    bound when either gap is; blind when either is; judged only when both are."""
+    bound when either gap is; blind when either is; judged only when both are. Its numbers are
+    the judged gaps' only: a blind gap's are made up (a later review)."""
     gaps: tuple[Metric, Metric] = ("tpr_gap", "fpr_gap")
     tpr, fpr = (
         judge(replace(rule, metric=gap), r, counts, spec, where, confidence=confidence)
@@ -162,15 +163,18 @@ def _larger_gap(
     order: tuple[Status, ...] = ("fail", "blind", "insufficient", "pass")
     status = next(st for st in order if any(c.status == st for c in parts))
 
-    def larger(k: str) -> float:
-        got = max(getattr(c, k) if math.isfinite(getattr(c, k)) else -math.inf for c in parts)
-        return float(got) if math.isfinite(got) else math.nan
+    judged = [c for c in parts if c.status in ("fail", "pass")]  # a blind gap's is made up
+    shown = judged or [c for c in parts if c.status != "blind"] or list(parts)
 
-    top = max(parts, key=lambda c: c.value if math.isfinite(c.value) else -math.inf)
+    def larger(k: str) -> float:
+        got = max(getattr(c, k) if math.isfinite(getattr(c, k)) else -math.inf for c in shown)
+        return float(got) if math.isfinite(got) and judged else math.nan
+
+    top = max(shown, key=lambda c: c.value if math.isfinite(c.value) else -math.inf)
     both = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
     rows = tuple(replace(row, judged=a.judged or b.judged) for (_, row), a, b in zip(
         both, tpr.groups, fpr.groups, strict=True))  # fmt: skip
-    note = "; ".join(f"{c.rule.metric}: {c.note}" for c in parts if c.note and c.status == status)
+    note = "; ".join(f"{c.rule.metric}: {c.note}" for c in parts if c.note)  # a blind gap says so
     return Check(
         where[0], where[1], rule, status, larger("value"), larger("lower"), larger("upper"),
         top.low_group, top.high_group, rows, note, top.rule.metric,

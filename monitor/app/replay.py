@@ -11,7 +11,6 @@ import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -128,28 +127,36 @@ def replay(
         if progress is not None:
             progress(stop, total)
     if evaluator is not None and warnings is not None:
-        warnings += unjudged(engine, evaluator, labs.ts)
+        warnings += unjudged(engine, evaluator, preds, labs)
     return dead
 
 
-def unjudged(engine: Engine, evaluator: AlertEvaluator, label_ts: Any) -> list[str]:
+def unjudged(
+    engine: Engine, evaluator: AlertEvaluator, preds: PredictionBatch, labs: LabelBatch
+) -> list[str]:
     """What the backtest's alerts did not judge, when it matters (5 % of the labels or more):
     a boundary closes when predictions pass it, so labels that came after the last one are in
     the tables but judged by no rule or detector (found by a review: COMPAS's outcomes come two
     years after its last screening, and the report said "No alert fired" beside a significant
     equalized-odds gap). The live monitor judges them as later predictions close those buckets."""
+    model = np.full(len(labs), -1)  # each label's model: its prediction's (none: -1)
+    if len(preds):
+        order = np.argsort(preds.key, kind="stable")
+        at = np.minimum(np.searchsorted(preds.key, labs.key, sorter=order), len(order) - 1)
+        hit = preds.key[order[at]] == labs.key
+        model[hit] = preds.model[order[at]][hit]
     out = []
     for m, spec in enumerate(engine.models):
-        last = evaluator.last.get(m)
-        if last is None or not len(label_ts):
+        last, mine = evaluator.last.get(m), labs.ts[model == m]
+        if last is None or not len(mine):
             continue
         through = last * spec.bucket
-        late = int((label_ts >= through).sum())
-        if late >= 0.05 * len(label_ts):
+        late = int((mine >= through).sum())
+        if late >= 0.05 * len(mine):
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(through))
             out.append(
-                f"model {spec.name}: {late:,} of {len(label_ts):,} labels ({late / len(label_ts):.0%}"
-                f") came after {when}, the last boundary its predictions closed: they are in the "
+                f"model {spec.name}: {late:,} of its {len(mine):,} labels ({late / len(mine):.0%})"
+                f" came after {when}, the last boundary its predictions closed: they are in the "
                 "tables, but no alert rule or detector judged them"
             )
     return out

@@ -249,6 +249,7 @@ def _disparities(
                 average_odds_difference=aod,
                 differential_fairness=df,
                 **dict(zip(_SCORE_FIELDS, score_rows[i], strict=True)),
+                floor=max(min_samples, 1),
             )
         )
     return out

@@ -16,12 +16,15 @@ include a class that is unlabelled:
 * TPR, FPR (and FNR, TNR, accuracy, prevalence): blind when either class is unlabelled;
 * PPV (and FDR): blind when class 1 is unlabelled; NPV (and FOR): when class 0 is.
 
-A gap (max − min over groups) is blind when the rate of any group it spans is: every group
-with ``min_samples`` decisions and the rate defined, not only the two it names, which ties at
-the extreme would pick arbitrarily (found by a review: a blind group tied with a measurable one
-at TPR 1 gave a measured 0.000). The equalized-odds difference is blind when either of its gaps
-is; the average-odds difference when the group or the reference is blind in TPR or FPR. Pure
-numpy on the counts: cheap enough for every bucket boundary.
+A gap (max − min over groups) is blind when the rate of any group it compares is: every group
+with ``min_samples`` in the rate's own denominator, not only the two it names, which ties at the
+extreme would pick arbitrarily (found by a review: a blind group tied with a measurable one at
+TPR 1 gave a measured 0.000); a small group the gap leaves out does not blind it. With fewer
+than two such groups (no gap), any eligible group blind in the rate makes it blind: selective
+labels leave few labelled decisions of the other class, and "insufficient data" would hide why.
+The equalized-odds difference is blind when either of its gaps is; the average-odds difference
+when the group or the reference is blind in TPR or FPR. Pure numpy on the counts: cheap enough
+for every bucket boundary.
 """
 
 from __future__ import annotations
@@ -146,12 +149,15 @@ class BlindReport:
         return _REASONS[self._codes[kind][group]]
 
     def _gap(self, metric: str, d: AttributeDisparities) -> BlindReason | None:
-        """A gap is blind when the rate of a group it spans is blind: an eligible group whose
-        rate is defined (one compared, tied with one, or — with no pair compared — one that
-        selective labels left with too few in the rate's own denominator)."""
+        """A gap is blind when a group it compares (``floor`` in the rate's own denominator) is
+        blind in its rate; comparing fewer than two, when an eligible group with the rate
+        defined is (one that selective labels left with too few in the denominator)."""
         assert self._cells is not None
         den = sum(self._cells[c] for c in RATE_CELLS[_rate_of(metric)])
-        blind = np.flatnonzero(np.asarray(d.eligible) & (den > 0) & self.blind(metric))
+        eligible = np.asarray(d.eligible)
+        compared = eligible & (den >= d.floor)
+        pool = compared if compared.sum() >= 2 else eligible & (den > 0)
+        blind = np.flatnonzero(pool & self.blind(metric))
         return self.metric(metric, int(blind[0])) if len(blind) else None
 
     def disparity(self, metric: str, lo: int | None, hi: int | None) -> BlindReason | None:

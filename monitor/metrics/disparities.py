@@ -57,6 +57,7 @@ class AttributeDisparities(msgspec.Struct, frozen=True):
     score_margin: F64  # the KS interval's half-width (DKW); W1's is (1 − 1/bins) of it
     score_ks_distance: Disparity
     score_wasserstein_distance: Disparity
+    floor: int = 1  # a gap compares groups with this many in the rate's own denominator
 
     @property
     def equal_opportunity_difference(self) -> Disparity:

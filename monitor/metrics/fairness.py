@@ -273,6 +273,7 @@ def disparities(
         score_margin=margin[0],
         score_ks_distance=worst_ks,
         score_wasserstein_distance=worst_w1,
+        floor=floor,
     )
 
 

@@ -150,9 +150,9 @@ def blind_rules(gaps: tuple[str, ...]) -> list[dict[str, Any]]:
     """Selective labels as ``metrics/blindness.py`` decides them, on counts summed across
     replicas. Per group, predicted class c is unlabelled when the group has class-c decisions,
     none of them labelled, and some labelled decision; a rate is blind when its denominator
-    spans an unlabelled class; a gap when the rate of any group it spans (eligible, the rate
-    defined) is, whichever two groups topk/bottomk pick on a tie; the equalized-odds difference
-    when either gap is.
+    spans an unlabelled class; a gap when the rate of any group it compares (``_judged``) is,
+    whichever two groups topk/bottomk pick on a tie (comparing fewer than two: any eligible group
+    with the rate defined); the equalized-odds difference when either gap is.
     Alerts neither fire nor resolve on a blind metric (found by a review: a group whose
     declined cases are never labelled has TPR = FPR = 1, and the EOD alert paged on that)."""
     n, fav = summed(("n",)), summed(("favourable",))
@@ -185,11 +185,15 @@ def blind_rules(gaps: tuple[str, ...]) -> list[dict[str, Any]]:
         spec = METRICS[metric]
         if not spec.needs_labels:
             continue
-        rate = f"fairness:{RATE_FAMILY[spec.rate].name}"  # eligible groups, the rate defined
+        rate = f"fairness:{RATE_FAMILY[spec.rate].name}"
         out.append(
             rec(
                 f"fairness:{metric}_blind:info",
-                f"clamp_max(count by ({ATTR}) ({rate}:ratio and on ({GROUP}) {rate}_blind:info), 1)",
+                f"clamp_max(count by ({ATTR}) (\n"
+                f"  {rate}_judged:ratio and on ({GROUP}) {rate}_blind:info\n"
+                f"  or ({rate}:ratio and on ({GROUP}) {rate}_blind:info)\n"
+                f"    unless on ({ATTR}) (count by ({ATTR}) ({rate}_judged:ratio) >= 2)\n"
+                "), 1)\n",
             )
         )
     eod = " or ".join(f"fairness:{g}_blind:info" for g in ("tpr_gap", "fpr_gap"))

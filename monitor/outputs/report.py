@@ -229,8 +229,11 @@ def format_table(report: dict[str, Any]) -> str:
                     flag = f"  ← below {FOUR_FIFTHS}" + (
                         " (significant)" if a["four_fifths_significant"] else " (not significant)"
                     )
-                pair = (f" {dir_['low_group']} vs {dir_['high_group']}"
-                        if dir_["low_group"] is not None else " (fewer than two groups compared)")  # fmt: skip
+                pair = f" {dir_['low_group']} vs {dir_['high_group']}"
+                if dir_["low_group"] is None:  # why there is none (found by reviews)
+                    two = sum(1 for g in a["groups"].values() if g.get("eligible")) >= 2
+                    pair = (" (undefined: the reference group selects nobody, or has too few "
+                            "decisions)" if two else " (fewer than two groups compared)")  # fmt: skip
                 lines.append(
                     f"    DIR {_fmt(dir_['value'])} [{_fmt(dir_['lower'])}, "
                     f"{_fmt(dir_['upper'])}]{pair}{flag}"

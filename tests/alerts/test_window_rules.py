@@ -270,3 +270,19 @@ def test_the_status_history_keeps_no_eod_while_it_is_blind() -> None:
     )  # a number the counts make up
     assert blind.eod is None and blind.dir is not None  # the DIR needs no label
     assert ok.eod is not None and ok.eod > 0
+
+
+@pytest.mark.parametrize("metric", ["tpr_gap", "equalized_odds_difference"])
+def test_a_small_selective_group_the_gap_leaves_out_does_not_silence_it(metric: str) -> None:
+    """Found by a review: group c has 100 decisions but only 5 labels, all of prediction 1 —
+    too few positives or negatives to be compared in any gap. Counting it as blinding the gap
+    stopped the TPR-gap and equalized-odds alerts of the whole attribute set (TPR 0.75 vs 0.40
+    between a and b). Only the groups a gap compares decide its blindness."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    rule = AlertRule("R", metric, ">", 0.1, significant=True, min_samples=30, for_=0)  # type: ignore[arg-type]
+    small = {"n": 100, "fav": 50, "tp": 3, "fp": 2}  # its predicted-0 decisions: no label
+    r = attribute_result(cell_counts(*GAP, small), ["a", "b", "c"], spec, "g", confidence=0.95)
+    assert r.blind(1).metric("tpr", 2) is not None  # c itself is blind...
+    assert metric not in r.blind(1).disparities(r.disparities)  # ...the gap between a, b is not
+    t = check_rule(AlertBook(), rule, r, "m", "1h", "g", T0, confidence=0.95)
+    assert t is not None and t.alert.state == "firing"

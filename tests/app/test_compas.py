@@ -137,5 +137,5 @@ def test_the_report_says_the_alerts_judged_none_of_the_outcomes(report: dict) ->
     every boundary the predictions close, so no alert rule judged a label; the report said
     nothing of it ("No alert fired" beside a significant equalized-odds gap)."""
     (warning,) = [w for w in report["warnings"] if "judged them" in w]
-    assert warning.startswith("model compas: 6,172 of 6,172 labels (100%) came after 2014-")
+    assert warning.startswith("model compas: 6,172 of its 6,172 labels (100%) came after 2014-")
     assert report["counters"]["labels"] == 6172

@@ -497,3 +497,39 @@ def test_the_summary_names_the_denominator_a_group_lacked_and_a_score_rules_scor
     data = write_set(tmp_path, {"A": (1000, 600), "B": (1000, 600), "C": (82, 20)})
     rc, out, _ = gate(capsys, "-c", cfg, *data, "--fail-on", "tpr_gap")
     assert rc == 0 and "C (n=82, tp+fn=" in out, out  # its positives, not its n, fell short
+
+
+def test_an_equalized_odds_failure_quotes_the_judged_gap_not_the_blind_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a review: A (TPR .9) and B (TPR .5) fail the TPR gap; C's declined cases are
+    never labelled, so its FPR is 1 by construction and the FPR gap is blind. The check failed
+    rightly but quoted the blind gap's made-up 0.900 "A vs C"; it quotes the TPR gap and says
+    the FPR gap is blind."""
+    preds, labels = tmp_path / "p.jsonl", tmp_path / "l.jsonl"
+    cells = {"A": {"tp": 450, "fn": 50, "fp": 50, "tn": 450},
+             "B": {"tp": 250, "fn": 250, "fp": 50, "tn": 450},
+             "C": {"tp": 5, "fp": 100, "unlabelled": 300}}  # fmt: skip
+    t, i = T0, 0
+    with preds.open("w") as p, labels.open("w") as lab:
+        for g, cs in cells.items():
+            for cell, k in cs.items():
+                for _ in range(k):
+                    pid, i, t = f"x{i}", i + 1, t + 30
+                    p.write(json.dumps({"prediction_id": pid, "timestamp": t, "model_id": "loan",
+                                        "prediction": int(cell in ("tp", "fp")),
+                                        "attributes": {"group": g}}) + "\n")  # fmt: skip
+                    if cell != "unlabelled":
+                        y = int(cell in ("tp", "fn"))
+                        lab.write(
+                            json.dumps({"prediction_id": pid, "timestamp": t + 60, "label": y})
+                        )
+                        lab.write("\n")
+    junit = tmp_path / "g.xml"
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), "-p", str(preds), "-l", str(labels),
+                      "--fail-on", "EqualizedOddsGap", "--junit", str(junit))  # fmt: skip
+    assert rc == 1, out
+    line = next(ln for ln in out.splitlines() if "EqualizedOddsGap" in ln)
+    assert "(its tpr_gap) 0.400" in line and "B vs A" in line and "vs C" not in line, line
+    failure = next(iter(cases(junit).values())).find("failure")
+    assert failure is not None and "fpr_gap: blind: selective labels" in (failure.text or "")

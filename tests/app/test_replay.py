@@ -331,3 +331,31 @@ def load_config_text(text: str):  # type: ignore[no-untyped-def]
     from monitor.config.spec import parse_config
 
     return parse_config(yaml.safe_load(text))
+
+
+def test_the_unjudged_labels_warning_counts_each_models_own_labels(tmp_path: Path) -> None:
+    """Found by a review: every label was counted against every model, so a model whose data
+    stopped early was told that another model's 288 labels (judged by that model's rules) came
+    after its last boundary."""
+    (tmp_path / "c.yaml").write_text(
+        "models:\n  a: {attributes: {g: {}}, windows: [1h], min_samples: 1}\n"
+        "  b: {attributes: {g: {}}, windows: [1h], min_samples: 1}\n"
+    )
+    preds, labels = [], []
+    for model, n, step in (("a", 20, 60), ("b", 288, 600)):  # a: 20 minutes; b: two days
+        for i in range(n):
+            t = T0 + step * i
+            preds.append({"prediction_id": f"{model}{i}", "model_id": model, "timestamp": t,
+                          "attributes": {"g": "xy"[i % 2]}, "prediction": i % 2})  # fmt: skip
+            labels.append({"prediction_id": f"{model}{i}", "timestamp": t + 60, "label": i % 3})
+    for e in labels:
+        e["label"] = int(e["label"] == 0)
+    (tmp_path / "p.jsonl").write_text("\n".join(map(json.dumps, preds)))
+    (tmp_path / "l.jsonl").write_text("\n".join(map(json.dumps, labels)))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl"),
+                     "-l", str(tmp_path / "l.jsonl"), "--format", "json"]) == 0  # fmt: skip
+    for w in json.loads(buf.getvalue())["warnings"]:
+        assert "labels" not in w or "of its 20 labels" in w or "of its 288 labels" in w, w
+        assert not w.startswith("model a:") or "of its 20 labels" in w, w

@@ -72,3 +72,15 @@ def test_a_dir_that_compares_no_pair_says_so_not_none_vs_none() -> None:
     run(engine, [pred(str(i), T0, "only", i % 2) for i in range(10)])
     text = format_table(build_report(engine.snapshot(), confidence=0.95))
     assert "None" not in text and "DIR – [–, –] (fewer than two groups compared)" in text
+
+
+def test_a_dir_undefined_between_eligible_groups_says_why() -> None:
+    """Found by a review: two eligible groups, nobody selected (the reference's rate is 0):
+    the table said "fewer than two groups compared"."""
+    from tests.helpers import pred, run
+
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 1}}})
+    engine = Engine(cfg, clock=lambda: T0 + 3600)
+    run(engine, [pred(str(i), T0, "ab"[i % 2], 0) for i in range(40)])
+    text = format_table(build_report(engine.snapshot(), confidence=0.95))
+    assert "DIR – [–, –] (undefined: the reference group selects nobody" in text, text
