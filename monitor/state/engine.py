@@ -11,8 +11,8 @@ Counting rules (each outcome is counted, none is silent):
   that id is another model's prediction, a *shared id* (labels could not tell them apart);
 * a prediction too old for the ring is *late*;
 * a label is counted in the bucket of its prediction (``label_time: prediction``, the cohort
-  view) or of its own arrival (``label_time: arrival``); if that bucket has left the ring the
-  label is *late*;
+  view) or of its own time, never before its prediction's (``label_time: arrival``); if that
+  bucket has left the ring the label is *late*;
 * a second label for the same prediction is a *duplicate label*;
 * a label whose prediction is unknown is held as *early* until no prediction for it could still
   be counted (the watermark is a ring span plus ``early_label_grace`` past the label's time) or
@@ -78,8 +78,8 @@ class Engine:
         self.track_label_times = False
         self._window_sums = [WindowSums() for _ in self.models]
         self._ttl = np.array([m.join.ttl // m.bucket for m in self.models], dtype=np.int64)
-        # An early label can meet its prediction only while that one would be counted (its time
-        # is at most the label's): an orphan once the watermark is a ring span (+ grace) past it
+        # An early label waits while its prediction could still come and be counted: an orphan
+        # once the watermark is a ring span (plus the grace) past the label's own time
         self._early_horizon = max(
             m.ring_buckets * m.bucket + m.join.early_label_grace for m in self.models
         )
@@ -149,9 +149,8 @@ class Engine:
         st.count("evicted_pending", (evicted["state"] == PENDING).sum())
         in_order = np.arange(len(rows))
         hit, early = st.early.take(rows["key"], in_order)
-        if len(hit):  # held labels come back in key order, known once joined: at the later of
-            known = np.maximum(early["ts"], b.ts[idx[hit]])  # their time and their prediction's
-            self._labels(st, early["key"], known, early["label"], in_order[: len(hit)])
+        if len(hit):  # sorted too: held labels come back in the order of their keys
+            self._labels(st, early["key"], early["ts"], early["label"], in_order[: len(hit)])
 
     def _labels(
         self,
@@ -191,7 +190,8 @@ class Engine:
             sel = np.flatnonzero(entries["model"] == m)
             e = entries[sel]
             y = lab[sel]
-            t = t_match[sel]  # label times
+            # a label is known no earlier than its prediction's bucket, however it was joined
+            t = np.maximum(t_match[sel], e["bucket"] * float(spec.bucket))  # (reviews 64, 66)
             if spec.label_time == "prediction":
                 bk = e["bucket"]
                 late = ~ring.is_live(bk)
@@ -267,11 +267,10 @@ class Engine:
     def counts_between(self, m: int, start: int, end: int, *, as_of: int | None = None) -> I64:
         """Summed ``counts[group, cell]`` of model ``m`` over buckets ``start <= b < end``.
 
-        With ``as_of`` (a bucket boundary), labels whose own time is at or after the boundary
-        are left out: what was known at that moment of event time. Which labels a live poll
-        batch carries past a boundary depends on how the two topics interleave; the labels'
-        own times do not, so alert rules on label-based metrics give the same answer live and
-        in a replay.
+        With ``as_of`` (a bucket boundary), labels whose time (their own, never before their
+        prediction's bucket) is at or after it are left out: what was known then. Which labels
+        a poll batch carries past a boundary depends on how the two topics interleave; those
+        times do not, so label-based alert rules give the same answer live and in a replay.
         """
         g = len(self.registries[m])
         out = np.zeros((g, n_cells(self.models[m].score_bins)), dtype=np.int64)

@@ -1,4 +1,5 @@
-"""Label increments by their own time, so that alert rules can read counts *as of* a boundary.
+"""Label increments by their time (never before their prediction's bucket), so that alert rules
+can read counts *as of* a boundary.
 
 Why: in cohort mode a label is counted in its prediction's bucket. A poll batch can carry labels
 from after a bucket boundary into a window that ends at it, and which ones depends on how the

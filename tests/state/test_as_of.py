@@ -8,6 +8,7 @@ predictions, whole label topic first, tiny batches), and through a checkpoint ro
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -97,3 +98,37 @@ def test_boundaries_wait_for_labels_at_most_the_lateness(
     run(engine, preds, labs)
     ev.advance(lambda p: caught_up)
     assert ev.last[0] - base == expected
+
+
+@pytest.mark.parametrize("label_time", ["arrival", "prediction"])
+def test_a_label_stamped_before_its_prediction_counts_alike_however_the_topics_are_read(
+    label_time: str,
+) -> None:
+    """Found by reviews: a label is known no earlier than its prediction's bucket. Released
+    from the early table at its own earlier time, it fell into boundaries already judged; then
+    fixed for early labels only, the same label read with or after its prediction kept its own
+    time, so in arrival mode its bucket and delay, and in cohort mode the boundary where the
+    detectors saw it, depended on the order the two topics were read."""
+    from monitor.state.windows import TP
+
+    p, lab = pred("a", T0 + 630, "x", 1), label("a", T0 + 30, 1)  # buckets 10 and 0
+
+    def seen(order: str) -> tuple[Any, ...]:
+        e = Engine(config(label_time=label_time, bucket="1m"))
+        e.track_label_times = True
+        if order == "together":
+            run(e, [p], [lab])
+        elif order == "label after":
+            run(e, [p])
+            run(e, [], [lab])
+        else:  # the label first: held as early, released by its prediction
+            run(e, [], [lab])
+            run(e, [p])
+        b0 = int(T0 // 60)
+        tp = [int(e.counts_between(0, b, b + 1)[:, TP].sum()) for b in range(b0, b0 + 12)]
+        known = [int(e.label_arrivals(0, b).sum() > 0) for b in range(b0, b0 + 12)]
+        return tp, known, e.label_delays()[1], e.counters()["late_labels"]
+
+    assert seen("together") == seen("label after") == seen("label first")
+    tp, known, _, _ = seen("together")
+    assert tp.index(1) == 10 and known.index(1) == 11  # its prediction's bucket, known after it
