@@ -50,7 +50,7 @@ KEYS: dict[str, str] = {
     "ModelDoc.score_bins": "Equal-width bins of [0, 1] for the score distributions "
     "(calibration, score parity).",
     "ModelDoc.label_time": "Count a label with its prediction's bucket (`prediction`, cohorts) "
-    "or when it arrives (`arrival`).",
+    "or at its own time, never before its prediction's bucket (`arrival`).",
     "ModelDoc.reference_groups": "Per attribute set, the group others are compared with "
     "(absent: the group with the highest selection rate).",
     "ModelDoc.join": "Bounds of the delayed-label join.",
