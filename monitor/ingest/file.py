@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,7 @@ def read_csv(
     *,
     numeric: frozenset[str] = frozenset(),
     dead: list[DeadLetter] | None = None,
+    now: float | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord], int]:
     """Prediction records, label records, and the number of rows filtered out.
 
@@ -171,7 +173,12 @@ def read_csv(
 
     An attribute's cell stays text (``01`` is not ``1``, ``07`` and ``7`` are two groups, as
     in the JSONL the same values would be), unless the attribute is ``numeric`` (binned):
-    then a number is parsed, as the bins need one."""
+    then a number is parsed, as the bins need one.
+
+    A label time made from ``label_delay`` is at most ``now`` (the clock): an outcome cannot
+    be known in the future, and recent validation data had every label dead-lettered as
+    ``timestamp_in_future`` (the gate exited 2; found by a review)."""
+    now = time.time() if now is None else now
     preds: list[RawRecord] = []
     labels: list[RawRecord] = []
     skipped = 0
@@ -219,7 +226,7 @@ def read_csv(
                 else:
                     try:
                         t = parse_timestamp(_cell(row.get(mapping.timestamp)))
-                        _put(lab, fields.timestamp, t + mapping.label_delay)
+                        _put(lab, fields.timestamp, max(t, min(t + mapping.label_delay, now)))
                     except Invalid:
                         _put(lab, fields.timestamp, _cell(row.get(mapping.timestamp)))
                 labels.append(RawRecord(value=lab, topic=topic, offset=lineno))

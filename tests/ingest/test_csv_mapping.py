@@ -256,3 +256,17 @@ def test_an_empty_outcome_cell_is_an_unlabelled_decision_not_a_dead_letter(
     preds, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap())
     assert len(preds) == 4
     assert [r.value["prediction_id"] for r in labels] == ["1", "4"]  # type: ignore[index]
+
+
+def test_a_label_time_made_from_label_delay_is_never_in_the_future(tmp_path: Path) -> None:
+    """Found by a review: recent validation data with ``label_delay: 30d`` made every label's
+    time a month ahead of the clock; all were dead-lettered as timestamp_in_future and the
+    gate exited 2. The made-up time is at most now (and never before its prediction)."""
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import read_csv
+
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nlabel: y\nlabel_delay: 30d\n"
+           "attributes: {g: g}\n", "id,t,p,g,y\n1,1000,1,a,1\n2,5000000,0,a,0\n")  # fmt: skip
+    m = load_csv_mapping(tmp_path / "m.yaml")
+    _, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), now=3_000_000.0)
+    assert [r.value["timestamp"] for r in labels] == [1000 + 30 * 86400, 5_000_000]  # type: ignore[index]
