@@ -272,6 +272,8 @@ def _put(event: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def _float(text: str) -> float | None:
+    if "_" in text:  # Python reads 1_0 as 10, a CSV means no number (found by a review)
+        return None
     try:
         return float(text)
     except ValueError:
@@ -279,9 +281,12 @@ def _float(text: str) -> float | None:
 
 
 def _cell(text: str | None) -> Any:
-    """CSV text to a JSON-like value: empty → None, integers and floats parsed, else text."""
+    """CSV text to a JSON-like value: empty → None, integers and floats parsed (as a CSV writes
+    them: ``0_1`` is text, not Python's 1), else text."""
     if text is None or text == "":
         return None
+    if "_" in text:
+        return text
     try:
         return int(text)
     except ValueError:

@@ -270,3 +270,19 @@ def test_a_label_time_made_from_label_delay_is_never_in_the_future(tmp_path: Pat
     m = load_csv_mapping(tmp_path / "m.yaml")
     _, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), now=3_000_000.0)
     assert [r.value["timestamp"] for r in labels] == [1000 + 30 * 86400, 5_000_000]  # type: ignore[index]
+
+
+def test_a_number_with_underscores_is_no_number_in_a_csv(tmp_path: Path) -> None:
+    """Found by a review: cells were parsed with Python's int/float, which read ``0_1`` as 1
+    and ``1_0`` as 10: an outcome cell ``0_1`` became a positive label, a ``where`` on 10 kept
+    ``1_0``. They are text, which the decoder refuses as a label."""
+    from monitor.config.spec import FieldMap
+    from monitor.ingest.file import read_csv
+
+    _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nlabel: y\nattributes: {g: g}\n"
+           "where: [{column: k, op: eq, value: 10}]\n",
+           "id,t,p,g,y,k\n1,1,1,a,0_1,10\n2,2,0,a,1,1_0\n")  # fmt: skip
+    m = load_csv_mapping(tmp_path / "m.yaml")
+    preds, labels, skipped = read_csv(tmp_path / "d.csv", m, FieldMap())
+    assert [r.value["prediction_id"] for r in preds] == ["1"] and skipped == 1  # type: ignore[index]
+    assert [r.value["label"] for r in labels] == ["0_1"]  # type: ignore[index]
