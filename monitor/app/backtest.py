@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -50,7 +51,10 @@ def read_inputs(
         mapping = load_csv_mapping(csv_mapping)
         binned = frozenset(a.name for m in cfg.models.values() for a in m.attributes if a.bins)
         for path in csv:
-            p, lab, skipped = read_csv(path, mapping, cfg.fields, numeric=binned, dead=dead)
+            latest = time.time() + cfg.max_future  # the decoder's bound on event times
+            p, lab, skipped = read_csv(
+                path, mapping, cfg.fields, numeric=binned, dead=dead, latest=latest
+            )
             if excluded is not None:
                 excluded.append(skipped)
             preds += p

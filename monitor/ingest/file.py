@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import math
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,7 +161,7 @@ def read_csv(
     *,
     numeric: frozenset[str] = frozenset(),
     dead: list[DeadLetter] | None = None,
-    now: float | None = None,
+    latest: float | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord], int]:
     """Prediction records, label records, and the number of rows filtered out.
 
@@ -175,10 +174,11 @@ def read_csv(
     in the JSONL the same values would be), unless the attribute is ``numeric`` (binned):
     then a number is parsed, as the bins need one.
 
-    A label time made from ``label_delay`` is at most ``now`` (the clock): an outcome cannot
-    be known in the future, and recent validation data had every label dead-lettered as
-    ``timestamp_in_future`` (the gate exited 2; found by a review)."""
-    now = time.time() if now is None else now
+    A label time made from ``label_delay`` is at most ``latest`` (the latest event time the
+    monitor accepts: the clock plus ``max_future``), and never before its prediction: recent
+    validation data had every label dead-lettered as ``timestamp_in_future`` and the gate
+    exited 2 (found by a review). Only a time past ``latest`` is moved."""
+    latest = math.inf if latest is None else latest
     preds: list[RawRecord] = []
     labels: list[RawRecord] = []
     skipped = 0
@@ -226,7 +226,7 @@ def read_csv(
                 else:
                     try:
                         t = parse_timestamp(_cell(row.get(mapping.timestamp)))
-                        _put(lab, fields.timestamp, max(t, min(t + mapping.label_delay, now)))
+                        _put(lab, fields.timestamp, max(t, min(t + mapping.label_delay, latest)))
                     except Invalid:
                         _put(lab, fields.timestamp, _cell(row.get(mapping.timestamp)))
                 labels.append(RawRecord(value=lab, topic=topic, offset=lineno))

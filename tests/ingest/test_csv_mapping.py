@@ -261,15 +261,20 @@ def test_an_empty_outcome_cell_is_an_unlabelled_decision_not_a_dead_letter(
 def test_a_label_time_made_from_label_delay_is_never_in_the_future(tmp_path: Path) -> None:
     """Found by a review: recent validation data with ``label_delay: 30d`` made every label's
     time a month ahead of the clock; all were dead-lettered as timestamp_in_future and the
-    gate exited 2. The made-up time is at most now (and never before its prediction)."""
+    gate exited 2. The made-up time is at most the latest the monitor accepts (the clock plus
+    max_future) and never before its prediction; clamped to the bare clock (a later review),
+    data dated ahead, as the demo's with max_future 365d, lost its label_delay."""
     from monitor.config.spec import FieldMap
     from monitor.ingest.file import read_csv
 
     _write(tmp_path, "id: id\ntimestamp: t\nprediction: p\nlabel: y\nlabel_delay: 30d\n"
            "attributes: {g: g}\n", "id,t,p,g,y\n1,1000,1,a,1\n2,5000000,0,a,0\n")  # fmt: skip
     m = load_csv_mapping(tmp_path / "m.yaml")
-    _, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), now=3_000_000.0)
+    _, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), latest=3_000_000.0)
     assert [r.value["timestamp"] for r in labels] == [1000 + 30 * 86400, 5_000_000]  # type: ignore[index]
+    _, labels, _ = read_csv(tmp_path / "d.csv", m, FieldMap(), latest=1e10)  # all accepted
+    got = [r.value["timestamp"] for r in labels]  # type: ignore[index]
+    assert got == [1000 + 30 * 86400, 5_000_000 + 30 * 86400]
 
 
 def test_a_number_with_underscores_is_no_number_in_a_csv(tmp_path: Path) -> None:
@@ -286,3 +291,13 @@ def test_a_number_with_underscores_is_no_number_in_a_csv(tmp_path: Path) -> None
     preds, labels, skipped = read_csv(tmp_path / "d.csv", m, FieldMap())
     assert [r.value["prediction_id"] for r in preds] == ["1"] and skipped == 1  # type: ignore[index]
     assert [r.value["label"] for r in labels] == ["0_1"]  # type: ignore[index]
+
+
+def test_a_timestamp_with_underscores_is_no_time() -> None:
+    """Found by a review: ``1_600_000_000`` was read as a time by Python's float."""
+    from monitor.ingest.events import Invalid
+    from monitor.ingest.fields import parse_timestamp
+
+    assert parse_timestamp("1600000000") == 1.6e9
+    with pytest.raises(Invalid):
+        parse_timestamp("1_600_000_000")
