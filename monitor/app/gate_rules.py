@@ -107,8 +107,11 @@ def judge(
     Left-out groups never decide: where a live alert would say "insufficient data" because a
     small group has the extreme rate, the gate judges the groups that have the data."""
     rule = replace(rule, significant=True)
-    if rule.metric == "equalized_odds_difference":
-        return _larger_gap(rule, r, counts, spec, where, confidence=confidence)
+    if rule.metric == "equalized_odds_difference":  # each gap judged on its own groups
+        gaps: tuple[Metric, Metric] = ("tpr_gap", "fpr_gap")
+        tpr, fpr = (judge(replace(rule, metric=g), r, counts, spec, where, confidence=confidence)
+                    for g in gaps)  # fmt: skip
+        return _larger_gap(rule, r, spec, where, tpr, fpr)
     rows = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
     keep = [i for i, row in rows if row.judged]
     jr = attribute_result(
@@ -142,23 +145,17 @@ def judge(
 def _larger_gap(
     rule: AlertRule,
     r: AttributeResult,
-    counts: I64,
     spec: ModelSpec,
     where: tuple[str, str],
-    *,
-    confidence: float,
+    tpr: Check,
+    fpr: Check,
 ) -> Check:
-    """The equalized-odds difference, max(TPR gap, FPR gap): each gap judged on the groups
-    with enough data for its own rate (found by a review: a group with many positives and few
+    """The equalized-odds difference from its two gaps' checks, max(TPR gap, FPR gap), each
+    judged on the groups with enough data for its own rate (found by a review: a group with many positives and few
     negatives was left out of both, and a significant TPR gap passed as insufficient data).
     Its interval is a maximum's (the larger of each limit), so it is significantly past the
     bound when either gap is; blind when either is; judged only when both are. Its numbers are
     the judged gaps' only: a blind gap's are made up (a later review)."""
-    gaps: tuple[Metric, Metric] = ("tpr_gap", "fpr_gap")
-    tpr, fpr = (
-        judge(replace(rule, metric=gap), r, counts, spec, where, confidence=confidence)
-        for gap in gaps
-    )
     parts = (tpr, fpr)
     order: tuple[Status, ...] = ("fail", "blind", "insufficient", "pass")
     status = next(st for st in order if any(c.status == st for c in parts))

@@ -49,6 +49,20 @@ def state(cfg: Config, name: str, hours: float = 14) -> StatusState:
     return StatusState(engine.snapshot(), {}, [], [])
 
 
+def page_server(endpoint: StatusEndpoint) -> HttpServer:
+    """The monitor's own HTTP server with the page and its ``/api/status``, started."""
+    server = HttpServer(
+        "127.0.0.1",
+        0,
+        live=lambda: (True, ""),
+        ready=lambda: (True, ""),
+        registry=CollectorRegistry(),
+        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
+    )
+    server.start()
+    return server
+
+
 @pytest.fixture(scope="module")
 def browser() -> Any:
     chromium = shutil.which("chromium")
@@ -72,15 +86,7 @@ def test_blind_metrics_read_blind_not_a_green_number(browser: Any) -> None:
     endpoint = StatusEndpoint(
         lambda: states[current[0]], confidence=cfg.confidence, rules=cfg.alerts.rules
     )
-    server = HttpServer(
-        "127.0.0.1",
-        0,
-        live=lambda: (True, ""),
-        ready=lambda: (True, ""),
-        registry=CollectorRegistry(),
-        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
-    )
-    server.start()
+    server = page_server(endpoint)
     errors: list[str] = []
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
@@ -142,15 +148,7 @@ def test_a_metric_without_a_value_reads_insufficient_data_not_a_green_dash(brows
     run(engine, preds, [])  # predictions only: no outcome yet
     snap = StatusState(engine.snapshot(), {}, [], [])
     endpoint = StatusEndpoint(lambda: snap, confidence=cfg.confidence, rules=cfg.alerts.rules)
-    server = HttpServer(
-        "127.0.0.1",
-        0,
-        live=lambda: (True, ""),
-        ready=lambda: (True, ""),
-        registry=CollectorRegistry(),
-        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
-    )
-    server.start()
+    server = page_server(endpoint)
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.goto(f"http://127.0.0.1:{server.port}/")
@@ -217,15 +215,7 @@ def test_status_json_carries_the_evidence_rows_and_no_number_for_blind_ones() ->
 def test_evidence_table_shows_the_snapshot_and_blind_rows_read_blind(browser: Any) -> None:
     st = evidence_state()
     endpoint = StatusEndpoint(lambda: st, confidence=0.95, rules=())
-    server = HttpServer(
-        "127.0.0.1",
-        0,
-        live=lambda: (True, ""),
-        ready=lambda: (True, ""),
-        registry=CollectorRegistry(),
-        pages={"/": lambda: (page_html(), "text/html; charset=utf-8"), "/api/status": endpoint},
-    )
-    server.start()
+    server = page_server(endpoint)
     errors: list[str] = []
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
