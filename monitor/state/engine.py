@@ -37,10 +37,11 @@ from monitor.ingest.groups import GroupRegistry
 from monitor.state.fingerprint import fingerprint
 from monitor.state.join import LABELLED, PENDING, first_occurrences, key_order, other_model
 from monitor.state.join import NO_SCORE as STORED_NO_SCORE
+from monitor.state.label_counting import fold_labels
 from monitor.state.label_times import arrivals
 from monitor.state.partition import COUNTERS, DELAY_BOUNDS, HELD, PartitionState
 from monitor.state.process_totals import ProcessTotals
-from monitor.state.score_cells import NO_SCORE, label_block, prediction_block, score_micros
+from monitor.state.score_cells import NO_SCORE, prediction_block, score_micros
 from monitor.state.snapshot import (
     ModelSnapshot,
     Snapshot,
@@ -52,7 +53,7 @@ from monitor.state.snapshot import (
 )
 from monitor.state.view import Idle
 from monitor.state.window_sums import WindowSums
-from monitor.state.windows import FN, FP, TN, TP, late_on_arrival, n_cells
+from monitor.state.windows import late_on_arrival, n_cells
 
 I64 = npt.NDArray[np.int64]
 
@@ -183,48 +184,7 @@ class Engine:
             return
         entries = st.pending.rows(idx[match])
         st.pending.label(idx[match], entries)
-        lab = label[match].astype(np.int64)
-        t_match = ts[match]
-        for m in np.unique(entries["model"]):
-            spec, ring = self.models[m], st.rings[m]
-            sel = np.flatnonzero(entries["model"] == m)
-            e = entries[sel]
-            y = lab[sel]
-            # a label is known no earlier than its prediction's bucket, however it was joined
-            t = np.maximum(t_match[sel], e["bucket"] * float(spec.bucket))  # (reviews 64, 66)
-            if spec.label_time == "prediction":
-                bk = e["bucket"]
-                late = ~ring.is_live(bk)
-                gone = np.zeros(len(bk), dtype=bool)
-            else:
-                bk = (t // spec.bucket).astype(np.int64)
-                late, gone = ring.admit(bk)
-            st.count("late_labels", late.sum())
-            st.count("labels", (~late).sum())
-            # label delay: label time minus the start of its prediction's bucket
-            delay = np.maximum(t - e["bucket"] * float(spec.bucket), 0.0)
-            st.delay_counts += np.bincount(
-                np.searchsorted(DELAY_BOUNDS, delay, side="left"), minlength=len(DELAY_BOUNDS) + 1
-            )
-            st.delay_sum += float(delay.sum())
-            pred = e["pred"].astype(np.int64)
-            cell = np.where(pred == 1, np.where(y == 1, TP, FP), np.where(y == 1, FN, TN))
-            u = np.where(e["score"] == STORED_NO_SCORE, NO_SCORE, e["score"].astype(np.int64))
-            cells, weights = label_block(u, pred, y, cell, spec.score_bins)
-            k = len(spec.attribute_sets)
-            live = ~late & ~gone
-            ring.scatter(bk, e["groups"][:, :k], cells, weights, live, gone)
-            # Labels counted in their own bucket (label_time: arrival) are never in a window
-            # ending before their time: only cohort counting needs the label-time ledger. Alert
-            # rules read the confusion cells only (calibration is not a rule metric).
-            if self.track_label_times and spec.label_time == "prediction":
-                st.ledgers[m].record(
-                    ring,
-                    (t[live] // spec.bucket).astype(np.int64),
-                    bk[live],
-                    e["groups"][live, :k],
-                    cell[live],
-                )
+        fold_labels(st, self.models, entries, label[match], ts[match], self.track_label_times)
 
     def _expire(self, st: PartitionState) -> None:
         heads = np.array(
