@@ -54,6 +54,7 @@ def _replayed(args: argparse.Namespace, series_points: int | None = 0) -> Any:
         batch_size=args.batch_size,
         series_points=series_points,
         timeline=getattr(args, "timeline", None),
+        now=args.now,
     )
 
 
@@ -83,6 +84,7 @@ def _gate(args: argparse.Namespace) -> int:
         models=args.model,
         allow_invalid=args.allow_invalid,
         batch_size=args.batch_size,
+        now=args.now,
     )
     print(summary(result))
     if args.junit:

@@ -32,11 +32,13 @@ def read_inputs(
     csv_mapping: str | None = None,
     excluded: list[int] | None = None,
     dead: list[DeadLetter] | None = None,
+    now: float | None = None,
 ) -> tuple[list[RawRecord], list[RawRecord]]:
     """The raw prediction and label records of the named JSONL and CSV files (``replay``,
     ``report`` and ``gate`` read them the one way); ``excluded`` gets the number of CSV rows
     the mapping's ``where`` left out, per file (an audit says how many cases it did not see);
-    ``dead``, the CSV rows that could not be read (else the first one stops the reading)."""
+    ``dead``, the CSV rows that could not be read (else the first one stops the reading);
+    ``now``, the time the data is judged at (default: the clock)."""
     if not (predictions or csv):
         raise ConfigError("", "give --predictions FILE or --csv FILE")
     preds: list[RawRecord] = []
@@ -51,7 +53,8 @@ def read_inputs(
         mapping = load_csv_mapping(csv_mapping)
         binned = frozenset(a.name for m in cfg.models.values() for a in m.attributes if a.bins)
         for path in csv:
-            latest = time.time() + cfg.max_future  # the decoder's bound on event times
+            # the decoder's bound on event times
+            latest = (time.time() if now is None else now) + cfg.max_future
             p, lab, skipped = read_csv(
                 path, mapping, cfg.fields, numeric=binned, dead=dead, latest=latest
             )
@@ -72,11 +75,13 @@ def replay_files(
     batch_size: int = 10_000,
     series_points: int | None = 0,
     timeline: str | None = None,
+    now: float | None = None,
 ) -> tuple[dict[str, Any], list[DeadLetter], AlertEvaluator]:
     """Replay the named files: the report (with the backtest's alerts), dead letters, evaluator.
 
     ``timeline``: write every closed boundary's disparities and evidence there as JSON lines
-    (``outputs/timeline.py``), streamed as the evaluator goes."""
+    (``outputs/timeline.py``), streamed as the evaluator goes. ``now``: the time the data is
+    judged at (what ``max_future`` counts from), instead of the clock: a rerun reads the same."""
     excluded: list[int] = []
     unread: list[DeadLetter] = []  # CSV rows that could not be read: dead letters too
     preds, labs = read_inputs(
@@ -87,8 +92,9 @@ def replay_files(
         csv_mapping=csv_mapping,
         excluded=excluded,
         dead=unread,
+        now=now,
     )
-    engine = Engine(cfg)
+    engine = Engine(cfg) if now is None else Engine(cfg, clock=lambda: now)
     evaluator = AlertEvaluator(cfg, engine, series_points=series_points)
     warnings: list[str] = []  # what the report should say about the data
     with contextlib.ExitStack() as stack:

@@ -15,7 +15,8 @@ the ring small: they decide nothing here, the judged counts are the engine's tot
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -79,8 +80,10 @@ def run_gate(
     models: Sequence[str] = (),
     allow_invalid: bool = False,
     batch_size: int = 10_000,
+    now: float | None = None,
 ) -> GateResult:
-    """Replay the files through the engine and judge the rules on each model's whole data."""
+    """Replay the files through the engine and judge the rules on each model's whole data
+    (``now``: the time the data is judged at, instead of the clock; see ``replay --now``)."""
     for name in models:
         if name not in cfg.models:
             raise ConfigError("--model", f"unknown model {name!r} (configured: "
@@ -88,10 +91,17 @@ def run_gate(
     named = parse_fail_on(fail_on, cfg.alerts.rules) if fail_on else None
     unread: list[DeadLetter] = []  # CSV rows that could not be read
     preds, labs = read_inputs(
-        cfg, predictions=predictions, labels=labels, csv=csv, csv_mapping=csv_mapping, dead=unread
+        cfg,
+        predictions=predictions,
+        labels=labels,
+        csv=csv,
+        csv_mapping=csv_mapping,
+        dead=unread,
+        now=now,
     )
-    whole, seen = whole_data_config(cfg, preds, labs)
-    engine = Engine(whole)
+    clock = time.time if now is None else lambda: now
+    whole, seen = whole_data_config(cfg, preds, labs, clock=clock)
+    engine = Engine(whole, clock=clock)
     dead = unread + replay(engine, preds, labs, batch_size=batch_size)
     if dead and not allow_invalid:
         raise UnreadableInput(_dead_message(dead))
@@ -152,13 +162,17 @@ def _reference_seen(spec: ModelSpec, set_name: str, labels: Sequence[str], count
 
 
 def whole_data_config(
-    cfg: Config, predictions: Sequence[RawRecord], labels: Sequence[RawRecord]
+    cfg: Config,
+    predictions: Sequence[RawRecord],
+    labels: Sequence[RawRecord],
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[Config, dict[str, tuple[float, float]]]:
     """``cfg`` with, per model, one window over every event time of the input and a join that
     holds every prediction until its label (see the module docstring); and per model with
     predictions, the first and last prediction time. The records are decoded once here, with a
     throwaway engine, for their times."""
-    preds, labs, _ = decode(Engine(cfg), predictions, labels)
+    preds, labs, _ = decode(Engine(cfg, clock=clock), predictions, labels)
     times = np.concatenate([preds.ts, labs.ts])
     if not len(times):
         return cfg, {}

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor.app.backtest import replay_files
 from monitor.cli import main
 from monitor.config.spec import load_config
 from monitor.outputs.report import build_report
@@ -359,3 +360,74 @@ def test_the_unjudged_labels_warning_counts_each_models_own_labels(tmp_path: Pat
     for w in json.loads(buf.getvalue())["warnings"]:
         assert "labels" not in w or "of its 20 labels" in w or "of its 288 labels" in w, w
         assert not w.startswith("model a:") or "of its 20 labels" in w, w
+
+
+def test_now_judges_the_data_as_of_a_given_time_whatever_the_clock(tmp_path: Path) -> None:
+    """``--now`` (replay, report, gate): an audit rerun later reads the same. The events ahead
+    of ``--now`` by more than ``max_future`` (300 s) are dead-lettered as in the future, the
+    others counted; without it the clock decides (today: all counted)."""
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    preds, labels = make_events(3, n=400, span=3600)
+    (tmp_path / "p.jsonl").write_text("\n".join(map(json.dumps, preds)))
+    (tmp_path / "l.jsonl").write_text("\n".join(map(json.dumps, labels)))
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "-p", str(tmp_path / "p.jsonl"), "-l",
+            str(tmp_path / "l.jsonl"), "--format", "json"]  # fmt: skip
+    cut = T0 + 1800.0
+    ahead = sum(e["timestamp"] > cut + 300 for e in preds)
+    labels_ahead = sum(e["timestamp"] > cut + 300 for e in labels)
+    assert 100 < ahead < 300  # the half hour past the cut (a check of the test's data)
+
+    def counters(*extra: str) -> dict[str, int]:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main([*args, *extra]) == 0
+        report = json.loads(buf.getvalue())
+        return {**report["counters"], **report["invalid"]}
+
+    assert counters()["predictions"] == 400
+    for now in ("2026-01-01T00:30:00Z", str(cut), "2026-01-01T01:30:00+01:00"):
+        got = counters("--now", now)
+        assert got["predictions"] == 400 - ahead
+        assert got["timestamp_in_future"] == ahead + labels_ahead
+    with pytest.raises(SystemExit):
+        main([*args, "--now", "yesterday"])
+    gate = ["gate", *args[1:7]]  # the gate reads as of --now too: unreadable input, exit 2
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(gate) in (0, 1)  # judged (this data may breach a rule)
+        assert main([*gate, "--now", str(cut)]) == 2
+
+
+def test_now_caps_csv_label_times_so_a_rerun_reads_the_same(tmp_path: Path) -> None:
+    """A label time made from ``label_delay`` is capped at the latest time accepted: with
+    ``--now`` that is ``--now`` plus ``max_future``, not the clock's, so the label delays (and
+    every as-of count) of recent data no longer depend on when the audit ran."""
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    (tmp_path / "m.yaml").write_text(
+        "id: id\ntimestamp: t\nscore: s\nlabel: y\nlabel_delay: 1d\nmodel: credit\n"
+        "attributes: {sex: sex, age: age}\n"
+    )
+    rows = [f"{i},{T0 + 60 * i},0.{i % 9 + 1},{'FM'[i % 2]},{20 + i},{i % 2}" for i in range(40)]
+    (tmp_path / "d.csv").write_text("id,t,s,sex,age,y\n" + "\n".join(rows) + "\n")
+    args = ["replay", "-c", str(tmp_path / "c.yaml"), "--csv", str(tmp_path / "d.csv"),
+            "--csv-mapping", str(tmp_path / "m.yaml"), "--format", "json"]  # fmt: skip
+
+    def delay_sum(now: float) -> float:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main([*args, "--now", str(now)]) == 0
+        report = json.loads(buf.getvalue())
+        assert report["counters"]["labels"] == 40 and not report["invalid"]
+        _, dead, evaluator = replay_files(
+            load_config(tmp_path / "c.yaml"),
+            predictions=[],
+            csv=[str(tmp_path / "d.csv")],
+            csv_mapping=str(tmp_path / "m.yaml"),
+            now=now,
+        )
+        assert not dead
+        return evaluator.engine.label_delays()[1]
+
+    now = T0 + 3600.0  # every label's day is past now + 300 s: each capped there
+    expected = sum(now + 300 - (T0 + 60 * i) // 60 * 60 for i in range(40))
+    assert delay_sum(now) == pytest.approx(expected)
+    assert delay_sum(now + 86_400 * 2) == pytest.approx(40 * 86_400)  # none capped
