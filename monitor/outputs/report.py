@@ -188,6 +188,18 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+_GAPS = (("stat. parity diff", "statistical_parity_difference"),
+         ("equalized-odds diff", "equalized_odds_difference"),
+         ("TPR gap", "tpr_gap"), ("FPR gap", "fpr_gap"))  # fmt: skip
+
+
+def _with_bounds(d: dict[str, Any]) -> str:
+    """A gap with its interval, as the DIR is shown: how sure, beside how large."""
+    if d.get("blind") or d.get("value") is None or d.get("lower") is None:
+        return _fmt(d)
+    return f"{_fmt(d)} [{_fmt(d['lower'])}, {_fmt(d['upper'])}]"
+
+
 def _rate(row: dict[str, Any], rate: str) -> str:
     return "blind" if rate in row.get("blind", {}) else _fmt(row[rate])
 
@@ -238,14 +250,9 @@ def format_table(report: dict[str, Any]) -> str:
                     f"    DIR {_fmt(dir_['value'])} [{_fmt(dir_['lower'])}, "
                     f"{_fmt(dir_['upper'])}]{pair}{flag}"
                 )
-                eod = a["equalized_odds_difference"]
-                spd = a["statistical_parity_difference"]
-                lines.append(
-                    f"    stat. parity diff {_fmt(spd)} · equalized-odds diff "
-                    f"{_fmt(eod)} · TPR gap {_fmt(a['tpr_gap'])} · FPR gap "
-                    f"{_fmt(a['fpr_gap'])} · DF ε "
-                    f"{_fmt(a['differential_fairness_epsilon'])}"
-                )
+                gaps = [f"{name} {_with_bounds(a[key])}" for name, key in _GAPS]
+                eps = _fmt(a["differential_fairness_epsilon"])
+                lines.append("    " + " · ".join(gaps) + f" · DF ε {eps}")
                 lines += table_lines(a)
                 reasons = sorted({why for r in a["groups"].values() for why in r["blind"].values()})
                 for why in reasons:

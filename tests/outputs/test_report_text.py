@@ -84,3 +84,25 @@ def test_a_dir_undefined_between_eligible_groups_says_why() -> None:
     run(engine, [pred(str(i), T0, "ab"[i % 2], 0) for i in range(40)])
     text = format_table(build_report(engine.snapshot(), confidence=0.95))
     assert "DIR – [–, –] (undefined: the reference group selects nobody" in text, text
+
+
+def test_each_gap_is_printed_with_its_interval_as_the_dir_is() -> None:
+    """Found in review: the table printed the gaps bare (``TPR gap 0.377``), so an on-call
+    reader could not tell a significant gap from noise; each now carries the interval of the
+    report's JSON (a Newcombe interval of the compared pair), and the DIR line is unchanged."""
+    from tests.helpers import config, label, pred, run
+
+    engine = Engine(config(windows=["1h"], min_samples=1))
+    preds = [pred(f"{g}{i}", T0 + i, g, int(i < (12 if g == "a" else 5))) for g in "ab"
+             for i in range(20)]  # fmt: skip
+    labels = [label(f"{g}{i}", T0 + 60, int(i % 3 == 0)) for g in "ab" for i in range(20)]
+    run(engine, preds, labels)
+    report = build_report(engine.snapshot())
+    text = format_table(report)
+    a = report["models"]["m"]["windows"]["1h"]["attributes"]["g"]
+    for name, key in (("stat. parity diff", "statistical_parity_difference"),
+                      ("equalized-odds diff", "equalized_odds_difference"),
+                      ("TPR gap", "tpr_gap"), ("FPR gap", "fpr_gap")):  # fmt: skip
+        d = a[key]
+        assert d["lower"] is not None and d["lower"] < d["value"] < d["upper"], key
+        assert f"{name} {d['value']:.3f} [{d['lower']:.3f}, {d['upper']:.3f}]" in text, name
