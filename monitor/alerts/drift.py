@@ -13,7 +13,8 @@ whose false-alarm rate does not depend on group size. ADWIN gets the raw values 
 bound accounts for noise) and the direction is checked afterwards.
 
 With the alert comes a trend estimate: the least-squares slope of the recent values and when it
-would cross the metric's bound at that slope (the registry's: four fifths for the DIR).
+would cross the metric's bound at that slope (the configured rule's, else the registry's: four
+fifths for the DIR).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class DriftSignal:
     change: float  # latest value minus baseline (in metric units)
     slope_per_hour: float
     hours_to_bound: float | None
+    bound: float  # the bound hours_to_bound counts to
 
 
 class DriftTracker:
@@ -67,9 +69,12 @@ class DriftTracker:
             mode="up",
         )
 
-    def update(self, t: float, value: float, se: float = math.nan) -> DriftSignal | None:
+    def update(
+        self, t: float, value: float, se: float = math.nan, bound: float | None = None
+    ) -> DriftSignal | None:
         """Feed one bucket value (and its standard error, from its confidence interval);
-        return a signal when a worsening change is detected."""
+        return a signal when a worsening change is detected, with the time to ``bound`` (the
+        rule that pages on this metric; default the registry's) at the trend's slope."""
         if not math.isfinite(value):
             return None
         if math.isfinite(se) and len(self.warmup) < self.spec.min_values:
@@ -92,10 +97,12 @@ class DriftTracker:
         worse = self.sign * (value - self.baseline) > 0
         if not (self.detector.drift_detected and worse):
             return None
-        slope, hours = self._trend()
+        bound = METRICS[self.metric].default_bound if bound is None else bound
+        slope, hours = self._trend(bound=bound)
         self.detector = self._new_detector()  # a new regime starts after a detection
         self.fed = []
-        return DriftSignal(self.metric, value, self.baseline, value - self.baseline, slope, hours)
+        change = value - self.baseline
+        return DriftSignal(self.metric, value, self.baseline, change, slope, hours, bound)
 
     def still_worsening(self) -> bool:
         """Has the metric moved more than one baseline standard deviation for the worse over
@@ -107,7 +114,7 @@ class DriftTracker:
         pts = list(self.history)[-24:]
         if len(pts) < 3 or not math.isfinite(self.scale):
             return False
-        slope, _ = self._trend(len(pts))
+        slope, _ = self._trend(len(pts), bound=math.nan)
         span_hours = (pts[-1][0] - pts[0][0]) / 3600.0
         return self.sign * slope * span_hours > self.scale
 
@@ -129,14 +136,13 @@ class DriftTracker:
             self.detector.update(self.sign * (value - self.baseline) / self.scale)
         self.fed.append(value)
 
-    def _trend(self, n: int = 12) -> tuple[float, float | None]:
+    def _trend(self, n: int = 12, *, bound: float) -> tuple[float, float | None]:
         pts = list(self.history)[-n:]
         if len(pts) < 3:
             return 0.0, None
         t = np.array([p[0] for p in pts]) / 3600.0
         v = np.array([p[1] for p in pts])
         slope = float(np.polyfit(t - t[0], v, 1)[0])
-        bound = METRICS[self.metric].default_bound
         if slope == 0 or self.sign * slope <= 0:
             return slope, None
         hours = (bound - v[-1]) / slope

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -26,7 +26,7 @@ from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import _finite, _fmt
 from monitor.config.label_settle import label_settle
-from monitor.config.rules import DriftSpec
+from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import blind_reasons
 from monitor.metrics.intervals import z_value
@@ -108,6 +108,19 @@ def blind_metrics(counts: I64, r: AttributeResult, favourable: int) -> frozenset
     return frozenset(blind_reasons(counts, favourable=favourable).disparities(r.disparities))
 
 
+def drift_bound(rules: Sequence[AlertRule], metric: str, attribute: str) -> float | None:
+    """The bound a configured rule pages at for this metric on this attribute set (for a TPR or
+    FPR gap without a rule of its own, the equalized-odds rule's: it is their maximum), which
+    the drift page's time-to-bound counts to; None: the registry's default."""
+    for metrics in ((metric,), ("equalized_odds_difference",)):
+        for r in rules:
+            if r.metric in metrics and (not r.attributes or attribute in r.attributes):
+                return r.bound
+        if metric not in ("tpr_gap", "fpr_gap"):
+            break
+    return None
+
+
 def check_drift(
     book: AlertBook,
     trackers: dict[tuple[str, str, str], DriftTracker],
@@ -121,11 +134,13 @@ def check_drift(
     confidence: float,
     cohort: DriftCohort | None = None,
     blind: Collection[str] = (),
+    rules: Sequence[AlertRule] = (),
 ) -> list[Transition]:
     """Feed one cohort's values (``cohort``: by default the drift bucket ending at ``at``) to
     the detectors of one attribute set; FairnessDrift fires on a worsening change and resolves
-    after ``min_values`` quiet values once the metric is back at its baseline — measured ones: an undefined value (too few samples, a
-    metric in ``blind``) is no news, good or bad."""
+    after ``min_values`` quiet values once the metric is back at its baseline — measured ones:
+    an undefined value (too few samples, a metric in ``blind``) is no news, good or bad. The
+    trend's time to the bound counts to the configured ``rules``' bound (:func:`drift_bound`)."""
     out = []
     # a two-sided interval of the configured confidence spans 2·z standard errors
     z = z_value(confidence)
@@ -143,7 +158,7 @@ def check_drift(
         value = math.nan if metric in blind else _finite(disp.value)
         lo, hi = disp.lower, disp.upper
         se = (hi - lo) / (2 * z) if math.isfinite(lo) and math.isfinite(hi) else math.nan
-        signal = tracker.update(t_end, value, se)
+        signal = tracker.update(t_end, value, se, drift_bound(rules, metric, attribute))
         labels = {
             "alertname": "FairnessDrift",
             "model": model,
@@ -168,7 +183,8 @@ def check_drift(
                 "description": (
                     f"change {signal.change:+.3f} from a baseline of "
                     f"{_fmt(signal.baseline)}; trend {signal.slope_per_hour:+.4f}/hour; at "
-                    f"this slope the bound is crossed in {eta}. The value describes the "
+                    f"this slope the bound ({signal.bound:g}) is crossed in {eta}. The value "
+                    f"describes the "
                     f"predictions made {span}, with the labels known by {_iso(at)}"
                 ),
                 "change": f"{signal.change:+.4f}",

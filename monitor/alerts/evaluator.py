@@ -207,6 +207,7 @@ class AlertEvaluator:
                     confidence=self.config.confidence,
                     cohort=c,
                     blind=blind_metrics(counts, result, spec.favourable),
+                    rules=self.spec.rules,
                 )
         if held(m, k - 1, at=k):
             out += self.evidence.update(m, spec, k, self.book)

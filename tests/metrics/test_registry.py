@@ -133,9 +133,41 @@ def test_drift_direction_and_bound_come_from_the_registry() -> None:
     assert (dir_.sign, gap.sign) == (-1.0, 1.0)
     for i, v in enumerate((0.95, 0.9, 0.85, 0.84)):
         dir_.history.append((T0 + 3600 * i, v))
-    slope, hours = dir_._trend()
+    slope, hours = dir_._trend(bound=FOUR_FIFTHS)
     assert slope < 0 and hours is not None
     assert hours == pytest.approx((FOUR_FIFTHS - 0.84) / slope)
+
+
+@pytest.mark.parametrize(("bound", "already_past"), [(None, False), (0.9, True)])
+def test_the_drift_pages_time_to_bound_counts_to_the_configured_rules_bound(
+    bound: float | None, already_past: bool
+) -> None:
+    """Found by a review: with FourFifthsRule at 0.9, a drift page at a DIR of 0.88 said the
+    bound is crossed "in ~8 hours" (the registry's 0.8): the configured rule could already be
+    paging. The trend counts to the rule's bound, and the page names it."""
+    from types import SimpleNamespace as NS
+
+    from tests.alerts.streams import alert_config, four_fifths_rule
+
+    rules = [] if bound is None else [four_fifths_rule(bound=bound)]
+    cfg = alert_config(rules=rules, drift={"metrics": ["disparate_impact_ratio"]})
+    book: AlertBook = AlertBook()
+    trackers: dict = {}  # type: ignore[type-arg]
+    fired = []
+    flat = [1.0, 0.98, 1.02, 0.99, 1.01, 1.0, 0.97, 1.03, 1.0, 0.99, 1.01, 1.0]
+    for h, v in enumerate([*flat, 0.97, 0.94, 0.91, 0.88, 0.86, 0.85, 0.84]):
+        r = NS(disparity=lambda m, v=v: NS(value=v, lower=v - 0.05, upper=v + 0.05))
+        fired += check_drift(book, trackers, {}, cfg.alerts.drift, r, "credit", "g", 3600.0 * (h + 1),
+                             confidence=0.95, rules=cfg.alerts.rules)  # fmt: skip
+    assert fired, "the slide must page"
+    ann, value = fired[0].alert.annotations, fired[0].alert.value
+    want = FOUR_FIFTHS if bound is None else bound
+    assert f"the bound ({want:g}) is crossed in" in ann["description"]
+    assert (value <= want) == already_past
+    if already_past:
+        assert ann["hours_to_bound"] == "no time: it is already past it"
+    else:
+        assert ann["hours_to_bound"].startswith("~")
 
 
 def test_status_bounds_are_the_registry_defaults_unless_a_rule_sets_one() -> None:
