@@ -161,7 +161,8 @@ class ModelEvidence:
 
     def step(self, obs: np.ndarray, k: int, budget: Any) -> dict[str, Any]:
         """Feed one bucket; returns what the alerts need (``fired``/``resolved`` masks, the
-        rates and counts behind them, the mixed evidence ``tot``, ``log_c``)."""
+        rates and counts behind them, the mixed evidence ``tot``, ``log_c``, and ``alive``:
+        the detectors that could fire now, with a baseline, a reference and a measured rate)."""
         a, (S, G) = self.arrays, obs.shape[:2]
         cur = ((k - 1) * self.spec.bucket) // self.block
         self.first = cur if self.first < 0 else self.first
@@ -231,17 +232,8 @@ class ModelEvidence:
         tot = tot - over
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)
-        return {
-            "fired": fired,
-            "resolved": resolved,
-            "tot": tot,
-            "log_c": log_c,
-            "base": base,
-            "hour": hour,
-            "p_base": p_base,
-            "p0": p0,
-            "held": held,
-        }
+        out = {"fired": fired, "resolved": resolved, "tot": tot, "log_c": log_c, "base": base}
+        return out | {"hour": hour, "p_base": p_base, "p0": p0, "held": held, "alive": alive}
 
     def fire(self, s: int, g: int, det: int, at: float, p_base: np.ndarray) -> None:
         """Start firing: note the arm with the most evidence; freeze a change's baseline."""

@@ -38,7 +38,8 @@ class EvidenceRow(NamedTuple):
     detector: str
     log_e: float
     log_threshold: float
-    expected_seconds: float  # until a drop of its rate to 0.8× would show (+inf: no data)
+    expected_seconds: float  # until a drop of its rate to 0.8× would show (+inf: no data;
+    # NaN: the detector cannot fire yet, so nothing would show)
     state: str  # watching | warming-up | firing | blind: selective labels
 
 
@@ -108,6 +109,10 @@ class EvidenceTracker:
             exp = expected(me, out)
             blind = me.blind(out["held"])
             firing = me.arrays["arm"] >= 0
+            # a detector that cannot fire now (no baseline or reference group yet, or paused
+            # while its reference's own rate fires) is warming up, and no time to detect is
+            # claimed for it: "a drop shows in 30 min" would be false (found by a review)
+            idle = ~out["alive"] & ~firing
             for s, labels in enumerate(me.labels):
                 for g, label in enumerate(labels):
                     ref = me.refs[s] == g
@@ -119,9 +124,10 @@ class EvidenceTracker:
                             else "blind: selective labels"
                             if det in (1, 2, 4) and blind[s, g]
                             else "watching"
-                            if math.isfinite(tot)
+                            if math.isfinite(tot) and not idle[s, g, det]
                             else "warming-up"
                         )
+                        eta = math.nan if idle[s, g, det] else float(exp[s, g, det])
                         rows.append(
                             EvidenceRow(
                                 me.spec.name,
@@ -130,7 +136,7 @@ class EvidenceTracker:
                                 DETECTORS[det],
                                 tot,
                                 float(out["log_c"][det]),
-                                float(exp[s, g, det]),
+                                eta,
                                 state,
                             )
                         )
@@ -200,7 +206,15 @@ def _annotations(
     else:
         rate = "TPR/FPR" if arm < 0 else ("TPR" if arm < 8 else "FPR")
         what = f"{rate} of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
-    state = "evidence of this" if fire else "recovered; evidence of recovery"
+    state = "evidence of this"
+    evidence = f"Evidence log e = {tot:.1f} vs threshold {log_c:.1f}"
+    if not fire:  # a resolve quotes what resolved it: the recovery's evidence (a review)
+        tot, log_c = float(me.arrays["rec"][s, g, det]), math.log(me.ev.resolve_odds)
+        state = "recovered; evidence of recovery"
+        evidence = (
+            f"Evidence of recovery log e = {tot:.1f} vs threshold {log_c:.1f} (of the change: "
+            f"{float(out['tot'][s, g, det]):.1f})"
+        )
     vs = (
         f", {ref} {_rate(hour[s, r, metric])}"
         if r != g
@@ -209,9 +223,9 @@ def _annotations(
     base_vs = f", {ref} {_rate(base[s, r, metric])}" if r != g else ""
     description = (
         f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}{vs}; "
-        f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. Evidence log e = {tot:.1f} vs threshold "
-        f"{log_c:.1f} (at most {budget.pages:g} false page(s) per {days:g} days for this "
-        f"model). A drop of this group's rate to 0.8× shows in {eta}."
+        f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. {evidence} (at most "
+        f"{budget.pages:g} false page(s) per {days:g} days for this model). A drop of this "
+        f"group's rate to 0.8× shows in {eta}."
     )
     return {
         "summary": ("" if fire else "resolved: ") + what,

@@ -227,7 +227,7 @@ def render_evidence(rows: Sequence[EvidenceRow]) -> str:
         if not r.state.startswith("blind"):  # a blind detector measures nothing: no number
             fam.add("alert_evidence", EVIDENCE_HELP, lab, r.log_e)  # (as on the status page)
         fam.add("alert_evidence_threshold", THRESHOLD_HELP, lab, r.log_threshold)
-        if not r.state.startswith("blind"):
+        if not r.state.startswith("blind") and not math.isnan(r.expected_seconds):
             fam.add("expected_time_to_detect_seconds", EXPECTED_HELP, lab, r.expected_seconds)
         fam.add("alert_evidence_state", STATE_HELP, f'{lab},state="{_esc(r.state)}"', 1.0)
     return fam.text()

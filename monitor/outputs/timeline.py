@@ -125,6 +125,8 @@ def _row(row: Any) -> Any:
         row = row._asdict()
     if str(row.get("state", "")).startswith("blind"):  # no evidence, no expected time: a blind
         row = {**row, "log_e": None, "expected_seconds": None}  # detector measures nothing
+    if row.get("expected_seconds") != row.get("expected_seconds"):  # NaN: it cannot fire yet
+        row = {**row, "expected_seconds": None}
     return msgspec.to_builtins(row, enc_hook=_scalar)
 
 

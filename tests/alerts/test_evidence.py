@@ -5,7 +5,9 @@ different poll batches give the same evidence."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -363,3 +365,50 @@ def test_a_blind_detector_exports_no_evidence_and_no_expected_time_anywhere() ->
     assert blind["log_e"] is None and blind["expected_seconds"] is None
     assert blind["state"].startswith("blind") and blind["log_threshold"] == 12.0
     assert (watching["log_e"], watching["expected_seconds"]) == (1.5, 7200.0)
+
+
+def test_a_resolved_notice_quotes_the_evidence_of_recovery_not_of_the_change() -> None:
+    """Found by a review: the resolved notice said "evidence of recovery … log e = 3.2 vs
+    threshold 12.2" — the change's statistic against the firing threshold, which reads as "far
+    from recovered". It quotes the recovery's evidence against the resolve threshold
+    (log resolve_odds), which the resolve needed to reach, and the change's beside it."""
+    preds, labs = events(64 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=11)
+    ev = drive(preds, labs, cut_minutes=7)
+    fired, resolved = pages(ev, "FairnessChange", group="b", metric="selection_rate")
+    need = math.log(ev.evidence.spec.resolve_odds)
+    rec, thr = (
+        float(resolved.annotations["log_evidence"]),
+        float(resolved.annotations["log_threshold"]),
+    )
+    assert thr == pytest.approx(need, abs=0.005) and rec >= thr - 0.005
+    assert (
+        f"Evidence of recovery log e = {rec:.1f} vs threshold {thr:.1f}"
+        in (resolved.annotations["description"])
+    )
+    assert float(fired.annotations["log_evidence"]) >= float(fired.annotations["log_threshold"])
+    assert "Evidence log e =" in fired.annotations["description"]
+
+
+def test_a_detector_that_cannot_fire_yet_claims_no_time_to_detect() -> None:
+    """Found by a review: two hours into a stream, before any baseline or reference group,
+    every detector was "warming-up" and still exported a finite expected time to detect ("a
+    drop shows in ~30 min") for hours in which it could not fire. Until it can, no time is
+    claimed anywhere; once baselines exist, the times are there."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from monitor.outputs.exporter import render_evidence
+    from monitor.outputs.timeline import _row
+
+    def rows_after(h: int) -> list[Any]:
+        preds, labs = events(h * H, lambda m: 0.5, seed=1)
+        return drive(preds, labs, cut_minutes=7).evidence.snapshot()
+
+    early = rows_after(2)
+    assert early and all(r.state == "warming-up" for r in early)
+    assert all(math.isnan(r.expected_seconds) for r in early)
+    fams = {f.name for f in text_string_to_metric_families(render_evidence(early))}
+    assert "fairness_expected_time_to_detect_seconds" not in fams
+    assert all(_row(r)["expected_seconds"] is None for r in early)
+    later = rows_after(30)
+    watching = [r for r in later if r.state == "watching"]
+    assert len(watching) >= 3 and all(math.isfinite(r.expected_seconds) for r in watching)

@@ -200,12 +200,12 @@ def test_status_json_carries_the_evidence_rows_and_no_number_for_blind_ones() ->
         assert row["model"] == "credit" and row["attribute"] == "group"
         assert row["log_threshold"] == r.log_threshold > 0
         if r.state == BLIND:
-            # even where the detector has a finite expected time (a's TPR), nothing is shown
             assert row["blind"] and row["log_e"] is None and row["expected_seconds"] is None
         else:
             assert not row["blind"]
             assert row["log_e"] == r.log_e and row["expected_seconds"] == r.expected_seconds
-    assert any(math.isfinite(r.expected_seconds) for r in st.evidence if r.state == BLIND)
+    # a blind detector cannot fire: it claims no time to detect at the source either
+    assert all(math.isnan(r.expected_seconds) for r in st.evidence if r.state == BLIND)
     # the small group's silence is explained: it needs far longer to show the same drop
     exp = {r["group"]: r["expected_seconds"] for r in got if r["detector"] == "selection_rate"}
     print({g: round(s / 3600, 2) for g, s in exp.items()}, "hours to detect a 0.8x drop")
