@@ -84,7 +84,7 @@ def from_kafka(
                     if name[3:] not in READ:
                         continue
                     raise Invalid(
-                        Reason.ID_TOO_LONG,
+                        _reason(name[3:], Reason.ID_TOO_LONG),
                         f"header {name[:64]!r} over {MAX_ATTRIBUTE_BYTES} bytes",
                     )
                 try:
@@ -95,7 +95,7 @@ def from_kafka(
             elif name == "content-type":  # only compared with the structured mode's type
                 content_type = "" if raw is None else raw[:256].decode(errors="replace")
     except UnicodeDecodeError:
-        raise Invalid(Reason.BAD_ID, f"header {name[:64]!r} is not UTF-8") from None
+        raise Invalid(_reason(name[3:]), f"header {name[:64]!r} is not UTF-8") from None
     if content_type.split(";")[0].strip().lower() == STRUCTURED:
         attrs, data = _structured(value)
     else:
@@ -108,7 +108,7 @@ def from_kafka(
             attrs.setdefault("datacontenttype", content_type)
     missing = [a for a in REQUIRED if not attrs.get(a)]
     if missing:
-        reason = Reason.MISSING_ID if "id" in missing else Reason.UNDECODABLE
+        reason = Reason.MISSING_ID if "id" in missing else Reason.BAD_CLOUDEVENT
         raise Invalid(reason, f"CloudEvent without {', '.join(missing)}")
     return CloudEvent(
         attrs["id"], attrs["type"], attrs["source"], _time(attrs.get("time")), attrs, data
@@ -143,24 +143,24 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
                 attrs[k] = _JSON.decode(raw)
             except msgspec.DecodeError:
                 raise Invalid(
-                    Reason.BAD_ID, "structured CloudEvent attribute is not Unicode"
+                    _reason(k), f"structured CloudEvent attribute {k[:64]!r} is not Unicode"
                 ) from None
     if "data_base64" in doc:
         if not _is_string(doc["data_base64"]):  # null or 1234 is no payload (was read as "None")
-            raise Invalid(Reason.UNDECODABLE, "data_base64 is not a string")
+            raise Invalid(Reason.BAD_CLOUDEVENT, "data_base64 is not a string")
         try:
             return attrs, base64.b64decode(_JSON.decode(doc["data_base64"]), validate=True)
         except (msgspec.DecodeError, RecursionError, binascii.Error, ValueError):
-            raise Invalid(Reason.UNDECODABLE, "data_base64 is not base64") from None
+            raise Invalid(Reason.BAD_CLOUDEVENT, "data_base64 is not base64") from None
     if "data" not in doc:
-        raise Invalid(Reason.UNDECODABLE, "structured CloudEvent without data")
+        raise Invalid(Reason.BAD_CLOUDEVENT, "structured CloudEvent without data")
     raw = doc["data"]
     if not _is_string(raw):
         return attrs, bytes(raw)  # a JSON value: the payload as it was written
     try:
         return attrs, str(_JSON.decode(raw)).encode()
     except (msgspec.DecodeError, UnicodeEncodeError):
-        raise Invalid(Reason.BAD_ID, "structured CloudEvent data is not Unicode") from None
+        raise Invalid(Reason.BAD_CLOUDEVENT, "structured CloudEvent data is not Unicode") from None
 
 
 def _structured_stdlib(value: bytes) -> tuple[dict[str, str], bytes]:
@@ -176,30 +176,43 @@ def _structured_stdlib(value: bytes) -> tuple[dict[str, str], bytes]:
     attrs = {
         k: v for k, v in doc.items() if k not in ("data", "data_base64") and isinstance(v, str)
     }
-    try:  # JSON's \ud800 escapes decode to lone surrogates, which are no UTF-8
-        "".join(attrs.values()).encode()
+    for k, v in attrs.items():  # JSON's \ud800 escapes decode to lone surrogates: no UTF-8
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            raise Invalid(
+                _reason(k), f"structured CloudEvent attribute {k[:64]!r} is not Unicode"
+            ) from None
+    try:
         data = doc.get("data")
         out = data.encode() if isinstance(data, str) else json.dumps(data).encode()
     except UnicodeEncodeError:
-        raise Invalid(Reason.BAD_ID, "structured CloudEvent text is not Unicode") from None
+        raise Invalid(Reason.BAD_CLOUDEVENT, "structured CloudEvent data is not Unicode") from None
     if "data_base64" in doc:
         encoded = doc["data_base64"]
         if not isinstance(encoded, str):
-            raise Invalid(Reason.UNDECODABLE, "data_base64 is not a string")
+            raise Invalid(Reason.BAD_CLOUDEVENT, "data_base64 is not a string")
         try:
             return attrs, base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
-            raise Invalid(Reason.UNDECODABLE, "data_base64 is not base64") from None
+            raise Invalid(Reason.BAD_CLOUDEVENT, "data_base64 is not base64") from None
     if "data" not in doc:
-        raise Invalid(Reason.UNDECODABLE, "structured CloudEvent without data")
+        raise Invalid(Reason.BAD_CLOUDEVENT, "structured CloudEvent without data")
     return attrs, out
 
 
 def _not_a_string(name: str) -> None:
     """An attribute the monitor reads must be a string (CloudEvents' JSON format): a number for
     ``time`` was ignored, the event then timed by its record (found by a review)."""
-    reason = {"time": Reason.BAD_TIMESTAMP, "id": Reason.BAD_ID}.get(name, Reason.UNDECODABLE)
-    raise Invalid(reason, f"structured CloudEvent attribute {name!r} is not a string")
+    raise Invalid(_reason(name), f"structured CloudEvent attribute {name!r} is not a string")
+
+
+def _reason(attribute: str, of_id: Reason = Reason.BAD_ID) -> Reason:
+    """The dead-letter reason of an attribute that cannot be read: the id's (``of_id``), the
+    time's, or the envelope's (a review: a bad ``time`` was called a bad id)."""
+    if attribute == "id":
+        return of_id
+    return Reason.BAD_TIMESTAMP if attribute == "time" else Reason.BAD_CLOUDEVENT
 
 
 def _is_string(raw: msgspec.Raw) -> bool:
@@ -234,12 +247,15 @@ class Columns:
 def columns(records: Sequence[Any]) -> Columns | None:
     """The batch's events read attribute by attribute, or None when one of them needs
     :func:`from_kafka` (structured mode, ``ce-`` or capitalised names, more than
-    ``MAX_ATTRIBUTES`` headers, a value read over ``MAX_ATTRIBUTE_BYTES`` or not UTF-8, a required
-    attribute missing, a tombstone): the same attributes, read once per batch and name."""
+    ``MAX_ATTRIBUTES`` headers, a repeated header name, a value read over
+    ``MAX_ATTRIBUTE_BYTES`` or not UTF-8, a required attribute missing, a tombstone): the same attributes, read once per batch and name."""
     headers = [r.headers or () for r in records]
     if max(map(len, headers), default=0) > MAX_ATTRIBUTES:
         return None
-    maps = [dict(h) for h in headers]  # the last of a repeated name, as from_kafka keeps it
+    maps = [dict(h) for h in headers]
+    if any(len(m) != len(h) for m, h in zip(maps, headers, strict=True)):
+        return None  # a repeated name: from_kafka checks every copy (a review: the fast path
+        # read the last alone, and a bad first copy's record counted or not by its batch)
     names = set().union(*maps)
     if any(n != n.lower() or n.startswith("ce-") for n in names):
         return None

@@ -59,6 +59,9 @@ class Reason(StrEnum):
     # letter points at the record (fm.source.*), which stays in its topic; the value is empty
     ORPHAN_RESPONSE = "orphan_response"
     BAD_ROW = "bad_row"  # a CSV row (replay) not as its header says: field count, not UTF-8
+    # a CloudEvent's envelope (not its id or time): a required attribute missing, not UTF-8 or
+    # too long, an event type that is no request or response, data_base64 that is no base64
+    BAD_CLOUDEVENT = "bad_cloudevent"
     UNDECODABLE = "undecodable"  # anything unforeseen: the record is kept, never the consumer
 
 

@@ -210,7 +210,9 @@ class ServingDecoder:
             scores, preds = decisions(table, mapping, self.plan.models[m].threshold)
             answered.append((ids, ts, m, scores, preds, i))
         else:
-            raise Invalid(Reason.UNDECODABLE, f"event type {kind[:80]!r} is no request or response")
+            raise Invalid(
+                Reason.BAD_CLOUDEVENT, f"event type {kind[:80]!r} is no request or response"
+            )
 
     def _checked(self, ids: RowIds) -> RowIds:
         """A call's decision ids, refused whole when it has more rows than a call may bring or

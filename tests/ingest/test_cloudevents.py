@@ -86,7 +86,7 @@ def test_broken_events_are_refused_with_a_reason() -> None:
     no_id = [h for h in kserve() if h[0] != "ce_id"]
     assert "id" in refused(no_id, BODY, Reason.MISSING_ID)
     no_source = [h for h in kserve() if h[0] != "ce_source"]
-    assert "source" in refused(no_source, BODY, Reason.UNDECODABLE)
+    assert "source" in refused(no_source, BODY, Reason.BAD_CLOUDEVENT)
     refused([("content-type", b"application/json")], BODY, Reason.MISSING_ID)  # no ce_* at all
     refused(None, BODY, Reason.MISSING_ID)
     refused(kserve(), None, Reason.TOMBSTONE)
@@ -102,14 +102,32 @@ def test_broken_events_are_refused_with_a_reason() -> None:
     refused(structured, b'{"id": "a"', Reason.NOT_JSON)
     refused(structured, None, Reason.TOMBSTONE)
     ev = {"specversion": "1.0", "id": "a", "type": "t", "source": "s", "data_base64": "%%%"}
-    refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)
+    refused(structured, json.dumps(ev).encode(), Reason.BAD_CLOUDEVENT)
     del ev["data_base64"]
-    refused(structured, json.dumps(ev).encode(), Reason.UNDECODABLE)  # no data at all
+    refused(structured, json.dumps(ev).encode(), Reason.BAD_CLOUDEVENT)  # no data at all
     # JSON escapes of lone surrogates (no UTF-8 text): refused by name, not as a bug
     lone = b'{"specversion": "1.0", "id": "a", "type": "t", "source": "s", "data": "\\ud800"}'
-    assert "is not Unicode" in refused(structured, lone, Reason.BAD_ID)
+    assert "is not Unicode" in refused(structured, lone, Reason.BAD_CLOUDEVENT)  # its data
     lone = lone.replace(b'"id": "a"', b'"id": "\\udc00"').replace(b'"\\ud800"', b'"x"')
     assert "is not Unicode" in refused(structured, lone, Reason.BAD_ID)
+
+
+def test_each_unreadable_attribute_is_refused_with_its_own_reason() -> None:
+    """Found by a review: a ``ce_time`` header that is not UTF-8 was a ``bad_id``, one over the
+    size limit an ``id_too_long``, and a missing source or type ``undecodable`` (the reason
+    kept for bugs). The time's are bad timestamps, the envelope's ``bad_cloudevent``."""
+    long = b"2" * 5000
+    refused(kserve(time=b"\xff"), BODY, Reason.BAD_TIMESTAMP)
+    refused(kserve(time=long), BODY, Reason.BAD_TIMESTAMP)
+    refused(kserve(id=b"\xff"), BODY, Reason.BAD_ID)
+    refused(kserve(id=long), BODY, Reason.ID_TOO_LONG)
+    for name in ("ce_source", "ce_type"):
+        spoiled = [(k, b"\xff" if k == name else v) for k, v in kserve()]
+        assert name in refused(spoiled, BODY, Reason.BAD_CLOUDEVENT)
+        spoiled = [(k, long if k == name else v) for k, v in kserve()]
+        assert name in refused(spoiled, BODY, Reason.BAD_CLOUDEVENT)
+        assert name[3:] in refused([h for h in kserve() if h[0] != name], BODY,
+                                   Reason.BAD_CLOUDEVENT)  # fmt: skip
 
 
 def test_attributes_after_many_other_headers_are_read_and_a_flood_is_refused_by_name() -> None:
@@ -184,7 +202,7 @@ def test_an_extension_not_read_may_be_long_or_not_utf8_and_the_event_is_read() -
         assert "traceparent" not in got.attributes and got.attributes["namespace"] == "lending"
         cols = columns([Rec(headers), Rec(kserve())])
         assert cols is not None and cols.id == ["9f2", "9f2"] and cols.kind == ["request"] * 2
-    refused(kserve(inferenceservicename=b"m" * 5000), BODY, Reason.ID_TOO_LONG)  # one read
+    refused(kserve(inferenceservicename=b"m" * 5000), BODY, Reason.BAD_CLOUDEVENT)  # one read
 
 
 @pytest.mark.parametrize("odd", [b'"x": NaN, ', b'"x": -Infinity, '])
@@ -209,10 +227,10 @@ def test_structured_members_the_monitor_reads_must_be_strings(nan: bytes) -> Non
 
     assert "'time'" in refused(structured, event(time=1767261600), Reason.BAD_TIMESTAMP)
     assert "'id'" in refused(structured, event(id=7), Reason.BAD_ID)
-    detail = refused(structured, event(inferenceservicename=["credit"]), Reason.UNDECODABLE)
+    detail = refused(structured, event(inferenceservicename=["credit"]), Reason.BAD_CLOUDEVENT)
     assert "'inferenceservicename'" in detail
     for odd in (None, 1234, {"a": 1}):
-        detail = refused(structured, event(data_base64=odd), Reason.UNDECODABLE)
+        detail = refused(structured, event(data_base64=odd), Reason.BAD_CLOUDEVENT)
         assert "data_base64 is not a string" in detail
     got = from_kafka(structured, event(time=None, data_base64=base64.b64encode(BODY).decode()))
     assert (got.id, got.time, got.data) == ("a", None, BODY)

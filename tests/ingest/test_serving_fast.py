@@ -278,6 +278,26 @@ def test_cloud_event_columns_read_what_from_kafka_reads_or_decline(
         assert ev.attributes.get("inferenceservicename") == cols.servicename[i]
 
 
+@pytest.mark.parametrize(
+    ("name", "first"), [("ce_id", b"\xff"), ("ce_time", b"\xff"), ("ce_id", b"x" * 5000)]
+)
+def test_a_repeated_header_is_judged_alike_whatever_else_the_batch_holds(
+    name: str, first: bytes
+) -> None:
+    """Found by a review: with a header repeated, a bad first copy before a good one, the
+    fast path read the last copy alone and counted the record's rows while
+    :func:`from_kafka` (the careful path) dead-letters it; which one ran depended on the
+    other records of the batch, so live and replay could count it differently."""
+    import copy
+
+    recs = records(calls(3, n=4), "kserve-cloudevents")
+    recs[0].headers = [(name, first), *recs[0].headers]
+    careful = outcome(decoder("kserve-cloudevents", fast=False), copy.deepcopy(recs))
+    assert [offset for _, _, offset in careful[2]] == [0]  # the record is dead-lettered
+    assert columns(recs) is None  # the batch is the careful path's
+    same(outcome(decoder("kserve-cloudevents", fast=True), copy.deepcopy(recs)), careful)
+
+
 def test_score_columns_are_numbers_in_the_unit_interval_per_row() -> None:
     """A decoded batch's scores are those written, row by row (a plausible slip: the other
     class's column, or rows of one call shuffled)."""
