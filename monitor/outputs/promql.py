@@ -178,19 +178,26 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     judged = p + far if rule.significant else p
     back = round(rule.bound + (rule.hysteresis if rule.op == "<" else -rule.hysteresis), 12)
     clears = " with its interval's near limit back past the bound" if rule.significant else ""
-    still = f" or on ({ATTR}) {p}{near}:ratio {rule.op} {rule.bound!r}" if rule.significant else ""
-    head, unless, blind = f"{p}:ratio{{{sel}}}", "", ""
-    if spec.needs_labels:  # selective labels: no news, never fires nor resolves (blind_rules)
-        head = f"({head} or on ({ATTR}) {p}_blind:info{{{sel}}})"
-        unless = f"\n    unless on ({ATTR}) {p}_blind:info"
-        blind = f" or on ({ATTR}) {p}_blind:info"
+    rev = ">=" if rule.op == "<" else "<="
+    near_back = f" and on ({ATTR}) {p}{near}:ratio {rev} {rule.bound!r}" if rule.significant else ""
+    unless = f"\n    unless on ({ATTR}) {p}_blind:info" if spec.needs_labels else ""
+    firing = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
+    # The value is the measured disparity, NaN while a firing alert's metric is not measured
+    # (a compared group below min_samples, or gone; selective labels): as in the monitor, that
+    # is no news and the alert stays firing until there is evidence of recovery (a review: the
+    # series vanished and Prometheus resolved, then paged again after `for`).
     expr = (
-        f"{head}\nand on ({ATTR}) (\n"
+        f"({p}:ratio{{{sel}}}{unless.replace(chr(10) + '   ', '')}\n"
+        f"  or on ({ATTR}) max by ({ATTR}) ({firing}) * NaN)\n"
+        f"and on ({ATTR}) (\n"
         f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
         f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{unless})\n"
         f"  or on ({ATTR}) (\n"
-        f"    ({p}:ratio {rule.op} {back!r}{still} or on ({ATTR}) {p}_samples:min < {rule.min_samples}{blind})\n"
-        f'    and on ({ATTR}) ALERTS{{alertname="{name}", alertstate="firing"}}\n'
+        f"    {firing}\n"
+        f"    unless on ({ATTR}) (\n"
+        f"      {p}:ratio {rev} {back!r}{near_back}\n"
+        f"        and on ({ATTR}) {p}_samples:min >= {rule.min_samples}"
+        f"{unless.replace(chr(10), chr(10) + '    ')})\n"
         "  )\n)\n"
     )
     limit = "its confidence interval's far limit" if rule.significant else "it"
@@ -198,8 +205,14 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     if rule.for_:
         out["for"] = format_duration(rule.for_)
     out["labels"] = {"severity": rule.severity}
+    measured = f'{rule.metric} {{{{ $value | printf "%.3f" }}}} {rule.op} {rule.bound}'
+    unmeasured = (
+        f"{rule.metric} not measured now (a compared group below min_samples, or selective "
+        "labels): firing until it recovers"
+    )
     out["annotations"] = {
-        "summary": f'{rule.metric} {{{{ $value | printf "%.3f" }}}} {rule.op} {rule.bound}'
+        "summary": f'{{{{ if eq (printf "%.3f" $value) "NaN" }}}}{unmeasured}{{{{ else }}}}'
+        f"{measured}{{{{ end }}}}"
         " ({{ $labels.model }}, {{ $labels.attribute }}, window {{ $labels.window }})",
         "description": f"{spec.help} Fires when {limit} is {rule.op} {rule.bound} with at least"
         f" {rule.min_samples} samples in both compared groups (summed across replicas);"

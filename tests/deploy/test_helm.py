@@ -204,14 +204,26 @@ def test_web_config_secret_probe_port_and_authenticated_service_monitor(tmp_path
     assert cfg.service.web_config is not None
 
 
-def test_prometheus_rule_is_the_shipped_rules_file() -> None:
+def test_prometheus_rule_is_the_shipped_rules_file_and_the_charts_own_config_gives_it(
+    tmp_path: Path,
+) -> None:
+    """Found by a review: the chart shipped the Compose stack's rules (FourFifthsRule on 3h, for
+    30m) while its default config ran the monitor's defaults (every window, for 10m): with
+    default values a breach in the 12h window paged from the monitor and never from Prometheus.
+    The chart's rendered config must generate exactly the rules it ships."""
+    from monitor.outputs.promql import rules_yaml
+
     shipped = yaml.safe_load((ROOT / "deploy/prometheus/fairness-rules.yml").read_text())
     copy = (CHART / "files/fairness-rules.yml").read_text()
     assert copy == (ROOT / "deploy/prometheus/fairness-rules.yml").read_text(), (
         "copy deploy/prometheus/fairness-rules.yml to the chart's files/"
     )
-    rule = by_kind(render("prometheusRule.enabled=true"))["PrometheusRule"]
-    assert rule["spec"] == shipped
+    docs = by_kind(render("prometheusRule.enabled=true"))
+    assert docs["PrometheusRule"]["spec"] == shipped
+    config = tmp_path / "config.yaml"
+    config.write_text(docs["ConfigMap"]["data"]["config.yaml"])
+    own = yaml.safe_load(rules_yaml(load_config(config, {}), source="chart"))
+    assert own == shipped, "regenerate files/fairness-rules.yml from the chart's default config"
 
 
 @pytest.mark.parametrize(

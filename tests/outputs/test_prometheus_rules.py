@@ -87,7 +87,7 @@ def test_generated_rules_follow_the_config(tmp_path: Path) -> None:
     assert "_upper:ratio <" not in alert["expr"]  # not significant: the value is judged
     assert "fairness:disparate_impact:ratio < 0.9" in alert["expr"]
     # resolves at 0.95 as written (not 0.9500000000000001); not significant: no interval clause
-    assert "ratio < 0.95 or on" in alert["expr"] and ">= 40" in alert["expr"]
+    assert "fairness:disparate_impact:ratio >= 0.95\n" in alert["expr"] and ">= 40" in alert["expr"]
     assert "_lower:ratio" not in alert["expr"]
     assert 'window=~"1h"' in alert["expr"]
     # no reference group anywhere: an empty vector, every ratio against the highest rate
