@@ -60,7 +60,8 @@ class AlertEvaluator:
         self.spec = config.alerts
         self.book = AlertBook()
         self.restored = False  # alerts restored from a checkpoint, not yet checked (retire.py)
-        self.owed_at_restore: list[Alert] = []  # notifications the checkpoint still owed
+        # notifications the checkpoint still owed, with the sinks owing each (None: all)
+        self.owed_at_restore: list[tuple[Alert, frozenset[str] | None]] = []
         self.evidence_afresh: set[str] = set()  # models whose evidence state could not be kept
         self.last: dict[int, int] = {}  # model -> last evaluated boundary (bucket index)
         self.trackers: dict[tuple[str, str, str], DriftTracker] = {}

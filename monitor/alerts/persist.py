@@ -7,9 +7,9 @@ Why a schema: a pickle ties the checkpoint to this code's classes and module pat
 layout moved; river's ADWIN is a Rust object) and runs code when read.
 
 The checkpoint stores this document in the same SQLite transaction as the partition rows it was
-evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 3::
+evaluated from (``Monitor.checkpoint``); the service restores it at start. Version 4::
 
-    {"version": 3,
+    {"version": 4,
      "last": [[model_index, bucket], ...],          # last evaluated boundary per model
      "alerts": [{name, labels, state, since, at, value, annotations}, ...],
      "quiet": [[[model, attribute, metric], n], ...],
@@ -17,12 +17,16 @@ evaluated from (``Monitor.checkpoint``); the service restores it at start. Versi
                    fed}, ...],
      "evidence": [{model, sets, labels, refs, first, pool_block,
                    arrays: {name: {dtype, shape, data}}}, ...],
-     "owed": [{name, labels, state, since, at, value, annotations}, ...]}
+     "owed": [{name, labels, state, since, at, value, annotations}, ...],
+     "owed_sinks": [[sink, ...], ...]}      # [] : every sink
 
 ``owed``: the notifications judged before the checkpoint and not yet known delivered to every
-sink (the newest state of each alert), sent again after a restart: a page owed through a
-receiver's outage survives the restart (delivered twice at worst, with one notification id).
-Versions 1 (no ``evidence``) and 2 (no ``owed``) are still read: the evidence detectors then
+sink (the newest state of each alert), sent again after a restart to the sinks that still owe it
+(``owed_sinks``, one list per ``owed`` entry): a page owed through a receiver's outage survives
+the restart (delivered twice at worst, with one notification id), and a sink that had it does not
+get it again at every restart while another is down (found by a review: a crash loop during an
+Alertmanager outage paged the webhook once per restart). Versions 1 (no ``evidence``), 2 (no
+``owed``) and 3 (no ``owed_sinks``: every sink owes) are still read: the evidence detectors then
 start afresh, nothing is owed. The
 evidence detectors' state is their arrays as they are (``alerts/evidence.py``: evidence per
 arm, recovery evidence, the arm that fired, frozen baselines, the hourly baseline blocks and the
@@ -52,8 +56,8 @@ from monitor.alerts.evidence import ModelEvidence
 from monitor.alerts.evidence_alerts import EvidenceTracker
 from monitor.alerts.lifecycle import Alert, AlertBook
 
-VERSION = 3
-READS = (1, 2, 3)  # version 1: no evidence detectors yet; 2: no owed notifications
+VERSION = 4
+READS = (1, 2, 3, 4)  # 1: no evidence detectors yet; 2: no owed notifications; 3: no owed_sinks
 
 
 class AlertStateError(ValueError):
@@ -109,6 +113,7 @@ class EvaluatorState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # version 3: notifications judged and not yet known delivered (the newest state of each
     # alert), sent again after a restart — a page owed during a receiver's outage survives it
     owed: list[AlertState] = []
+    owed_sinks: list[list[str]] = []  # version 4: per owed notification, the sinks owing it
 
 
 def evidence_to_state(me: ModelEvidence) -> EvidenceState:
@@ -186,7 +191,9 @@ def alert_from_state(s: AlertState) -> Alert:
     return Alert(s.name, dict(s.labels), s.state, s.since, s.at, s.value, dict(s.annotations))
 
 
-def to_state(ev: AlertEvaluator, owed: list[Alert] | None = None) -> EvaluatorState:
+def to_state(
+    ev: AlertEvaluator, owed: list[Alert] | None = None, sinks: list[list[str]] | None = None
+) -> EvaluatorState:
     return EvaluatorState(
         version=VERSION,
         last=sorted(ev.last.items()),
@@ -195,6 +202,7 @@ def to_state(ev: AlertEvaluator, owed: list[Alert] | None = None) -> EvaluatorSt
         trackers=[tracker_to_state(k, t) for k, t in sorted(ev.trackers.items())],
         evidence=[evidence_to_state(me) for _, me in sorted(ev.evidence.models.items())],
         owed=[alert_to_state(a) for a in owed or ()],
+        owed_sinks=[sorted(s) for s in sinks] if sinks is not None else [[] for _ in owed or ()],
     )
 
 
@@ -215,7 +223,10 @@ def from_state(ev: AlertEvaluator, s: EvaluatorState) -> None:
             afresh.add(e.model)
     ev.book, ev.last, ev.trackers, ev.evidence = book, dict(s.last), trackers, tracker
     ev.restored, ev.evidence_afresh = True, afresh
-    ev.owed_at_restore = [alert_from_state(a) for a in s.owed]
+    sinks = s.owed_sinks or [[] for _ in s.owed]  # version 3, or an empty list: every sink
+    ev.owed_at_restore = [
+        (alert_from_state(a), frozenset(w) or None) for a, w in zip(s.owed, sinks, strict=True)
+    ]
     ev.drift_quiet = {k: n for k, n in s.quiet}
 
 
@@ -224,9 +235,12 @@ def encode(state: EvaluatorState) -> str:
     return json.dumps(msgspec.to_builtins(state), separators=(",", ":"))
 
 
-def dumps(ev: AlertEvaluator, owed: list[Alert] | None = None) -> str:
-    """The evaluator's state as stored (with the notifications still ``owed``)."""
-    return encode(to_state(ev, owed))
+def dumps(
+    ev: AlertEvaluator, owed: list[Alert] | None = None, sinks: list[list[str]] | None = None
+) -> str:
+    """The evaluator's state as stored (with the notifications still ``owed`` and, for each, the
+    ``sinks`` that owe it; None: every sink)."""
+    return encode(to_state(ev, owed, sinks))
 
 
 def loads(text: str) -> EvaluatorState:
@@ -246,12 +260,18 @@ def loads(text: str) -> EvaluatorState:
         raise AlertStateError("alert state does not match schema version 1: evidence in it")
     if version in (1, 2) and isinstance(doc, dict) and "owed" in doc:
         raise AlertStateError(f"alert state does not match schema version {version}: owed in it")
+    if version in (1, 2, 3) and isinstance(doc, dict) and "owed_sinks" in doc:
+        raise AlertStateError(
+            f"alert state does not match schema version {version}: owed_sinks in it"
+        )
     try:
         state = msgspec.convert(doc, EvaluatorState)
     except msgspec.ValidationError as exc:
         raise AlertStateError(
             f"alert state does not match schema version {version}: {exc}"
         ) from None
+    if version == 4 and len(state.owed_sinks) != len(state.owed):
+        raise AlertStateError("alert state has owed notifications without their sinks")
     if any(
         not math.isfinite(a.since) or not math.isfinite(a.at) for a in state.alerts + state.owed
     ):

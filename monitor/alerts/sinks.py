@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from monitor.alerts.lifecycle import Alert, Transition
 from monitor.alerts.outbox import MAX_OWED, Outbox
@@ -120,9 +120,10 @@ class Dispatcher:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, t: Transition) -> int:
-        """Never blocks on a receiver: the transition goes into every sink's outbox. Its ticket:
-        once ``settled`` reaches it, the transition was delivered or given up."""
+    def submit(self, t: Transition, only: Collection[str] | None = None) -> int:
+        """Never blocks on a receiver: the transition goes into every sink's outbox (``only``:
+        into those sinks' alone). Its ticket: once ``settled`` reaches it, the transition was
+        delivered or given up."""
         a = t.alert
         if self.spec.log:
             log.warning(
@@ -137,6 +138,8 @@ class Dispatcher:
             if a.state != "pending":
                 now = self.timer()
                 for sink, box in self.outboxes.items():
+                    if only is not None and sink not in only:
+                        continue
                     before = box.undelivered["dropped"]
                     box.add(a, now, self.queued)
                     if box.undelivered["dropped"] > before:
@@ -189,8 +192,17 @@ class Dispatcher:
     def owed_tickets(self) -> set[int]:
         """The tickets some sink still owes (every other one was delivered, given up, or
         replaced by a newer state): what a restart must send again, whatever came after it."""
+        return set(self.owing_sinks())
+
+    def owing_sinks(self) -> dict[int, set[str]]:
+        """Each ticket still owed, with the sinks that owe it: a restart sends it to those only
+        (the others had it)."""
+        out: dict[int, set[str]] = {}
         with self.lock:
-            return set().union(*(box.owed_tickets() for box in self.outboxes.values()))
+            for sink, box in self.outboxes.items():
+                for ticket in box.owed_tickets():
+                    out.setdefault(ticket, set()).add(sink)
+        return out
 
     def undelivered(self, sink: str, reason: str) -> int:
         """Pages never delivered to ``sink``: ``dropped`` or ``given_up``."""

@@ -44,26 +44,35 @@ class LocalAlerts:
         return out
 
     def submit_owed(self, dispatcher: Dispatcher) -> None:
-        """Send again what the restored checkpoint still owed (after ``dispatcher.start``)."""
+        """Send again what the restored checkpoint still owed (after ``dispatcher.start``), to
+        the sinks that still owed it (a sink configured since has nothing owed)."""
         owed, self.evaluator.owed_at_restore = self.evaluator.owed_at_restore, []
-        for alert in owed:
-            self._submit(dispatcher, Transition(alert, None))
+        for alert, sinks in owed:
+            if sinks is None or sinks & set(dispatcher.outboxes):
+                self._submit(dispatcher, Transition(alert, None), sinks)
 
-    def _submit(self, dispatcher: Dispatcher, t: Transition) -> None:
+    def _submit(
+        self, dispatcher: Dispatcher, t: Transition, only: frozenset[str] | None = None
+    ) -> None:
         self.dispatcher = dispatcher
-        ticket = dispatcher.submit(t)
+        ticket = dispatcher.submit(t, only)
         if t.alert.state != "pending":
             self.owed.pop(t.alert.key, None)  # its newest state replaces an older one
             self.owed[t.alert.key] = (ticket, t.alert)
             while len(self.owed) > MAX_OWED:
                 del self.owed[next(iter(self.owed))]
 
-    def _still_owed(self) -> list[Alert]:
-        if self.dispatcher is not None:  # by ticket: one page a receiver keeps refusing does
-            owed = self.dispatcher.owed_tickets()  # not keep the ones delivered after it
-            for key in [k for k, (ticket, _) in self.owed.items() if ticket not in owed]:
-                del self.owed[key]
-        return [a for _, a in self.owed.values()]
+    def _still_owed(self) -> tuple[list[Alert], list[list[str]] | None]:
+        """The notifications some sink still owes, and the sinks owing each (None: not known
+        yet, before the dispatcher started: every sink)."""
+        if self.dispatcher is None:
+            return [a for _, a in self.owed.values()], None
+        # by ticket: one page a receiver keeps refusing does not keep the ones delivered after it
+        owing = self.dispatcher.owing_sinks()
+        for key in [k for k, (ticket, _) in self.owed.items() if ticket not in owing]:
+            del self.owed[key]
+        alerts = [a for _, a in self.owed.values()]
+        return alerts, [sorted(owing[ticket]) for ticket, _ in self.owed.values()]
 
     def not_ready(self) -> str | None:
         return None
@@ -75,7 +84,7 @@ class LocalAlerts:
         return True
 
     def checkpoint_text(self) -> str | None:
-        return persist.dumps(self.evaluator, self._still_owed())
+        return persist.dumps(self.evaluator, *self._still_owed())
 
     def close(self) -> None:
         pass

@@ -104,7 +104,12 @@ def restored_copy(ev: AlertEvaluator) -> AlertEvaluator:
     "text, why",
     [
         (pickle.dumps(({}, {}, {}, {})).hex(), "not JSON"),  # a monitor before version 1
-        ('{"version": 4, "alerts": []}', "version 4"),
+        ('{"version": 5, "alerts": []}', "version 5"),
+        (
+            '{"version": 3, "last": [], "alerts": [], "quiet": [], "trackers": [], "owed": [],'
+            ' "owed_sinks": []}',
+            "owed_sinks in it",
+        ),
         (
             '{"version": 2, "last": [], "alerts": [], "quiet": [], "trackers": [], "owed": []}',
             "owed in it",
@@ -127,6 +132,21 @@ def test_stored_text_of_another_version_or_damaged_is_a_clear_error(text: str, w
     with pytest.raises(persist.AlertStateError):
         persist.restore(ev, text)
     assert ev.book.active == {} and ev.last == {}  # all or nothing: untouched
+
+
+def test_a_version_3_document_owes_its_pages_to_every_sink_and_4_to_those_it_names() -> None:
+    """Version 3 kept no sinks per owed page: each is owed to every sink (as it was sent then);
+    version 4 names them, and a page without its sinks is refused as damaged."""
+    a = ('{"name": "R", "labels": {"alertname": "R"}, "state": "firing", "since": 1.0,'
+         ' "at": 1.0, "value": 0.5}')  # fmt: skip
+    head = '"last": [], "alerts": [], "quiet": [], "trackers": [], "owed": [' + a + "]"
+    ev = AlertEvaluator(alert_config(), evaluate_stream(1, lambda m: 0.5)[0])
+    persist.restore(ev, '{"version": 3, ' + head + "}")
+    assert [(x.name, sinks) for x, sinks in ev.owed_at_restore] == [("R", None)]
+    persist.restore(ev, '{"version": 4, ' + head + ', "owed_sinks": [["webhook"]]}')
+    assert [sinks for _, sinks in ev.owed_at_restore] == [frozenset({"webhook"})]
+    with pytest.raises(persist.AlertStateError, match="without their sinks"):
+        persist.loads('{"version": 4, ' + head + ', "owed_sinks": []}')
 
 
 def test_a_version_2_document_is_read_owing_nothing() -> None:

@@ -111,3 +111,47 @@ def test_pages_delivered_after_a_refused_one_are_not_owed_at_the_next_restart() 
     assert [a["labels"]["model"] for a in json.loads(text)["owed"]] == ["poison"]
     d.close(timeout=0.5)
     hook.close()
+
+
+def test_a_restart_sends_an_owed_page_only_to_the_sinks_that_owe_it() -> None:
+    """Found by a review: what a checkpoint owed was one set for every sink, so while
+    Alertmanager was down a webhook that had taken the page got it again at every restart (a
+    crash loop paged it once per restart). The checkpoint keeps the sinks that owe each page;
+    a restart sends it to those only, and the one that was down gets it once it is back."""
+    hook, am_down, am_up = Receiver(), Receiver(fail=10**9), Receiver()
+
+    def start(am: Receiver, alerting: LocalAlerts) -> Dispatcher:
+        d = Dispatcher(SinkSpec(webhook_url=hook.url, alertmanager_url=am.url, log=False,
+                                resend_interval=3600))  # fmt: skip
+        d.backoff = 0.01
+        d.start(alerting.firing_at_start())
+        alerting.submit_owed(d)
+        return d
+
+    alerting = judging([transition("firing")])
+    d = start(am_down, alerting)
+    alerting.turn(lambda p: True, d, 100)
+    wait_for(lambda: len(hook.bodies) == 1 and d.failures["alertmanager"] >= 2)
+    text = alerting.checkpoint_text()
+    d.close(timeout=0.5)
+    assert text is not None and json.loads(text)["owed_sinks"] == [["alertmanager"]]
+    for _ in range(3):  # restarts while Alertmanager stays down
+        alerting = judging([])
+        persist.restore(alerting.evaluator, text)
+        d = start(am_down, alerting)
+        tried = am_down.calls
+        wait_for(lambda t=tried: am_down.calls >= t + 2)  # type: ignore[misc]  # (resent, refused)
+        text = alerting.checkpoint_text()
+        d.close(timeout=0.5)
+        assert text is not None and json.loads(text)["owed_sinks"] == [["alertmanager"]]
+    assert len(hook.bodies) == 1, "the webhook was paged again at a restart"
+    alerting = judging([])  # Alertmanager is back: it gets the page, the webhook nothing more
+    persist.restore(alerting.evaluator, text)
+    d = start(am_up, alerting)
+    wait_for(lambda: len(am_up.bodies) >= 1 and d.settled >= 1)
+    text = alerting.checkpoint_text()
+    assert text is not None and json.loads(text)["owed"] == []
+    d.close()
+    assert len(hook.bodies) == 1
+    for r in (hook, am_down, am_up):
+        r.close()

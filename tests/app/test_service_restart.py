@@ -56,7 +56,7 @@ def started(path: Path) -> Monitor:
     m = Monitor(config(path))
     handed: list[Transition] = []
     submit = m.dispatcher.submit
-    m.dispatcher.submit = lambda t: handed.append(t) or submit(t)  # type: ignore[method-assign]
+    m.dispatcher.submit = lambda t, only=None: handed.append(t) or submit(t, only)  # type: ignore[method-assign]
     m.handed = handed  # type: ignore[attr-defined]
     m.ownership.consumer = FakeConsumer(TPS)
     m.checkpoints.restore_alerts(m.evaluator)
