@@ -34,25 +34,42 @@ ATTRIBUTE_COVERAGE = "Attribute coverage"
 ATTRIBUTES_STREAM_PANELS = (ATTRIBUTE_COVERAGE,)
 
 BLIND_TEXT = "blind: selective labels"
-# a metric the monitor cannot measure (selective labels) is shown as "blind", never as a value:
-# its value query leaves it out while the monitor's fairness_metric_blind flag is up. The flag is
-# per replica (max across them: blind on any replica); see docs/metrics.md.
+# a metric the counts cannot measure (selective labels) is shown as "blind", never as a value:
+# its value query leaves it out while the Prometheus rules' fairness:<metric>_blind:info is up.
+# Those judge the counts summed across replicas, as the alert rules and the monitor do (the
+# exporter's per-replica fairness_metric_blind flags differ with several replicas: one replica
+# blind where the sum is not, or the sum blind where no replica is; found by a review).
 BLIND_MAPPING = [
     {"type": "value", "options": {"1": {"text": BLIND_TEXT, "color": "text", "index": 0}}}
 ]
 
 
+BLIND_RATES = ("true_positive_rate", "false_positive_rate", "positive_predictive_value")
+BLIND_GAPS = ("tpr_gap", "fpr_gap", "ppv_gap", "equalized_odds_difference")
+
+
+def _blind(metric: str, group: bool) -> str:
+    """The recording rule saying ``metric`` is blind (per group for a rate)."""
+    if metric not in (BLIND_RATES if group else BLIND_GAPS):
+        raise ValueError(f"no blindness rule for {metric!r}")
+    return f"fairness:{metric}_blind:info{{{SEL}}}"
+
+
 def unless_blind(expr: str, metric: str, *, group: bool = False) -> str:
-    """``expr`` without the series the monitor flags as blind for ``metric`` (a registry
-    metric, or with ``group`` a per-group rate family)."""
-    family = "fairness_group_metric_blind" if group else "fairness_metric_blind"
+    """``expr`` without the series that are blind for ``metric`` (a gap, or with ``group`` a
+    per-group rate)."""
     on = "model, window, attribute, group" if group else "model, window, attribute"
-    return f'{expr} unless on ({on}) {family}{{{SEL}, metric="{metric}"}}'
+    return f"{expr} unless on ({on}) {_blind(metric, group)}"
 
 
 def blind_flag(metric: str) -> str:
-    """1 while the monitor says ``metric`` is blind for the selected model/window/attribute."""
-    return f'max by (model, window, attribute) (fairness_metric_blind{{{SEL}, metric="{metric}"}})'
+    """1 while ``metric`` is blind for the selected model/window/attribute."""
+    return f"max by (model, window, attribute) ({_blind(metric, False)})"
+
+
+def _named(metric: str, group: bool) -> str:
+    by = "model, window, attribute, group" if group else "model, window, attribute"
+    return f'label_replace(max by ({by}) ({_blind(metric, group)}), "metric", "{metric}", "", "")'
 
 
 def blind_override(ref: str) -> dict[str, Any]:
@@ -226,15 +243,15 @@ def blind_timeline(grid: tuple[int, int, int, int]) -> dict[str, Any]:
     """A state timeline of what the monitor cannot measure: each blind metric (and group rate)
     as a bar reading "blind: selective labels" while it lasts."""
     x, y, w, h = grid
-    group_sel = "{" + SEL + "}"
     return {
         "type": "state-timeline",
         "title": "Blind metrics (cannot be measured)",
         "description": "While outcomes arrive for one predicted class only (selective labels: "
         "the denied never show an outcome), TPR and FPR are 1 or 0 by construction. The "
         "monitor then exports no value for them, their gaps or the equalized-odds difference, "
-        "and flags them here (fairness_metric_blind, fairness_group_metric_blind). An empty "
-        "panel means every metric is measured.",
+        "and they show here, as the Prometheus rules judge the counts summed across replicas "
+        "(fairness:<metric>_blind:info, which the alert rules read too). An empty panel means "
+        "every metric is measured.",
         "datasource": DS,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "fieldConfig": {
@@ -261,12 +278,8 @@ def blind_timeline(grid: tuple[int, int, int, int]) -> dict[str, Any]:
             "tooltip": {"mode": "single", "sort": "none"},
         },
         "targets": [
-            target(f"max by (metric) (fairness_metric_blind{group_sel})", "{{metric}}", "A"),
-            target(
-                f"max by (group, metric) (fairness_group_metric_blind{group_sel})",
-                "{{group}} {{metric}}",
-                "B",
-            ),
+            target(" or ".join(_named(m, False) for m in BLIND_GAPS), "{{metric}}", "A"),
+            target(" or ".join(_named(m, True) for m in BLIND_RATES), "{{group}} {{metric}}", "B"),
         ],
     }
 
