@@ -525,8 +525,9 @@ def fairness_overview() -> dict[str, Any]:
     panels = [
         stat(
             "Disparate impact ratio",
-            "Lowest group selection rate / highest (EEOC four-fifths rule: below 0.8 is "
-            "adverse impact), over groups with at least 30 predictions.",
+            "Lowest group selection rate / the reference group's (the configured reference "
+            "group, else the highest rate; EEOC four-fifths rule: below 0.8 is adverse "
+            "impact), over groups with at least the model's min_samples predictions.",
             f"fairness:disparate_impact:ratio{g}",
             unit="none",
             grid=(0, 0, 6, 5),
@@ -564,7 +565,8 @@ def fairness_overview() -> dict[str, Any]:
         ),
         timeseries(
             "Disparate impact ratio over time",
-            "Lowest / highest group selection rate with its 95% MOVER-R interval (shaded); "
+            "Lowest / reference group selection rate with its MOVER-R interval at the "
+            "configured confidence (shaded); "
             "the dashed line is the four-fifths bound, 0.8. A sustained fall is how a "
             "feedback loop shows itself.",
             [
