@@ -12,6 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from monitor.alerts.drift import DriftTracker
@@ -163,14 +164,14 @@ class AlertEvaluator:
         held = self.engine.ring_holds  # never judge a window that has partly left the ring
         windows = [w for w in spec.windows if held(m, k - (w.length + w.lag) // spec.bucket, at=k)]
         gone += [k] * (len(spec.windows) - len(windows))
-        for w, set_name, result in self._window_results(m, spec, k, sets, windows):
+        for w, set_name, result, floors in self._window_results(m, spec, k, sets, windows):
             self._record(spec.name, w, set_name, at, result)
             results.append((w, set_name, result))
             for rule in self._rules(w, set_name):
                 t = check_rule(
                     self.book,
                     rule,
-                    result,
+                    floors.get(rule.min_samples, result),
                     spec.name,
                     w,
                     set_name,
@@ -225,10 +226,15 @@ class AlertEvaluator:
         k: int,
         sets: list[tuple[str, Any, list[str]]],
         windows: list[Any],
-    ) -> list[tuple[str, str, AttributeResult]]:
-        """(window, attribute set, result) of every window ending at boundary ``k``: the windows
-        read at once, kept up to date between boundaries (``state/window_sums.py``), and the
-        results computed stacked (``metrics/batch.py``)."""
+    ) -> list[tuple[str, str, AttributeResult, dict[int, AttributeResult]]]:
+        """(window, attribute set, result, results by rule floor) of every window ending at
+        boundary ``k``: the windows read at once, kept up to date between boundaries
+        (``state/window_sums.py``), and the results computed stacked (``metrics/batch.py``).
+
+        A rule whose ``min_samples`` is above the model's judges the groups that reach it (as
+        ``gate`` does): with the model's floor, a smaller group with the extreme rate was the
+        compared one, the rule read "insufficient data", and a larger group's significant
+        breach never paged (found by a review)."""
         if not windows:
             return []
         ends = [k - w.lag // spec.bucket for w in windows]
@@ -241,9 +247,17 @@ class AlertEvaluator:
         ]
         # score distances only when a rule judges them or the timeline shows every metric
         scores = self._score_rules or self.on_boundary is not None
-        results = attribute_results(items, spec, confidence=self.config.confidence, scores=scores)
+        conf = self.config.confidence
+        results = attribute_results(items, spec, confidence=conf, scores=scores)
+        floors: list[dict[int, AttributeResult]] = [{} for _ in results]
+        for floor in sorted({r.min_samples for r in self.spec.rules} - {spec.min_samples}):
+            if floor > spec.min_samples:
+                at_floor = replace(spec, min_samples=floor)
+                for f, r in zip(floors, attribute_results(items, at_floor, confidence=conf,
+                                                          scores=scores), strict=True):  # fmt: skip
+                    f[floor] = r
         keys = [(w.name, name) for w in windows for name, _, _ in live]
-        return [(w, name, r) for (w, name), r in zip(keys, results, strict=True)]
+        return [(w, name, r, f) for (w, name), r, f in zip(keys, results, floors, strict=True)]
 
     def _sets(self, m: int) -> list[tuple[str, Any, list[str]]]:
         """(name, group indices, labels) of each attribute set; groups are only ever appended,

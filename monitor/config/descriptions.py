@@ -175,7 +175,8 @@ KEYS: dict[str, str] = {
     "RuleDoc.bound": "The value it must not cross, e.g. 0.8.",
     "RuleDoc.op": "`<`: fire below the bound; `>`: above it.",
     "RuleDoc.min_samples": "Each compared group needs this many decisions (or labelled "
-    "outcomes) in the window.",
+    "outcomes) in the window; above the model's, the rule compares only the groups that "
+    "reach it (the generated Prometheus rules do not: `prometheus-rules` warns).",
     "RuleDoc.significant": "Fire only when the whole confidence interval is beyond the bound "
     "(and resolve on it too).",
     "RuleDoc.for": "How long (event time) the condition must hold before the alert fires.",

@@ -261,11 +261,33 @@ def rules_yaml(config: Config, *, source: str) -> str:
     return header + body + selective + health
 
 
+def floor_warnings(config: Config) -> list[str]:
+    """Rules whose ``min_samples`` is above a model's: the monitor judges such a rule on the
+    groups that reach the rule's floor; these rules compare the pair the model's floor picks
+    and read "insufficient data" when a smaller group between the two floors is the extreme
+    one (no PromQL yet for a second set of eligible groups per floor)."""
+    out = []
+    for rule in config.alerts.rules:
+        below = [n for n, m in config.models.items() if m.min_samples < rule.min_samples]
+        if below:
+            out.append(
+                f"alert rule {rule.name}: its min_samples ({rule.min_samples}) is above that of "
+                f"model(s) {', '.join(below)}; Prometheus compares the groups with the model's "
+                "min_samples and may stay quiet (insufficient data) where the monitor pages "
+                "on the groups with the rule's: set the model's min_samples to the rule's for "
+                "the two to agree"
+            )
+    return out
+
+
 def prometheus_rules_command(config_path: str, outs: Sequence[str]) -> int:
     """``prometheus-rules -c CONFIG [-o FILE]…``: write the rules (stdout without ``-o``), for
     the configuration the monitor runs with: the file and the ``FAIRNESS_MONITOR__*``
     environment overrides (a confidence set there was left out: found by a review)."""
-    text = rules_yaml(load_config(config_path), source=config_path)
+    config = load_config(config_path)
+    text = rules_yaml(config, source=config_path)
+    for warning in floor_warnings(config):
+        print(f"fairness-monitor: warning: {warning}", file=sys.stderr)
     if not outs:
         sys.stdout.write(text)
     for path in outs:

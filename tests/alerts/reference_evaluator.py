@@ -23,9 +23,11 @@ class ReferenceEvaluator(AlertEvaluator):
         k: int,
         sets: list[tuple[str, Any, list[str]]],
         windows: list[Any],
-    ) -> list[tuple[str, str, AttributeResult]]:
+    ) -> list[tuple[str, str, AttributeResult, dict[int, AttributeResult]]]:
         out = []
         confidence = self.config.confidence
+        # a rule above the model's min_samples judges the groups that reach its own
+        floors = {r.min_samples for r in self.spec.rules if r.min_samples > spec.min_samples}
         for w in windows:
             end = k - w.lag // spec.bucket
             counts = self.engine.counts_between(m, end - w.length // spec.bucket, end, as_of=k)
@@ -40,8 +42,11 @@ class ReferenceEvaluator(AlertEvaluator):
                 )
                 ref_label = spec.reference_groups.get(set_name)
                 ref = labels.index(ref_label) if ref_label in labels else None
-                d = disparities(
-                    gm, min_samples=spec.min_samples, reference=ref, confidence=confidence
-                )
-                out.append((w.name, set_name, AttributeResult(tuple(labels), gm, d)))
+                by_floor = {
+                    f: AttributeResult(tuple(labels), gm, disparities(
+                        gm, min_samples=f, reference=ref, confidence=confidence))
+                    for f in {spec.min_samples, *floors}
+                }  # fmt: skip
+                result = by_floor.pop(spec.min_samples)
+                out.append((w.name, set_name, result, by_floor))
         return out

@@ -286,3 +286,43 @@ def test_a_small_selective_group_the_gap_leaves_out_does_not_silence_it(metric: 
     assert metric not in r.blind(1).disparities(r.disparities)  # ...the gap between a, b is not
     t = check_rule(AlertBook(), rule, r, "m", "1h", "g", T0, confidence=0.95)
     assert t is not None and t.alert.state == "firing"
+
+
+@pytest.mark.parametrize("with_small_group", [False, True])
+def test_a_rule_above_the_models_min_samples_judges_the_groups_that_reach_it(
+    with_small_group: bool,
+) -> None:
+    """Found by a review: the model's min_samples (30) let a small group c (~180 an hour, rate
+    0.1) be the compared one; the rule's (200) then read "insufficient data", and b's
+    significant breach (~600 an hour at 0.2 vs a's 0.5) never paged. The rule judges the
+    groups that reach its own floor (as ``gate`` does): b vs a pages, with or without c."""
+    import numpy as np
+
+    from monitor.ingest.events import LabelBatch, PredictionBatch
+
+    rule = four_fifths_rule(min_samples=200, **{"for": "0s"})
+    cfg = alert_config(rules=[rule], drift={"enabled": False}, evidence={"enabled": False})
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    reg = engine.registries[0]
+    groups = {"a": (20, 0.5), "b": (10, 0.2), **({"c": (3, 0.1)} if with_small_group else {})}
+    rng, key = np.random.default_rng(0), 1
+    for minute in range(120):
+        for g, (per_minute, rate) in groups.items():
+            ts = T0 + minute * 60 + np.sort(rng.uniform(0, 60, per_minute))
+            batch = PredictionBatch(
+                key=np.arange(key, key + per_minute, dtype=np.uint64),
+                model=np.zeros(per_minute, np.uint16),
+                ts=ts,
+                pred=(rng.random(per_minute) < rate).astype(np.uint8),
+                score=np.full(per_minute, np.nan),
+                groups=np.full((per_minute, 1), reg.index(0, g), np.int32),
+            )
+            key += per_minute
+            engine.apply(0, batch, LabelBatch())
+        ev.advance()
+    firing = [t.alert for t in ev.history if t.alert.state == "firing"]
+    assert firing, "the breach of b vs a never paged"
+    ann = firing[0].annotations
+    assert (ann["group"], ann["reference_group"]) == ("b", "a")
+    assert int(ann["group_n"]) >= 200 and int(ann["reference_n"]) >= 200

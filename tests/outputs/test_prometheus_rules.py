@@ -260,3 +260,22 @@ def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
         r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
                            cwd=tmp_path, timeout=120)  # fmt: skip
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_a_rule_above_a_models_min_samples_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The monitor judges such a rule on the groups that reach the rule's floor; the generated
+    rules compare the pair the model's floor picks. The command says so, naming both."""
+    base = "models:\n  credit:\n    attributes: {sex: {}}\n    min_samples: {ms}\n"
+    for ms, warned in ((10, True), (30, False)):
+        (tmp_path / "c.yaml").write_text(base.replace("{ms}", str(ms)))
+        assert (
+            main(
+                ["prometheus-rules", "-c", str(tmp_path / "c.yaml"), "-o", str(tmp_path / "r.yml")]
+            )
+            == 0
+        )
+        err = capsys.readouterr().err
+        assert ("alert rule FourFifthsRule: its min_samples (30)" in err) == warned, err
+        assert ("model(s) credit" in err) == warned
