@@ -9,8 +9,7 @@ every rate, Wilson bound, choice of groups and pair interval is one array operat
 results.
 
 The numbers are the reference functions' bit for bit: the same elementwise float operations in
-the same order, and the same first-index tie-breaking of ``argmax``/``argmin`` (masked entries
-become ∓inf, which no rate reaches). ``tests/metrics/test_batch.py`` checks it on random counts
+the same order, and the same tie-breaking (``ties.py``: the group whose label sorts first). ``tests/metrics/test_batch.py`` checks it on random counts
 with empty groups, single groups, undefined rates and configured reference groups.
 """
 
@@ -28,12 +27,12 @@ from monitor.metrics.intervals import mover_from_limits, newcombe_from_limits, r
 from monitor.metrics.registry import FOUR_FIFTHS
 from monitor.metrics.score_parity import parity, worst_distances
 from monitor.metrics.score_parity import references as score_references
+from monitor.metrics.ties import extreme
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, hist_cell
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Bool = npt.NDArray[np.bool_]
-Index = npt.NDArray[np.intp]
 
 # the across-group gaps, in the order of the bounded rates (selection rate, TPR, FPR, PPV)
 _GAPS = ("statistical_parity_difference", "tpr_gap", "fpr_gap", "ppv_gap")
@@ -87,11 +86,15 @@ def stacked_results(
     confidence: float = 0.95,
     favourable: int = 1,
     scores: bool = True,
+    ranks: I64 | None = None,
 ) -> list[tuple[GroupMetrics, AttributeDisparities]]:
     """:func:`~monitor.metrics.fairness.group_metrics` and
     :func:`~monitor.metrics.fairness.disparities` (MOVER-R ratio interval) of every result of
     ``counts[result, group, cell]``: result ``r`` has ``sizes[r]`` groups (the rest is zero
-    padding) and the configured reference group ``references[r]``."""
+    padding) and the configured reference group ``references[r]``; ``ranks[result, group]``:
+    each group's place in label order, which decides ties (default: index order)."""
+    if ranks is None:
+        ranks = np.broadcast_to(np.arange(counts.shape[1], dtype=np.int64), counts.shape[:2])
     c = np.moveaxis(counts, -1, 0)  # c[cell] is [result, group]
     n, fav, tp, fp, fn, tn = c[N], c[FAV], c[TP], c[FP], c[FN], c[TN]
     labelled = tp + fn + fp + tn
@@ -110,9 +113,9 @@ def stacked_results(
     scored = hist.sum(axis=-1)
     if scores:
         scored_ok = scored >= max(min_samples, 1)
-        score_ref = score_references(scored, references, scored_ok)
+        score_ref = score_references(scored, references, scored_ok, ranks)
         ks, w1, margin = parity(hist, score_ref, scored_ok, confidence)
-        worst = worst_distances(ks, w1, margin, score_ref, score_bins)
+        worst = worst_distances(ks, w1, margin, score_ref, score_bins, ranks)
     else:  # not asked for (the alert evaluator without score rules): undefined
         score_ref = np.full(len(sizes), -1)
         ks = w1 = margin = np.full(scored.shape, np.nan)
@@ -122,8 +125,9 @@ def stacked_results(
         for i, (r, z) in enumerate(zip(score_ref.tolist(), sizes, strict=True))
     ]
     ds = _disparities(
-        n, fav, rates[bounded], d[bounded], lo, hi, references, sizes, min_samples, score_rows
-    )
+        n, fav, rates[bounded], d[bounded], lo, hi, references, sizes, min_samples, score_rows,
+        ranks,
+    )  # fmt: skip
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
         bounds = dict(
@@ -132,15 +136,6 @@ def stacked_results(
         fields: list[Any] = [*c[:6, i, :size], labelled[i, :size], *rates[:, i, :size]]
         gm = GroupMetrics(*fields, *[ece[i, :size], bounds, scored[i, :size], hist[i, :size]])
         out.append((gm, dis))
-    return out
-
-
-def _first(values: F64, mask: Bool, *, lowest: bool) -> Index:
-    """Per row, the first index of the max (or min) of ``values`` where ``mask``."""
-    if lowest:
-        out: Index = np.argmin(np.where(mask, values, np.inf), axis=-1)
-    else:
-        out = np.argmax(np.where(mask, values, -np.inf), axis=-1)
     return out
 
 
@@ -155,6 +150,7 @@ def _disparities(
     sizes: Sequence[int],
     min_samples: int,
     score_rows: list[tuple[Any, ...]],
+    ranks: I64,
 ) -> list[AttributeDisparities]:
     """The across-group comparison of each row; ``rate``, ``den``, ``lo``, ``hi``:
     ``[4, result, group]`` selection rate, TPR, FPR, PPV, their denominators and Wilson limits
@@ -166,19 +162,19 @@ def _disparities(
     cfg = np.array([-1 if r is None else r for r in references], dtype=np.intp)
     cfg_ok = (cfg >= 0) & ok[rows, np.maximum(cfg, 0)]
     fallback = (cfg == -1) & ok.any(axis=-1)  # none configured: the highest-rate group
-    ref = np.where(cfg_ok, cfg, np.where(fallback, _first(sr, ok, lowest=False), -1))
+    ref = np.where(cfg_ok, cfg, np.where(fallback, extreme(sr, ok, ranks, lowest=False), -1))
     ri = np.maximum(ref, 0)
     sr_ref = sr[rows, ri]
     positive = (ref >= 0) & (sr_ref > 0)
     impact = np.where(ok & positive[:, None], sr / np.where(positive, sr_ref, 1.0)[:, None], np.nan)
     others = ok.copy()
     others[rows, ri] = False  # the worst group is never the reference itself
-    worst = _first(impact, others, lowest=True)
+    worst = extreme(impact, others, ranks, lowest=True)
     has_dir = positive & (ok.sum(axis=-1) >= 2)
     # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
     gap_ok = eligible & np.isfinite(rate) & (den >= max(min_samples, 1))  # see fairness._gap
-    top = _first(rate, gap_ok, lowest=False)
-    bottom = _first(rate, gap_ok, lowest=True)
+    top = extreme(rate, gap_ok, ranks, lowest=False)
+    bottom = extreme(rate, gap_ok, ranks, lowest=True)
     k = np.arange(4)[:, None]
     pick = np.stack([top, bottom, np.stack([worst] * 4), np.stack([ri] * 4)])  # [4 picks, 4, R]
     p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))
@@ -191,7 +187,7 @@ def _disparities(
     per_group = 0.5 * ((fpr - fpr[rows, ri][:, None]) + (tpr - tpr[rows, ri][:, None]))
     aod_ok = eligible & np.isfinite(per_group) & (ref >= 0)[:, None]
     aod_ok[rows, ri] = False
-    aod_g = _first(np.abs(per_group), aod_ok, lowest=False)
+    aod_g = extreme(np.abs(per_group), aod_ok, ranks, lowest=False)
     aod_value = per_group[rows, aod_g]
     dfair = _differential_fairness(fav, n, eligible)
 

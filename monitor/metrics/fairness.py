@@ -20,6 +20,7 @@ Conventions (see docs/metrics.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -36,6 +37,7 @@ from monitor.metrics.intervals import (
 )
 from monitor.metrics.registry import FOUR_FIFTHS
 from monitor.metrics.score_parity import parity, references, worst_distances
+from monitor.metrics.ties import extreme, label_ranks
 from monitor.state.windows import CAL, FAV, FN, FP, SCORE_SCALE, TN, TP, N, hist_cell
 
 F64 = npt.NDArray[np.float64]
@@ -135,6 +137,11 @@ def group_metrics(
     )
 
 
+def _pick(values: F64, mask: npt.NDArray[np.bool_], rank: I64, *, lowest: bool) -> int:
+    """The index of the max (min) of ``values`` where ``mask``: on a tie, the lowest rank."""
+    return int(extreme(values[None], mask[None], rank[None], lowest=lowest)[0])
+
+
 def _gap(
     basis: str,
     rate: F64,
@@ -143,6 +150,7 @@ def _gap(
     eligible: npt.NDArray[np.bool_],
     confidence: float,
     floor: int,
+    rank: I64,
 ) -> Disparity:
     """max − min of ``rate`` over eligible groups whose own denominator reaches ``floor``
     (min_samples: a group of many decisions and three labelled positives has a TPR of 0 or 1,
@@ -151,9 +159,8 @@ def _gap(
     ok = eligible & np.isfinite(rate) & (den >= floor)
     if ok.sum() < 2:
         return NAN_DISPARITY
-    idx = np.flatnonzero(ok)
-    hi = int(idx[np.argmax(rate[idx])])
-    lo = int(idx[np.argmin(rate[idx])])
+    hi = _pick(rate, ok, rank, lowest=False)
+    lo = _pick(rate, ok, rank, lowest=True)
     value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
     return Disparity(value, *_pair_diff(num, den, hi, lo, confidence), lo, hi, basis)
 
@@ -205,34 +212,37 @@ def disparities(
     reference: int | None = None,
     confidence: float = 0.95,
     ratio_method: RatioMethod = "mover-wilson",
+    labels: Sequence[str] | None = None,
 ) -> AttributeDisparities:
-    """Across-group disparities of one attribute set (groups below ``min_samples`` excluded)."""
+    """Across-group disparities of one attribute set (groups below ``min_samples`` excluded).
+    On a tie the group whose label sorts first is the extreme one (``ties.py``; without
+    ``labels``, the first index)."""
     eligible = m.n >= max(min_samples, 1)
+    rank = np.arange(len(m.n), dtype=np.int64) if labels is None else label_ranks(labels)
     sr = m.selection_rate
     ok = eligible & np.isfinite(sr)
     ref: int | None = None
     if reference is not None and reference >= 0 and ok[reference]:
         ref = reference
     elif reference is None and ok.any():  # none configured: the highest-rate group
-        idx = np.flatnonzero(ok)
-        ref = int(idx[np.argmax(sr[idx])])
+        ref = _pick(sr, ok, rank, lowest=False)
     impact = np.full(len(sr), np.nan)
     dir_ = NAN_DISPARITY
     if ref is not None and sr[ref] > 0:
         impact[ok] = sr[ok] / sr[ref]
         others = np.flatnonzero(ok)
         if len(others) >= 2:
-            worst = int(others[np.argmin(impact[others])])
+            worst = _pick(impact, ok, rank, lowest=True)
             if worst == ref:  # a configured reference may itself be the lowest
-                worst = int(others[others != ref][np.argmin(impact[others[others != ref]])])
+                worst = _pick(impact, ok & (np.arange(len(ok)) != ref), rank, lowest=True)
             ci = katz_log_ratio if ratio_method == "katz-log" else mover_ratio
             lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], confidence)
             dir_ = Disparity(
                 float(impact[worst]), float(lo), float(hi), worst, ref, "disparate_impact_ratio"
             )
     floor = max(min_samples, 1)
-    tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence, floor)
-    fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence, floor)
+    tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence, floor, rank)
+    fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence, floor, rank)
     defined = [d for d in (tpr_gap, fpr_gap) if not np.isnan(d.value)]
     # the worst case; it keeps the basis of the gap it is (tpr_gap on a tie)
     eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY
@@ -241,16 +251,15 @@ def disparities(
     aod = NAN_DISPARITY
     if ref is not None:
         per_group = 0.5 * ((m.fpr - m.fpr[ref]) + (m.tpr - m.tpr[ref]))
-        valid = np.flatnonzero(eligible & np.isfinite(per_group))
-        valid = valid[valid != ref]
-        if len(valid):
-            g = int(valid[np.argmax(np.abs(per_group[valid]))])
+        valid = eligible & np.isfinite(per_group) & (np.arange(len(eligible)) != ref)
+        if valid.any():
+            g = _pick(np.abs(per_group), valid, rank, lowest=False)
             aod = Disparity(float(per_group[g]), np.nan, np.nan, g, ref, "average_odds_difference")
     scored_ok = m.scored >= max(min_samples, 1)
-    score_ref = references(m.scored[None], [reference], scored_ok[None])
+    score_ref = references(m.scored[None], [reference], scored_ok[None], rank[None])
     ks, w1, margin = parity(m.score_histogram[None], score_ref, scored_ok[None], confidence)
     bins = m.score_histogram.shape[1]
-    worst_ks, worst_w1 = worst_distances(ks, w1, margin, score_ref, bins)[0]
+    worst_ks, worst_w1 = worst_distances(ks, w1, margin, score_ref, bins, rank[None])[0]
     return AttributeDisparities(
         eligible=eligible,
         reference=ref,
@@ -259,11 +268,18 @@ def disparities(
         four_fifths_violation=bool(dir_.value < FOUR_FIFTHS),
         four_fifths_significant=bool(dir_.upper < FOUR_FIFTHS),
         statistical_parity_difference=_gap(
-            "statistical_parity_difference", sr, m.favourable, m.n, eligible, confidence, floor
+            "statistical_parity_difference",
+            sr,
+            m.favourable,
+            m.n,
+            eligible,
+            confidence,
+            floor,
+            rank,
         ),
         tpr_gap=tpr_gap,
         fpr_gap=fpr_gap,
-        ppv_gap=_gap("ppv_gap", m.ppv, m.tp, m.tp + m.fp, eligible, confidence, floor),
+        ppv_gap=_gap("ppv_gap", m.ppv, m.tp, m.tp + m.fp, eligible, confidence, floor, rank),
         equalized_odds_difference=eod,
         average_odds_difference=aod,
         differential_fairness=differential_fairness(m.favourable[eligible], m.n[eligible]),

@@ -22,6 +22,7 @@ from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.registry import METRICS
 from monitor.metrics.score_parity import ABSENT
+from monitor.metrics.ties import label_ranks
 
 I64 = npt.NDArray[np.int64]
 
@@ -118,8 +119,10 @@ def attribute_results(
     width = max([1, *sizes])  # at least one (empty) group: argmax needs a non-empty axis
     stacked = np.zeros((len(items), width, items[0][0].shape[-1]), dtype=np.int64)
     refs: list[int | None] = []
+    ranks = np.zeros((len(items), width), dtype=np.int64)
     for i, (c, labels, set_name) in enumerate(items):
         stacked[i, : len(c)] = c
+        ranks[i] = label_ranks(labels, width)  # ties go by label, not by arrival (ties.py)
         ref, names = spec.reference_groups.get(set_name), list(labels)
         refs.append(None if ref is None else names.index(ref) if ref in names else ABSENT)
     out = stacked_results(
@@ -131,6 +134,7 @@ def attribute_results(
         confidence=confidence,
         favourable=spec.favourable,
         scores=scores,
+        ranks=ranks,
     )
     return [
         AttributeResult(tuple(lab), g, d) for (_, lab, _), (g, d) in zip(items, out, strict=True)

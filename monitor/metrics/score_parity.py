@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.metrics.disparities import NAN_DISPARITY, Disparity
+from monitor.metrics.ties import extreme
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -73,15 +74,19 @@ def dkw_margin(n: I64, confidence: float) -> F64:
 
 
 def references(
-    scored: I64, configured: Sequence[int | None], eligible: npt.NDArray[np.bool_]
+    scored: I64,
+    configured: Sequence[int | None],
+    eligible: npt.NDArray[np.bool_],
+    rank: I64 | None = None,
 ) -> Index:
     """Per row of ``scored[result, group]``: the configured reference if eligible, else (none
-    configured) the eligible group with the most scored predictions (the first on a tie); −1
-    if none — also when the configured one is :data:`ABSENT` or not eligible."""
+    configured) the eligible group with the most scored predictions (on a tie, the lowest
+    ``rank``: the label that sorts first, ``ties.py``); −1 if none — also when the configured
+    one is :data:`ABSENT` or not eligible."""
     rows = np.arange(scored.shape[0])
     cfg = np.array([-1 if r is None else r for r in configured], dtype=np.intp)
     cfg_ok = (cfg >= 0) & eligible[rows, np.maximum(cfg, 0)]
-    most: Index = np.argmax(np.where(eligible, scored, -1), axis=-1)
+    most = extreme(scored, eligible, _ranks(rank, scored.shape), lowest=False)
     fallback = (cfg == -1) & eligible.any(axis=-1)
     out: Index = np.where(cfg_ok, cfg, np.where(fallback, most, -1))
     return out
@@ -104,11 +109,16 @@ def parity(
     return np.where(take, ks, nan), np.where(take, w1, nan), np.where(take, margin, nan)
 
 
+def _ranks(rank: I64 | None, shape: tuple[int, ...]) -> I64:
+    return np.broadcast_to(np.arange(shape[-1], dtype=np.int64) if rank is None else rank, shape)
+
+
 def worst_distances(
-    ks: F64, w1: F64, margin: F64, ref: Index, bins: int
+    ks: F64, w1: F64, margin: F64, ref: Index, bins: int, rank: I64 | None = None
 ) -> list[tuple[Disparity, Disparity]]:
     """Per row: the largest KS and the largest W1 over its groups as disparities (the group,
-    the reference, the DKW interval clipped to [0, 1]); undefined without a compared group."""
+    the reference, the DKW interval clipped to [0, 1]; a tie: the lowest ``rank``); undefined
+    without a compared group."""
     rows = np.arange(ks.shape[0])
     picks = []
     for name, d, m in (
@@ -116,7 +126,7 @@ def worst_distances(
         ("score_wasserstein_distance", w1, margin * (1.0 - 1.0 / bins)),
     ):
         ok = np.isfinite(d)
-        g = np.argmax(np.where(ok, d, -np.inf), axis=-1)
+        g = extreme(d, ok, _ranks(rank, d.shape), lowest=False)
         v, e = d[rows, g], m[rows, g]
         lo, hi = np.maximum(v - e, 0.0), np.minimum(v + e, 1.0)
         cols = zip((np.count_nonzero(ok, axis=-1) > 0).tolist(), v.tolist(), lo.tolist(), hi.tolist(), g.tolist(),

@@ -44,7 +44,7 @@ class ReferenceEvaluator(AlertEvaluator):
                 ref = labels.index(ref_label) if ref_label in labels else None
                 by_floor = {
                     f: AttributeResult(tuple(labels), gm, disparities(
-                        gm, min_samples=f, reference=ref, confidence=confidence))
+                        gm, min_samples=f, reference=ref, confidence=confidence, labels=labels))
                     for f in {spec.min_samples, *floors}
                 }  # fmt: skip
                 result = by_floor.pop(spec.min_samples)

@@ -160,7 +160,11 @@ def test_stacked_results_are_the_reference_bit_for_bit(seed: int) -> None:
             else ABSENT
         )
         ref_d = disparities(
-            ref_gm, min_samples=spec.min_samples, reference=reference, confidence=confidence
+            ref_gm,
+            min_samples=spec.min_samples,
+            reference=reference,
+            confidence=confidence,
+            labels=labels,
         )
         assert r.labels == tuple(labels)
         assert_same(r.groups, r.disparities, ref_gm, ref_d)

@@ -1,0 +1,40 @@
+"""Which group is the extreme one when several tie: the one whose label sorts first.
+
+Why not the first index: a group's index is the order in which the monitor first met it, which
+depends on how partitions and poll batches interleave. On a tie (the same rate from, say,
+50/100 and 500/1000) the compared group decided the interval and so whether a significant
+rule paged: a live monitor and a replay of the same events, or two replicas, could judge the
+same counts differently (found by a review). Labels are the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Index = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+_LAST = np.iinfo(np.int64).max
+
+
+def label_ranks(labels: Sequence[str], width: int | None = None) -> I64:
+    """Each group's position in label order (padding past ``len(labels)`` ranks last)."""
+    width = len(labels) if width is None else width
+    out = np.arange(width, dtype=np.int64) + width  # padding: after every label, in order
+    order = sorted(range(len(labels)), key=lambda g: labels[g])
+    out[np.array(order, dtype=np.intp)] = np.arange(len(labels))
+    return out
+
+
+def extreme(values: npt.NDArray[np.floating] | I64, mask: npt.NDArray[np.bool_], rank: I64, *,
+            lowest: bool) -> Index:  # fmt: skip
+    """Per row, the index of the max (or min) of ``values`` where ``mask``; among equal values
+    the lowest ``rank``; 0 for a row without any (as ``argmax`` of nothing)."""
+    fill = np.inf if lowest else -np.inf
+    v = np.where(mask, values, fill)
+    best = v.min(axis=-1, keepdims=True) if lowest else v.max(axis=-1, keepdims=True)
+    tied = mask & (v == best)
+    out: Index = np.argmin(np.where(tied, np.broadcast_to(rank, v.shape), _LAST), axis=-1)
+    return out
