@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -54,8 +55,11 @@ class PartialsOut:
     def _too_large(self, p: BoundaryPartial, size: int) -> bytes:
         """A partial over the producer's request size (thousands of groups): refused by the
         producer, it stopped the replica, and every replica after it at the same boundary.
-        Sent instead: a marker that this partition has nothing through that boundary, so the
-        others are judged on; this partition's counts are missing there (logged, counted)."""
+        Sent instead: the partial without groups (its windows, bucket, arrivals and cohorts
+        empty), so the boundary is judged on without this partition's counts (logged,
+        counted). A marker ("nothing through here") held the boundaries back until a partial
+        of normal size came, and a partition whose partials stayed too large (groups are only
+        ever added) stopped the model's global judging for good (found by a review)."""
         self.too_large += 1
         if self.too_large == 1 or self.too_large % 1000 == 0:
             log.error(
@@ -70,7 +74,19 @@ class PartialsOut:
                 MAX_PARTIAL_BYTES,
                 self.too_large,
             )
-        return encode(BoundaryPartial(p.model, p.partition, p.boundary, p.first, (), ()))
+        assert p.windows is not None
+        w, c = p.windows.shape[0], p.windows.shape[2]
+        cohorts = len(p.cohorts)
+        empty = BoundaryPartial(
+            p.model, p.partition, p.boundary, p.first, (), (),
+            windows=np.zeros((w, 0, c), np.int64),
+            bucket=np.zeros((0, c), np.int64),
+            arrivals=np.zeros((0, c), np.int64),
+            cohorts=p.cohorts,
+            cohort_counts=np.zeros((cohorts, 0, c), np.int64) if cohorts else None,
+            cohort_held=p.cohort_held,
+        )  # fmt: skip
+        return encode(empty)
 
     def hello(self, owned: Iterable[int], firsts: Callable[[int], Mapping[str, int]]) -> None:
         """Say once that this replica owns each partition: the view waits to hear from every

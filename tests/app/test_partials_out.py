@@ -59,18 +59,21 @@ def partial(groups: int) -> Any:
                            arrivals=arr(groups, 58))  # fmt: skip
 
 
-def test_a_partial_over_the_request_size_is_sent_as_a_marker_not_a_crash(
+def test_a_partial_over_the_request_size_is_sent_without_groups_not_a_crash(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Found by a review: at ~3,000 groups a boundary's partial is over 1 MiB; the producer
-    refused it from ``send``, the replica died, and every replica after it at that boundary."""
+    refused it from ``send``, the replica died, and every replica after it at that boundary.
+    It is sent without its groups (the boundary judged without its counts), not as a marker:
+    a later review found a marker held the boundaries back for good."""
     producer = Producer()
     o = out(producer)
     with caplog.at_level(logging.ERROR):
         o.publish([partial(3000), partial(10)])
     assert o.too_large == 1 and "left out of the global judgement" in caplog.text
     big, small = (decode(v) for _, v in producer.sent)
-    assert big.marker and big.boundary == 10  # nothing through 10 from this partition
+    assert not big.marker and big.boundary == 10 and big.labels == ()
+    assert big.windows is not None and big.windows.shape == (2, 0, 58)
     assert not small.marker and small.windows is not None
 
 
@@ -124,3 +127,35 @@ def test_a_partition_is_said_idle_once_per_quiet_spell() -> None:
         (IDLE_KEY, {"partition": 2, "model": "m"}),
         (IDLE_KEY, 2),
     ]
+
+
+def test_a_partition_whose_partials_stay_too_large_holds_no_boundary_back() -> None:
+    """Found by a review: once a partition's partials were over the size (groups only ever
+    grow, so they stay over), its markers froze its place in the global view: the model was
+    judged no further, other partitions' partials were let go, and no page came at all. Now
+    the view judges on without its counts, to the last boundary published."""
+    from monitor.alerts.evaluator import AlertEvaluator
+    from monitor.alerts.global_view import GlobalView
+    from monitor.alerts.partials_codec import encode
+    from tests.alerts.test_fast_evaluation import stream
+    from tests.alerts.test_global_view import config, published, single
+
+    cfg = config()
+    batches = stream(0, 12, 2)
+    ref = single(cfg, batches)
+    partials = published(cfg, batches, 2)
+    first = min(p.boundary for p in partials if p.partition == 1 and not p.marker)
+    o = out(Producer())
+    view = GlobalView(cfg, partitions=2)
+    ev = AlertEvaluator(cfg, view)
+    for p in partials:
+        if p.partition == 1 and not p.marker and p.boundary >= first + 20:
+            before = o.too_large
+            p = decode(o._too_large(p, 2 << 20))  # what publish sends instead
+            assert o.too_large == before + 1
+        else:
+            p = decode(encode(p))
+        view.add(p)
+        ev.advance()
+    assert ev.last[0] == ref.last[0]  # judged to the end, as one instance
+    assert view.dropped == 0 and view.missing == 0
