@@ -96,8 +96,17 @@ def _parameters(config: Config) -> list[dict[str, Any]]:
         _label_replace(f"vector({m.favourable})", {"model": name})
         for name, m in config.models.items()
     )
+    judged = " or ".join(
+        _label_replace("vector(1)", {"model": name, "window": w.name, "attribute": s})
+        for name, m in config.models.items()
+        for w in m.windows
+        for s in m.set_names
+    )
     return [
         rec("fairness:min_samples:value", ms),
+        # every (model, window, attribute set) the configuration judges: a firing alert whose
+        # window or model is no longer configured resolves (as the monitor retires it)
+        rec("fairness:judged:info", judged or "vector(1) unless vector(1)"),
         rec("fairness:favourable_class:value", favourable),  # which prediction is favourable
         # no reference group configured: an empty vector (every ratio uses the highest rate)
         rec("fairness:reference_group:info", " or ".join(refs) or "vector(1) unless vector(1)"),
@@ -181,7 +190,16 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     rev = ">=" if rule.op == "<" else "<="
     near_back = f" and on ({ATTR}) {p}{near}:ratio {rev} {rule.bound!r}" if rule.significant else ""
     unless = f"\n    unless on ({ATTR}) {p}_blind:info" if spec.needs_labels else ""
-    firing = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
+    # a firing alert stays while its metric is not measured, as long as the configuration
+    # still judges its window (a model it does not name: every window, as the rules read any
+    # model) and the model's counts are still exported (an hour's grace for a restart): one
+    # whose model, window or attribute set is gone for good resolves (a review)
+    alerts = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
+    firing = (
+        f"(({alerts} and on ({ATTR}) fairness:judged:info{{{sel}}}\n"
+        f"      or {alerts} unless on (model) fairness:judged:info)\n"
+        f"    and on (model) group by (model) (present_over_time(fairness_predictions[1h])))"
+    )
     # The value is the measured disparity, NaN while a firing alert's metric is not measured
     # (a compared group below min_samples, or gone; selective labels): as in the monitor, that
     # is no news and the alert stays firing until there is evidence of recovery (a review: the
