@@ -9,6 +9,7 @@ same counts differently (found by a review). Labels are the same everywhere.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,11 +21,18 @@ _LAST = np.iinfo(np.int64).max
 
 
 def label_ranks(labels: Sequence[str], width: int | None = None) -> I64:
-    """Each group's position in label order (padding past ``len(labels)`` ranks last)."""
-    width = len(labels) if width is None else width
+    """Each group's position in label order (padding past ``len(labels)`` ranks last). Read
+    only: the same array is returned for the same labels (the evaluator asks at every
+    boundary for the same attribute sets)."""
+    return _ranks(tuple(labels), len(labels) if width is None else width)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranks(labels: tuple[str, ...], width: int) -> I64:
     out = np.arange(width, dtype=np.int64) + width  # padding: after every label, in order
-    order = sorted(range(len(labels)), key=lambda g: labels[g])
+    order = sorted(range(len(labels)), key=labels.__getitem__)
     out[np.array(order, dtype=np.intp)] = np.arange(len(labels))
+    out.flags.writeable = False
     return out
 
 
