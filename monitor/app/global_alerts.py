@@ -70,6 +70,7 @@ class GlobalAlerts:
         self.seq = 0  # transitions judged
         self.delivered = 0  # through this sequence number, as last saved
         self.owed: dict[int, Alert] = {}  # judged, not known delivered (seq -> alert)
+        self.owed_sinks: dict[int, frozenset[str]] = {}  # the sinks owing each (none: all)
         self.follower = gs.Follower()  # what it keeps while another replica delivers
         self.leading = False
         # the group's word (its listener): the partition was assigned and not revoked since.
@@ -130,6 +131,7 @@ class GlobalAlerts:
         offset, self.seq = gs.rewind(self.evaluator, self.view, s)
         self.delivered = 0 if s is None else s.through()
         self.owed = {o.seq: persist.alert_from_state(o.alert) for o in (s.owed if s else [])}
+        self.owed_sinks = gs.saved_sinks(s)
         if offset is None:
             self.reader.seek_to_beginning(self.topic)
             return
@@ -208,17 +210,18 @@ class GlobalAlerts:
         else:
             self.follower.owe(self.owed, seq, alert)
 
-    def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition) -> None:
-        self.submitted[dispatcher.submit(t)] = seq
+    def _submit(self, dispatcher: Dispatcher, seq: int, t: Transition, to: gs.Sinks = None) -> None:
+        self.submitted[dispatcher.submit(t, to)] = seq
         self.handed = max(self.handed, seq)
 
     def _delivered(self, dispatcher: Dispatcher) -> int:
         """What no sink owes any more (delivered, given up, or replaced by a newer state) is
         owed here no more; returns the seq through which every transition is delivered or
         still in ``owed`` (everything handed over: the exceptions are listed)."""
-        owing = dispatcher.owed_tickets()
+        owing = dispatcher.owing_sinks()
         for ticket in [t for t in self.submitted if t not in owing]:
             self.owed.pop(self.submitted.pop(ticket), None)
+        self.owed_sinks = {s: frozenset(owing[t]) for t, s in self.submitted.items()}
         return max(self.delivered, self.handed)
 
     def _delivered_elsewhere(self, value: bytes | None) -> None:
@@ -231,6 +234,7 @@ class GlobalAlerts:
             return
         if not self.leading:
             self.follower.saw(mark, self.owed)
+            self.owed_sinks = gs.sinks_of(mark.sinks)
 
     def _elect(self, dispatcher: Dispatcher) -> bool:
         """Follow the group; True when this call took delivery over (also just after stepping
@@ -253,7 +257,8 @@ class GlobalAlerts:
             self._take_over(dispatcher)
             log.info("delivering alerts now (%d transitions owed)", len(self.owed))
             for seq in sorted(self.owed):
-                self._submit(dispatcher, seq, Transition(self.owed[seq], None))
+                t = Transition(self.owed[seq], None)
+                self._submit(dispatcher, seq, t, self.owed_sinks.get(seq))
         took, self.leading = leading and not self.leading, leading
         return took
 
@@ -272,6 +277,7 @@ class GlobalAlerts:
         self.delivered, lost, self.resend = self.follower.takeover(
             self.owed, self.delivered, saved, self.seq
         )
+        self.owed_sinks = gs.merge_sinks(self.owed_sinks, gs.saved_sinks(saved))
         if lost and not self._judge_again(saved, lost):
             dispatcher.dropped(len(lost) + gs.orphans(self.owed, lost))
         dispatcher.reseed(firing)
@@ -299,9 +305,9 @@ class GlobalAlerts:
         return True
 
     def _save(self, dispatcher: Dispatcher, changed: bool) -> None:
-        now, before = time.monotonic(), len(self.owed)
-        delivered = self._delivered(dispatcher)
-        changed = changed or len(self.owed) != before or delivered != self.delivered
+        now, before = time.monotonic(), (len(self.owed), self.owed_sinks, self.delivered)
+        delivered = self._delivered(dispatcher)  # (a sink that delivered: saved, and spared)
+        changed = changed or (len(self.owed), self.owed_sinks, delivered) != before
         if not changed and now - self.saved_at < SAVE_EVERY:
             return
         offset = self.view.resume_offset()
@@ -312,13 +318,15 @@ class GlobalAlerts:
         pending = [s for s in self.resend if s > self.seq]
         recorded = min([delivered, *[s - 1 for s in pending]])
         safe, exceptions = gs.record(self.owed, recorded)
+        view = self.view.progress(self.evaluator.last)
+        view |= {gs.THROUGH: recorded, gs.SINKS: gs.listed(self.owed_sinks, self.owed)}
         state = GlobalState(
             "global",
             offset,
             self.seq,
             safe,
             [OwedState(s, persist.alert_to_state(a)) for s, a in sorted(self.owed.items())],
-            {**self.view.progress(self.evaluator.last), gs.THROUGH: recorded},
+            view,
             persist.dumps(self.evaluator),
         )
         try:
@@ -326,7 +334,7 @@ class GlobalAlerts:
         except Exception as exc:  # a failed save is tried again next turn
             log.error("saving the judging state failed: %s", exc)
             return
-        mark = Mark(safe, exceptions, recorded)
+        mark = Mark(safe, exceptions, recorded, gs.listed(self.owed_sinks, exceptions))
         if mark != self.marked and self.out is not None:  # saved: tell the others
             self.out.send(DELIVERED_KEY, msgspec.json.encode(mark))
             self.marked = mark

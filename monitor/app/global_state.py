@@ -25,6 +25,8 @@ from monitor.alerts.lifecycle import Alert, Key
 from monitor.alerts.outbox import MAX_OWED
 
 THROUGH = "delivered_through"  # the key of ``through`` in the saved view
+SINKS = "owed_sinks"  # and of each owed transition's sinks still owing it (none listed: all)
+Sinks = frozenset[str] | None  # the sinks to send a transition to (None: every one)
 # transitions let go (to judge them again) remembered with their alerts' keys; past that, seqs
 EVICTED_KEPT = 10 * MAX_OWED
 
@@ -36,6 +38,7 @@ class Mark(msgspec.Struct, frozen=True):
     delivered: int
     owed: list[int] = []
     through: int = 0
+    sinks: dict[str, list[str]] = {}  # per owed seq, the sinks still owing it (none: all)
 
     def last(self) -> int:
         return max(self.through, self.delivered)
@@ -57,6 +60,37 @@ class GlobalState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def through(self) -> int:
         return int(self.view.get(THROUGH, self.delivered))
+
+
+def sinks_of(doc: Any) -> dict[int, frozenset[str]]:
+    """Per owed seq, the sinks that still owe it, as a record lists them. A takeover sends an
+    owed page to those only: while Alertmanager was down, a webhook that had the page got it
+    again at every takeover and restart (found by a review, as in ``app/alerting.py``)."""
+    out: dict[int, frozenset[str]] = {}
+    for k, v in (doc if isinstance(doc, dict) else {}).items():
+        if isinstance(v, list):
+            try:
+                out[int(k)] = frozenset(str(x) for x in v)
+            except ValueError:
+                continue
+    return out
+
+
+def saved_sinks(saved: GlobalState | None) -> dict[int, frozenset[str]]:
+    return sinks_of(saved.view.get(SINKS)) if saved is not None else {}
+
+
+def merge_sinks(*known: dict[int, frozenset[str]]) -> dict[int, frozenset[str]]:
+    """What every record says still owes each seq (a sink only ever stops owing one)."""
+    out: dict[int, frozenset[str]] = {}
+    for record in known:
+        for s, v in record.items():
+            out[s] = out[s] & v if s in out else v
+    return out
+
+
+def listed(sinks: dict[int, frozenset[str]], owed: Any) -> dict[str, list[str]]:
+    return {str(s): sorted(v) for s, v in sorted(sinks.items()) if s in owed}
 
 
 def load(text: str | None, warn: Callable[..., None]) -> GlobalState | None:

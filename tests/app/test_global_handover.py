@@ -75,7 +75,7 @@ class Dispatcher:
         self.refuses: set[str] = set()
         self.owing: dict[int, object] = {}  # ticket -> its alert's key
 
-    def submit(self, t: Transition) -> int:
+    def submit(self, t: Transition, only: Any = None) -> int:
         self.queued += 1
         self.accepted = self.queued
         if t.alert.state != "pending":
@@ -89,6 +89,11 @@ class Dispatcher:
 
     def owed_tickets(self) -> set[int]:
         return set(self.owing)
+
+    def owing_sinks(self) -> dict[int, set[str]]:
+        from monitor.alerts.receivers import SINKS
+
+        return {t: set(SINKS) for t in self.owed_tickets()}  # as if every sink owed it
 
     def quiet(self) -> bool:
         return True  # nothing in flight: what is owed waits for a backoff

@@ -482,3 +482,44 @@ def test_pages_let_go_past_what_is_remembered_are_counted_when_lost(
         sent = {n for n, _, _ in hook.sent} - {"X"}
         assert len(sent) + sink.undelivered("alertmanager", "dropped") == 40, deleted
         assert len(sent) == (10 if deleted else 40)
+
+
+def _two_sinks() -> Any:
+    from monitor.alerts.sinks import Dispatcher
+    from monitor.config.rules import SinkSpec
+
+    return Dispatcher(SinkSpec(alertmanager_url="http://127.0.0.1:9/",
+                               webhook_url="http://127.0.0.1:9/hook", log=False))  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["restart", "follower"])
+def test_a_takeover_sends_an_owed_page_only_to_the_sinks_that_still_owe_it(how: str) -> None:
+    """Found by reviews: what the deliverer owed was recorded without its sinks, so while
+    Alertmanager was down a webhook that had the page got it again at every takeover and
+    restart (as a local restart did, fixed before). The saved state and the mark keep the
+    sinks owing each page; the new deliverer sends it to those only."""
+    from tests.app.test_global_handover import fired
+
+    a = fired("A", 60.0)
+    store, readers = Store(), []
+    lead, el_lead = fed(store, readers, [[a]])
+    other, el_other = fed(store, readers, [[a]]) if how == "follower" else (None, None)
+    d1 = _two_sinks()
+    el_lead.owns = True
+    turns(lead, d1, 1)
+    hook = d1.outboxes["webhook"]
+    sent = hook.due(10**9)
+    assert [x.name for x in sent] == ["A"]
+    hook.delivered(sent, 10**9)  # the webhook took it; Alertmanager is down
+    assert list(d1.owing_sinks().values()) == [{"alertmanager"}]
+    turns(lead, d1, 1)  # saved and marked: owed to Alertmanager only
+    if other is None:  # the deliverer dies; a restarted replica takes over from the store
+        other, el_other = fed(store, readers, [[a]])
+    else:
+        turns(other, _two_sinks(), 1)  # the follower reads the mark
+    assert el_other is not None
+    d2 = _two_sinks()
+    el_lead.owns, el_other.owns = False, True
+    turns(other, d2, 1)
+    assert d2.outboxes["alertmanager"].owed_tickets(), "Alertmanager is still owed the page"
+    assert not d2.outboxes["webhook"].owed_tickets(), "the webhook would get the page again"
