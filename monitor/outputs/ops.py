@@ -248,7 +248,7 @@ def _alerts(s: OpsSnapshot, d: Deliveries) -> Iterator[Any]:
         partials = CounterMetricFamily(
             "fairness_alert_partials",
             "alerts.scope: global: partials this replica sent (sent, send_failed and retried, "
-            "too_large: sent as a silence, the partition's counts left out) and read (duplicate; "
+            "too_large: sent without its groups, the partition's counts left out) and read (duplicate; "
             "missing: a boundary judged without a partition's counts; let_go: waited too long, "
             "its windows skipped; unknown_model, not_partial: another configuration's).",
             labels=["outcome"],

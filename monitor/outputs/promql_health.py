@@ -106,6 +106,14 @@ HEALTH_GROUP = """\
         summary: "{{ $labels.instance }} has {{ $value }} records waiting and has consumed none for over 10 minutes"
         description: "The process is up (it is scraped) but its main loop does not consume: no fairness metric or alert moves."
         runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorstalled"
+    - alert: FairnessMonitorAbsent
+      expr: absent_over_time(fairness_events_total[10m])
+      labels:
+        severity: page
+      annotations:
+        summary: "No fairness monitor has been scraped for 10 minutes: nothing is judged"
+        description: "Without counts no fairness alert can fire, and after an hour without any a firing one resolves: that resolution is the outage, not a recovery."
+        runbook_url: "https://github.com/fairness-monitor/fairness-monitor/blob/main/docs/runbook.md#fairnessmonitorabsent"
     - alert: FairnessAttributeCoverageLow
       expr: |
         sum by (instance, model) (increase(fairness_attribute_decisions_total{outcome="with_attributes"}[30m]))
