@@ -162,19 +162,20 @@ def _disparities(
     cfg = np.array([-1 if r is None else r for r in references], dtype=np.intp)
     cfg_ok = (cfg >= 0) & ok[rows, np.maximum(cfg, 0)]
     fallback = (cfg == -1) & ok.any(axis=-1)  # none configured: the highest-rate group
-    ref = np.where(cfg_ok, cfg, np.where(fallback, extreme(sr, ok, ranks, lowest=False), -1))
+    highest = extreme(sr, ok, ranks, lowest=False, weight=n)
+    ref = np.where(cfg_ok, cfg, np.where(fallback, highest, -1))
     ri = np.maximum(ref, 0)
     sr_ref = sr[rows, ri]
     positive = (ref >= 0) & (sr_ref > 0)
     impact = np.where(ok & positive[:, None], sr / np.where(positive, sr_ref, 1.0)[:, None], np.nan)
     others = ok.copy()
     others[rows, ri] = False  # the worst group is never the reference itself
-    worst = extreme(impact, others, ranks, lowest=True)
+    worst = extreme(impact, others, ranks, lowest=True, weight=n)
     has_dir = positive & (ok.sum(axis=-1) >= 2)
     # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
     gap_ok = eligible & np.isfinite(rate) & (den >= max(min_samples, 1))  # see fairness._gap
-    top = extreme(rate, gap_ok, ranks, lowest=False)
-    bottom = extreme(rate, gap_ok, ranks, lowest=True)
+    top = extreme(rate, gap_ok, ranks, lowest=False, weight=den)
+    bottom = extreme(rate, gap_ok, ranks, lowest=True, weight=den)
     k = np.arange(4)[:, None]
     pick = np.stack([top, bottom, np.stack([worst] * 4), np.stack([ri] * 4)])  # [4 picks, 4, R]
     p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))

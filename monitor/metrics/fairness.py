@@ -21,7 +21,7 @@ Conventions (see docs/metrics.md):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -137,9 +137,13 @@ def group_metrics(
     )
 
 
-def _pick(values: F64, mask: npt.NDArray[np.bool_], rank: I64, *, lowest: bool) -> int:
-    """The index of the max (min) of ``values`` where ``mask``: on a tie, the lowest rank."""
-    return int(extreme(values[None], mask[None], rank[None], lowest=lowest)[0])
+def _pick(
+    values: F64, mask: npt.NDArray[np.bool_], rank: I64, *, lowest: bool, weight: Any = None
+) -> int:
+    """The index of the max (min) of ``values`` where ``mask``: on a tie, the largest
+    ``weight``, then the lowest rank (``ties.py``)."""
+    w = None if weight is None else np.asarray(weight)[None]
+    return int(extreme(values[None], mask[None], rank[None], lowest=lowest, weight=w)[0])
 
 
 def _gap(
@@ -159,8 +163,8 @@ def _gap(
     ok = eligible & np.isfinite(rate) & (den >= floor)
     if ok.sum() < 2:
         return NAN_DISPARITY
-    hi = _pick(rate, ok, rank, lowest=False)
-    lo = _pick(rate, ok, rank, lowest=True)
+    hi = _pick(rate, ok, rank, lowest=False, weight=den)
+    lo = _pick(rate, ok, rank, lowest=True, weight=den)
     value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
     return Disparity(value, *_pair_diff(num, den, hi, lo, confidence), lo, hi, basis)
 
@@ -225,16 +229,17 @@ def disparities(
     if reference is not None and reference >= 0 and ok[reference]:
         ref = reference
     elif reference is None and ok.any():  # none configured: the highest-rate group
-        ref = _pick(sr, ok, rank, lowest=False)
+        ref = _pick(sr, ok, rank, lowest=False, weight=m.n)
     impact = np.full(len(sr), np.nan)
     dir_ = NAN_DISPARITY
     if ref is not None and sr[ref] > 0:
         impact[ok] = sr[ok] / sr[ref]
         others = np.flatnonzero(ok)
         if len(others) >= 2:
-            worst = _pick(impact, ok, rank, lowest=True)
+            worst = _pick(impact, ok, rank, lowest=True, weight=m.n)
             if worst == ref:  # a configured reference may itself be the lowest
-                worst = _pick(impact, ok & (np.arange(len(ok)) != ref), rank, lowest=True)
+                others = ok & (np.arange(len(ok)) != ref)
+                worst = _pick(impact, others, rank, lowest=True, weight=m.n)
             ci = katz_log_ratio if ratio_method == "katz-log" else mover_ratio
             lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], confidence)
             dir_ = Disparity(

@@ -1,4 +1,5 @@
-"""Which group is the extreme one when several tie: the one whose label sorts first.
+"""Which group is the extreme one when several tie: the one with the most decisions behind its
+rate, then the one whose label sorts first.
 
 Why not the first index: a group's index is the order in which the monitor first met it, which
 depends on how partitions and poll batches interleave. On a tie (the same rate from, say,
@@ -37,12 +38,17 @@ def _ranks(labels: tuple[str, ...], width: int) -> I64:
 
 
 def extreme(values: npt.NDArray[np.floating] | I64, mask: npt.NDArray[np.bool_], rank: I64, *,
-            lowest: bool) -> Index:  # fmt: skip
+            lowest: bool, weight: npt.NDArray[np.floating] | I64 | None = None) -> Index:  # fmt: skip
     """Per row, the index of the max (or min) of ``values`` where ``mask``; among equal values
-    the lowest ``rank``; 0 for a row without any (as ``argmax`` of nothing)."""
+    the largest ``weight`` (a rate's denominator: the group the generated Prometheus rules pick
+    too, and equal rates of equal size have equal intervals, so both judge alike), then the
+    lowest ``rank``; 0 for a row without any (as ``argmax`` of nothing)."""
     fill = np.inf if lowest else -np.inf
     v = np.where(mask, values, fill)
     best = v.min(axis=-1, keepdims=True) if lowest else v.max(axis=-1, keepdims=True)
     tied = mask & (v == best)
+    if weight is not None:
+        w = np.where(tied, weight, -np.inf)
+        tied &= w == w.max(axis=-1, keepdims=True)
     out: Index = np.argmin(np.where(tied, np.broadcast_to(rank, v.shape), _LAST), axis=-1)
     return out

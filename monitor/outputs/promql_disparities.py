@@ -30,6 +30,17 @@ def rec(name: str, expr: str) -> dict[str, Any]:
     return {"record": name, "expr": expr}
 
 
+def most(values: str, den: str, *, lowest: bool) -> str:
+    """Per (model, window, attribute): the group with the highest (lowest) of ``values``, among
+    equal ones the one with the most decisions in ``den`` (as the monitor: ``ties.py``; groups
+    tied in both have the same interval, so which one topk takes changes no decision)."""
+    agg = "min" if lowest else "max"
+    return (
+        f"topk by ({ATTR}) (1, {den}\n"
+        f"  and on ({GROUP}) ({values} == on ({ATTR}) group_left {agg} by ({ATTR}) ({values})))\n"
+    )
+
+
 def pair_rules(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -> list[Any]:
     """Per (model, window, attribute): the two compared groups' rate, limits and samples."""
     fam = RATE_FAMILY[rate].name
@@ -65,13 +76,13 @@ def disparate_impact_rules() -> list[dict[str, Any]]:
     1 = the lowest group, 2 = the reference:
     L = [p₁p₂ − √((p₁p₂)² − l₁(2p₁ − l₁)·u₂(2p₂ − u₂))] / [u₂(2p₂ − u₂)], lower limit ≥ 0
     U = [p₁p₂ + √((p₁p₂)² − u₁(2p₁ − u₁)·l₂(2p₂ − l₂))] / [l₂(2p₂ − l₂)]"""
-    m, sr = "disparate_impact", "fairness:selection_rate:ratio"
+    m, sr, n = "disparate_impact", "fairness:selection_rate:ratio", summed(("n",))
     ref = (
         f"{sr} and on (model, attribute, group) fairness:reference_group:info\n"
-        f"or on ({ATTR}) (topk by ({ATTR}) (1, {sr})\n"
+        f"or on ({ATTR}) ({most(sr, n, lowest=False)}"
         "  unless on (model, attribute) fairness:reference_group:info)\n"
     )
-    worst = f"bottomk by ({ATTR}) (1, {sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)\n"
+    worst = most(f"({sr} unless on ({GROUP}) fairness:{m}_high_group:ratio)", n, lowest=True)
     out = pair_rules(m, ref, worst, "selection_rate", ("n",))
     p1, l1, u1 = (f"fairness:{m}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
     p2, l2, u2 = (f"fairness:{m}_high_{w}:ratio" for w in ("rate", "lower", "upper"))
@@ -95,10 +106,11 @@ def gap_rules(metric: str) -> list[dict[str, Any]]:
     spec = METRICS[metric]
     r = f"fairness:{RATE_FAMILY[spec.rate].name}_judged:ratio"
     two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
+    den = summed(spec.counts)
     out = pair_rules(
         metric,
-        f"topk by ({ATTR}) (1, {r})\n{two}",
-        f"bottomk by ({ATTR}) (1, {r})\n{two}",
+        f"{most(r, den, lowest=False)}{two}",
+        f"{most(r, den, lowest=True)}{two}",
         spec.rate,
         spec.counts,
     )
