@@ -250,7 +250,9 @@ class AlertEvaluator:
         conf = self.config.confidence
         results = attribute_results(items, spec, confidence=conf, scores=scores)
         floors: list[dict[int, AttributeResult]] = [{} for _ in results]
-        for floor in sorted({r.min_samples for r in self.spec.rules} - {spec.min_samples}):
+        judging = {r.min_samples for w in windows for name, _, _ in live
+                   for r in self._rules(w.name, name)}  # fmt: skip
+        for floor in sorted(judging):
             if floor > spec.min_samples:
                 at_floor = replace(spec, min_samples=floor)
                 for f, r in zip(floors, attribute_results(items, at_floor, confidence=conf,

@@ -9,8 +9,9 @@ every rate, Wilson bound, choice of groups and pair interval is one array operat
 results.
 
 The numbers are the reference functions' bit for bit: the same elementwise float operations in
-the same order, and the same tie-breaking (``ties.py``: the group whose label sorts first). ``tests/metrics/test_batch.py`` checks it on random counts
-with empty groups, single groups, undefined rates and configured reference groups.
+the same order, and the same tie-breaking (``ties.py``: the most decisions, then the label that
+sorts first). ``tests/metrics/test_batch.py`` checks it on random counts with empty groups,
+single groups, undefined rates and configured reference groups.
 """
 
 from __future__ import annotations
@@ -86,15 +87,13 @@ def stacked_results(
     confidence: float = 0.95,
     favourable: int = 1,
     scores: bool = True,
-    ranks: I64 | None = None,
+    ranks: I64,
 ) -> list[tuple[GroupMetrics, AttributeDisparities]]:
     """:func:`~monitor.metrics.fairness.group_metrics` and
     :func:`~monitor.metrics.fairness.disparities` (MOVER-R ratio interval) of every result of
     ``counts[result, group, cell]``: result ``r`` has ``sizes[r]`` groups (the rest is zero
     padding) and the configured reference group ``references[r]``; ``ranks[result, group]``:
-    each group's place in label order, which decides ties (default: index order)."""
-    if ranks is None:
-        ranks = np.broadcast_to(np.arange(counts.shape[1], dtype=np.int64), counts.shape[:2])
+    each group's place in label order, which decides ties (``ties.label_ranks``)."""
     c = np.moveaxis(counts, -1, 0)  # c[cell] is [result, group]
     n, fav, tp, fp, fn, tn = c[N], c[FAV], c[TP], c[FP], c[FN], c[TN]
     labelled = tp + fn + fp + tn

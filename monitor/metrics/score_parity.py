@@ -77,7 +77,7 @@ def references(
     scored: I64,
     configured: Sequence[int | None],
     eligible: npt.NDArray[np.bool_],
-    rank: I64 | None = None,
+    rank: I64,
 ) -> Index:
     """Per row of ``scored[result, group]``: the configured reference if eligible, else (none
     configured) the eligible group with the most scored predictions (on a tie, the lowest
@@ -86,7 +86,7 @@ def references(
     rows = np.arange(scored.shape[0])
     cfg = np.array([-1 if r is None else r for r in configured], dtype=np.intp)
     cfg_ok = (cfg >= 0) & eligible[rows, np.maximum(cfg, 0)]
-    most = extreme(scored, eligible, _ranks(rank, scored.shape), lowest=False)
+    most = extreme(scored, eligible, rank, lowest=False)
     fallback = (cfg == -1) & eligible.any(axis=-1)
     out: Index = np.where(cfg_ok, cfg, np.where(fallback, most, -1))
     return out
@@ -109,12 +109,8 @@ def parity(
     return np.where(take, ks, nan), np.where(take, w1, nan), np.where(take, margin, nan)
 
 
-def _ranks(rank: I64 | None, shape: tuple[int, ...]) -> I64:
-    return np.broadcast_to(np.arange(shape[-1], dtype=np.int64) if rank is None else rank, shape)
-
-
 def worst_distances(
-    ks: F64, w1: F64, margin: F64, ref: Index, bins: int, rank: I64 | None = None
+    ks: F64, w1: F64, margin: F64, ref: Index, bins: int, rank: I64
 ) -> list[tuple[Disparity, Disparity]]:
     """Per row: the largest KS and the largest W1 over its groups as disparities (the group,
     the reference, the DKW interval clipped to [0, 1]; a tie: the lowest ``rank``); undefined
@@ -126,7 +122,7 @@ def worst_distances(
         ("score_wasserstein_distance", w1, margin * (1.0 - 1.0 / bins)),
     ):
         ok = np.isfinite(d)
-        g = extreme(d, ok, _ranks(rank, d.shape), lowest=False)
+        g = extreme(d, ok, rank, lowest=False)
         v, e = d[rows, g], m[rows, g]
         lo, hi = np.maximum(v - e, 0.0), np.minimum(v + e, 1.0)
         cols = zip((np.count_nonzero(ok, axis=-1) > 0).tolist(), v.tolist(), lo.tolist(), hi.tolist(), g.tolist(),

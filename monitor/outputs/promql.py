@@ -189,7 +189,10 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     clears = " with its interval's near limit back past the bound" if rule.significant else ""
     rev = ">=" if rule.op == "<" else "<="
     near_back = f" and on ({ATTR}) {p}{near}:ratio {rev} {rule.bound!r}" if rule.significant else ""
-    unless = f"\n    unless on ({ATTR}) {p}_blind:info" if spec.needs_labels else ""
+    # selective labels: a blind metric is no news (blind_rules), written where it applies
+    blind = f"unless on ({ATTR}) {p}_blind:info" if spec.needs_labels else ""
+    same_line, next_line, deeper = ((f" {blind}", f"\n    {blind}", f"\n        {blind}")
+                                    if blind else ("", "", ""))  # fmt: skip
     # a firing alert stays while its metric is not measured, as long as the configuration
     # still judges its window (a model it does not name: every window, as the rules read any
     # model) and the model's counts are still exported (an hour's grace for a restart): one
@@ -205,17 +208,17 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     # is no news and the alert stays firing until there is evidence of recovery (a review: the
     # series vanished and Prometheus resolved, then paged again after `for`).
     expr = (
-        f"({p}:ratio{{{sel}}}{unless.replace(chr(10) + '   ', '')}\n"
+        f"({p}:ratio{{{sel}}}{same_line}\n"
         f"  or on ({ATTR}) max by ({ATTR}) ({firing}) * NaN)\n"
         f"and on ({ATTR}) (\n"
         f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
-        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{unless})\n"
+        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{next_line})\n"
         f"  or on ({ATTR}) (\n"
         f"    {firing}\n"
         f"    unless on ({ATTR}) (\n"
         f"      {p}:ratio {rev} {back!r}{near_back}\n"
         f"        and on ({ATTR}) {p}_samples:min >= {rule.min_samples}"
-        f"{unless.replace(chr(10), chr(10) + '    ')})\n"
+        f"{deeper})\n"
         "  )\n)\n"
     )
     limit = "its confidence interval's far limit" if rule.significant else "it"
