@@ -101,8 +101,9 @@ def from_kafka(
     else:
         if value is None:
             raise Invalid(Reason.TOMBSTONE, "a CloudEvent without data (a tombstone)")
-        if "specversion" not in attrs:
-            raise Invalid(Reason.MISSING_ID, "not a CloudEvent: no ce_specversion header")
+        if "specversion" not in attrs:  # (with its ce_id: the envelope is what is wrong)
+            reason = Reason.BAD_CLOUDEVENT if attrs.get("id") else Reason.MISSING_ID
+            raise Invalid(reason, "not a CloudEvent: no ce_specversion header")
         data = value
         if content_type:
             attrs.setdefault("datacontenttype", content_type)
@@ -166,7 +167,9 @@ def _structured(value: bytes | None) -> tuple[dict[str, str], bytes]:
 def _structured_stdlib(value: bytes) -> tuple[dict[str, str], bytes]:
     try:
         doc = json.loads(value)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:  # as _structured says it (NaN elsewhere sent it here: a review)
+        raise Invalid(Reason.TOO_DEEP, "structured CloudEvent nested too deeply") from None
+    except ValueError as exc:
         raise Invalid(Reason.NOT_JSON, f"structured CloudEvent: {exc}") from None
     if not isinstance(doc, dict):
         raise Invalid(Reason.NOT_OBJECT, "structured CloudEvent is not a JSON object")

@@ -8,6 +8,7 @@ reason a dead letter will carry.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 from monitor.ingest.events import Invalid, Reason
 
 NUMBER = (int, float)
+# a number written as text: epoch seconds or milliseconds, never a date (Python's fromisoformat
+# reads "1767120100000" as 1767-12-01: the date 17671201, any one character, then the hour 00)
+_NUMERIC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_COMPACT_DATE = re.compile(r"\d{8}")  # ISO-8601's basic date, YYYYMMDD
 
 
 def parse_timestamp(value: object) -> float:
@@ -30,13 +35,14 @@ def parse_timestamp(value: object) -> float:
             raise Invalid(Reason.BAD_TIMESTAMP, f"{value!r} is not a finite timestamp")
         return t / 1000.0 if abs(t) > 1e11 else t
     if isinstance(value, str):
+        text = value.strip()
+        # (not Python's 1_600_000_000: no CSV or JSON writes a time so; a review)
+        if _NUMERIC.fullmatch(text) and not _COMPACT_DATE.fullmatch(text):
+            return parse_timestamp(float(text))
         try:
-            dt = datetime.fromisoformat(value.strip())
+            dt = datetime.fromisoformat(text)
         except ValueError:
-            try:  # (not Python's 1_600_000_000: no CSV or JSON writes a time so; a review)
-                return parse_timestamp(float(value if "_" not in value else "x"))
-            except ValueError:
-                raise Invalid(Reason.BAD_TIMESTAMP, f"{value[:40]!r} is not ISO-8601") from None
+            raise Invalid(Reason.BAD_TIMESTAMP, f"{value[:40]!r} is not ISO-8601") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         return dt.timestamp()

@@ -100,7 +100,7 @@ class Table:
     def row_ids(self, fallback: str | None = None) -> RowIds:
         """``<id>/<row>`` per row (a single row keeps the id itself), never written out
         (``keys.RowIds``: their keys, their longest length)."""
-        rid = self.id if self.id is not None else fallback
+        rid = self.id or fallback  # an empty id is none, as in the protobuf (a review)
         if rid is None or rid == "":
             raise Invalid(
                 Reason.MISSING_ID, "the payload has no id (nor a UTF-8 header giving one)"

@@ -145,7 +145,7 @@ class ServingFast:
         return record_times(self.plan, rb)
 
     def _ids(self, payloads: list[Any], events: Columns | None, records: Any) -> list[str]:
-        ids = [p.id for p in payloads]
+        ids = [p.id or None for p in payloads]  # empty: none (as oip.row_ids)
         if None in ids:
             if events is not None:
                 ids = [e if i is None else i for i, e in zip(ids, events.id, strict=True)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from monitor.config.spec import ConfigError, parse_config
 from monitor.ingest.events import DeadLetter, RawRecord, Reason
@@ -206,11 +207,16 @@ def test_a_dead_letter_fits_the_topic_whatever_the_records_key_and_headers() -> 
     room = DEFAULT_MAX_MESSAGE_BYTES - DEAD_LETTER_OVERHEAD
 
     def size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> int:
-        return len(key or b"") + len(value) + sum(len(k) + len(v) for k, v in headers)
+        """The record batch the producer sends, as kafka-python measures it."""
+        return DefaultRecordBatchBuilder.size_in_bytes(0, 0, key, value, headers) + 61
 
     small = [(f"h{i}", b"x" * 1024) for i in range(20)]
     huge = [(f"h{i}", b"x" * 100_000) for i in range(20)]  # 2 MB of headers
-    for value, own, key in ((b"v" * 2_000_000, small, b"k"), (b"v" * 10, huge, b"k" * 500_000)):
+    many = [("a", b"")] * 150_000  # small headers: their length fields count (a review)
+    cases = [(b"v" * 2_000_000, small, b"k"), (b"v" * 10, huge, b"k" * 500_000)]
+    cases.append((b"{" * 598_400, many, b"k"))
+    assert size(b"k", b"{" * 598_400, many) <= DEFAULT_MAX_MESSAGE_BYTES  # the input fitted
+    for value, own, key in cases:
         d = DeadLetter(Reason.RECORD_TOO_LARGE, "big", RawRecord(value, 0, "t", 0, 9, key, own))
         k, v, headers = dead_letter_record(d, room)
         assert size(k, v, headers) <= DEFAULT_MAX_MESSAGE_BYTES
@@ -220,8 +226,11 @@ def test_a_dead_letter_fits_the_topic_whatever_the_records_key_and_headers() -> 
             assert k == b"k" and all(got[n] == h for n, h in own)
             assert got["fm.truncated"] == b"true" and got["fm.original.size"] == b"2000000"
             assert len(v) > room - 30_000
+        elif own is many:  # kept, the value cut by what their length fields take
+            assert got["fm.truncated"] == b"true" and len(headers) > len(many)
         else:  # too large to keep: left out, their size said; the value whole
             assert k is None and "h0" not in got and v == value
-            assert int(got["fm.dropped.headers"]) == len(key) + size(None, b"", own)
+            raw = len(key) + sum(len(n) + len(h) for n, h in own)
+            assert raw < int(got["fm.dropped.headers"]) < raw + 100
     plain = DeadLetter(Reason.NOT_JSON, "x", RawRecord(b"{", 0, "t", 0, 1, b"k", [("a", b"b")]))
     assert dead_letter_record(plain, room) == (b"k", b"{", dead_letter_headers(plain))

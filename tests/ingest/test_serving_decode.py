@@ -82,6 +82,31 @@ def test_bare_oip_takes_the_id_from_the_payload_or_the_request_id_header() -> No
     assert dead == [] and list(asked["key"]) == list(id_keys(["hdr-1"]))
     _, _, dead = dec.decode(batch(rec(json.dumps(body).encode(), [], c["t"])))
     assert [d.reason for d in dead] == [Reason.MISSING_ID]
+    body["id"] = ""  # an empty id is none (as in the protobuf): the header's (a review)
+    asked, _, dead = dec.decode(
+        batch(rec(json.dumps(body).encode(), [("x-request-id", b"hdr-2")], c["t"]))
+    )
+    assert dead == [] and list(asked["key"]) == list(id_keys(["hdr-2"]))
+
+
+def test_an_empty_payload_id_takes_the_cloudevents_id() -> None:
+    """Found by a review: ``"id": ""`` hid the event's ``ce_id`` and the call was refused."""
+    _, dec = setup("kserve-cloudevents")
+    c = next(c for c in calls(5) if len(c["sex"]) == 1)
+    req, resp = payloads(c)
+    bodies = []
+    for raw in (req, resp):
+        body = json.loads(raw)
+        body["id"] = ""
+        bodies.append(json.dumps(body).encode())
+    asked, answered, dead = dec.decode(
+        batch(
+            rec(bodies[0], ce("request", c["id"], c["t"]), c["t"]),
+            rec(bodies[1], ce("response", c["id"], c["t"] + 0.05), c["t"]),
+        )
+    )
+    assert dead == []
+    assert list(asked["key"]) == list(answered["key"]) == list(id_keys([c["id"]]))
 
 
 @pytest.mark.parametrize(
