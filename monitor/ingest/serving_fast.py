@@ -21,7 +21,7 @@ from __future__ import annotations
 import gc
 import math
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -145,7 +145,7 @@ class ServingFast:
         return record_times(self.plan, rb)
 
     def _ids(self, payloads: list[Any], events: Columns | None, records: Any) -> list[str]:
-        ids = [p.id or None for p in payloads]  # empty: none (as oip.row_ids)
+        ids: list[str | None] = [p.id or None for p in payloads]  # empty: none (oip.row_ids)
         if None in ids:
             if events is not None:
                 ids = [e if i is None else i for i, e in zip(ids, events.id, strict=True)]
@@ -160,7 +160,7 @@ class ServingFast:
                 raise GiveUp
         if "" in ids:
             raise GiveUp
-        return ids
+        return cast("list[str]", ids)
 
     def _models(self, payloads: list[Any], events: Columns | None, resps: list[int]) -> None:
         """Every record is the one serving model's (else the careful path sorts them out)."""
