@@ -246,7 +246,10 @@ class ModelEvidence:
 
     def restart(self, s: int, g: int, det: int) -> None:
         """After resolving: no evidence; a change detector forgets the blocks from its guard
-        before the change on (they hold the change)."""
+        before the change on (they hold the change). The reference's forgets them for every
+        group of its set: a ratio of baselines over different hours is no ratio (the others,
+        paused meanwhile, kept the change, and a group equal to the reference throughout
+        paged as "rose relative to" it: found by a review)."""
         a = self.arrays
         since = a["since"][s, g, det]
         a["log_r"][s, g, det], a["arm"][s, g, det], a["rec"][s, g, det] = -np.inf, -1, 0.0
@@ -255,7 +258,8 @@ class ModelEvidence:
             a["frozen"][s, g, det] = np.nan
             fired = int((since - self.spec.bucket) // self.block)  # the block of the bucket
             cut = fired - max(1, min(self.ev.guard // self.block, (fired - self.first) // 3))
-            a["blocks"][a["block_ids"] >= cut, s, g, det] = 0
+            groups = slice(None) if g == self.refs[s] else g
+            a["blocks"][a["block_ids"] >= cut, s, groups, det] = 0
             self._cache = None
 
     def _store(self, cur: int, obs: np.ndarray, k: int) -> None:
