@@ -121,7 +121,7 @@ def judge(
     value, lower, upper = (x if math.isfinite(x) else math.nan for x in (d.value, d.lower, d.upper))
     status: Status
     if not compared_enough(rule, jr, d):
-        status, note = "insufficient", _short(rule, len(keep))
+        status, note = "insufficient", _short(rule, spec, len(keep), _short_ref(spec, where, rows))
     else:
         blind = None
         if METRICS[rule.metric].needs_labels:
@@ -210,7 +210,25 @@ def _rows(
     return rows
 
 
-def _short(rule: AlertRule, judged: int) -> str:
+def _short_ref(
+    spec: ModelSpec, where: tuple[str, str], rows: list[tuple[int, GroupRow]]
+) -> GroupRow | None:
+    """The configured reference group's row when it is short of data (left out)."""
+    ref = spec.reference_groups.get(where[1])
+    return next((row for _, row in rows if row.name == ref and not row.judged), None)
+
+
+def _short(rule: AlertRule, spec: ModelSpec, judged: int, ref: GroupRow | None) -> str:
+    """Why a check is not judged. A configured reference short of data is named: with it left
+    out, a ratio to it is undefined however many other groups have data (found by a review:
+    the note said "1 group(s) … two are needed" for a set of five)."""
+    if ref is not None and judged >= 2:
+        return (
+            f"insufficient data: the reference group {ref.name!r} (reference_groups) has "
+            f"{ref.n} decision(s), short of min_samples ({max(spec.min_samples, 1)} decisions, "
+            f"{rule.min_samples} in each compared rate's denominator): ratios to it are not "
+            "judged"
+        )
     return (
         f"insufficient data: {judged} group(s) with at least {rule.min_samples} in each "
         "compared rate's denominator (and the model's min_samples predictions); two are needed"

@@ -384,6 +384,24 @@ def test_a_reference_group_absent_from_the_data_exits_2_naming_the_key(
     assert "(its groups: 'A', 'B')" in err
 
 
+def test_a_reference_group_short_of_data_is_named_not_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: the reference A with 12 decisions (min_samples 30) and three groups of
+    500: the four-fifths check read "insufficient data: 3 group(s) … two are needed". It names
+    the reference and its count; the gap rules, which need no reference, are judged."""
+    data = write_set(tmp_path, {"A": (12, 8), "B": (500, 300), "C": (500, 300), "D": (500, 300)})
+    junit = tmp_path / "gate.xml"
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--junit", str(junit))
+    line = next(x for x in out.splitlines() if "FourFifthsRule [group]" in x)
+    assert "the reference group 'A' (reference_groups) has 12 decision(s)" in line, out
+    assert "two are needed" not in line
+    assert rc == 0  # insufficient data is reported, not judged (docs/gate.md)
+    tc = cases(junit)
+    assert tc["FourFifthsRule [group]"].find("skipped") is not None
+    assert tc["TruePositiveRateGap [group]"].find("skipped") is None  # judged without A
+
+
 def test_schema_rejects_what_ci_cannot_read(schema: xmlschema.XMLSchema) -> None:
     """The schema bites: a testcase without a name, a count that is not a number."""
     assert not schema.is_valid(
