@@ -221,9 +221,18 @@ def _annotations(
         else " (the reference group: against its own baseline)"
     )
     base_vs = f", {ref} {_rate(base[s, r, metric])}" if r != g else ""
+    baseline = f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. "
+    base_rate = _rate(base[s, g, metric])
+    if not fire and det < 3:  # what recovery was judged against, not today's rolling baseline
+        frozen = float(me.arrays["frozen"][s, g, det])  # (which may hold the change: a review)
+        base_rate = f"{frozen:.3f}" + (f"× {ref}'s rate" if r != g else "")
+        baseline = f"judged against the baseline frozen when it fired: {group} {base_rate}. "
+        base_rate += " (frozen when it fired)"
+    elif not fire:  # a pair test compares the groups now; a baseline is not what it judged
+        baseline = ""
     description = (
         f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}{vs}; "
-        f"baseline: {group} {_rate(base[s, g, metric])}{base_vs}. {evidence} (at most "
+        f"{baseline}{evidence} (at most "
         f"{budget.pages:g} false page(s) per {days:g} days for this model). A drop of this "
         f"group's rate to 0.8× shows in {eta}."
     )
@@ -234,7 +243,7 @@ def _annotations(
         "reference_group": ref,
         "group_rate_last_hour": _rate(hour[s, g, metric]),
         "reference_rate_last_hour": _rate(hour[s, r, metric]),
-        "baseline_rate": _rate(base[s, g, metric]),
+        "baseline_rate": base_rate,
         "log_evidence": f"{tot:.2f}",
         "log_threshold": f"{log_c:.2f}",
         "expected_time_to_detect": eta,

@@ -6,6 +6,7 @@ different poll batches give the same evidence."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -412,3 +413,48 @@ def test_a_detector_that_cannot_fire_yet_claims_no_time_to_detect() -> None:
     later = rows_after(30)
     watching = [r for r in later if r.state == "watching"]
     assert len(watching) >= 3 and all(math.isfinite(r.expected_seconds) for r in watching)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_a_resolved_change_quotes_the_baseline_it_was_judged_against(seed: int) -> None:
+    """Found by a review: the resolved notice quoted the rolling baseline of the moment, which
+    by then held hours of the change itself, while the recovery was judged against the
+    baseline frozen when the alert fired. The resolved notice quotes that frozen ratio: the
+    fired notice's baseline counts, b's rate over a's."""
+    preds, labs = events(64 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=seed)
+    at_resolve: list[np.ndarray] = []
+
+    def watch(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
+        if not at_resolve and any(t.alert.state == "resolved" for t in ev.history):
+            at_resolve.append(ev.evidence.last[0]["base"].copy())  # the step that resolved
+        return ev
+
+    ev = drive(preds, labs, cut_minutes=7, cfg=config(guard="2h"), at_minute=watch)
+    fired, resolved = pages(ev, "FairnessChange", group="b", metric="selection_rate")
+    got = re.search(r"baseline: b \S+ \((\d+) of (\d+)\), a \S+ \((\d+) of (\d+)\)",
+                    fired.annotations["description"])  # fmt: skip
+    assert got is not None, fired.annotations["description"]
+    xb, nb, xa, na = (int(v) for v in got.groups())
+    ratio = (xb / nb) / (xa / na)
+    said = re.search(
+        r"judged against the baseline frozen when it fired: b (\S+)× a's rate",
+        resolved.annotations["description"],
+    )
+    assert said is not None, resolved.annotations["description"]
+    assert float(said.group(1)) == pytest.approx(ratio, abs=0.0006)
+    assert resolved.annotations["baseline_rate"].startswith(said.group(1))
+    # the rolling baseline at the resolve held the drop: it is not what the notice quotes
+    labels = ev.evidence.models[0].labels[0]
+    b, a = (at_resolve[0][0, labels.index(x), 0] for x in "ba")
+    assert abs((b[0] / b[1]) / (a[0] / a[1]) - ratio) > 0.02
+
+
+def test_a_resolved_pair_test_quotes_no_baseline() -> None:
+    """The four-fifths test judges the groups against each other in the last blocks; its
+    resolved notice quoted a rolling baseline with different n per group (a review)."""
+    sel: Rate = lambda m: 0.15 if 24 * H <= m < 40 * H else 0.5  # noqa: E731
+    preds, labs = events(64 * H, sel, seed=11, per_min=(20.0, 4.0))
+    ev = drive(preds, labs, cut_minutes=7, cfg=config(guard="2h"))
+    fired, resolved = pages(ev, "FourFifthsEvidence", group="b")
+    assert "baseline: b " in fired.annotations["description"]  # context when it fires
+    assert "baseline" not in resolved.annotations["description"]
