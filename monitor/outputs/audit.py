@@ -19,6 +19,7 @@ from typing import Any
 from monitor.alerts.evaluator import SeriesPoint
 from monitor.config.spec import Config
 from monitor.metrics.registry import FOUR_FIFTHS, INTERVAL_NAMES, METRICS
+from monitor.outputs.report import as_of_text
 from monitor.outputs.score_report import estimates_html
 from monitor.outputs.svg import line_chart
 
@@ -54,8 +55,7 @@ th, td { padding: .2rem .6rem; border-bottom: 1px solid #eceff1; text-align: rig
 th:first-child, td:first-child { text-align: left; }
 caption { text-align: left; color: #5f6368; font-size: .85rem; }
 .breach { color: #b3261e; font-weight: 700; }
-.muted { color: #5f6368; font-size: .9rem; }
-.blind { color: #5f6368; font-style: italic; }
+.muted { color: #5f6368; font-size: .9rem; } .blind { color: #5f6368; font-style: italic; }
 figure { margin: .5rem 0 1.5rem; } figcaption { color: #5f6368; font-size: .85rem; }
 @media print { h2 { break-before: page; } }
 """
@@ -281,7 +281,8 @@ def render_html(
             ann = a["annotations"]
             items.append(
                 f'<li data-alert="{_e(a["name"])}" data-state="{_e(a["state"])}"><strong>'
-                f"{_e(a['name'])}</strong> {_e(a['state'])} at {_e(a['at'])} ({_e(where)})"
+                f"{_e(a['name'])}</strong> {_e(a['state'])} at {_e(a['at'] + as_of_text(a))}"
+                f" ({_e(where)})"
                 f'<br>{_e(ann.get("summary", ""))}<br><span class="muted">'
                 f"{_e(ann.get('description', ''))}</span></li>"
             )

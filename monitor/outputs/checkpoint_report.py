@@ -15,7 +15,7 @@ from typing import Any
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.sinks import alert_json
+from monitor.alerts.receivers import alert_json, iso
 from monitor.config.spec import Config
 from monitor.outputs.report import build_report
 from monitor.state.checkpoint import CheckpointError
@@ -65,7 +65,13 @@ def checkpoint_audit(cfg: Config, path: str | None = None) -> tuple[dict[str, An
         store.close()
     saved = AlertEvaluator(cfg, engine)
     persist.restore(saved, alerts)
-    fired = [alert_json(a) for a in saved.book.firing()]
+    # a firing alert keeps the time it fired, but its value and notes are those of the last
+    # boundary judged: said so, not passed off as the firing time's (found by a review)
+    judged = {spec.name: saved.last[m] * spec.bucket for m, spec in enumerate(engine.models)
+              if m in saved.last}  # fmt: skip
+    fired = [
+        alert_json(a) | as_of(judged.get(a.labels.get("model", ""))) for a in saved.book.firing()
+    ]
     # the history of the retained span: its closed boundaries, evaluated afresh
     evaluator = AlertEvaluator(cfg, engine, series_points=None)
     evaluator.advance()
@@ -74,3 +80,8 @@ def checkpoint_audit(cfg: Config, path: str | None = None) -> tuple[dict[str, An
     )
     report["alerts"] = fired
     return report, evaluator
+
+
+def as_of(at: float | None) -> dict[str, str]:
+    """``{"numbers_as_of": iso time}`` of an alert's refreshed numbers (none: unknown)."""
+    return {} if at is None else {"numbers_as_of": iso(at)}

@@ -261,7 +261,7 @@ def format_table(report: dict[str, Any]) -> str:
     for a in report.get("alerts", []):
         where = ", ".join(f"{k}={v}" for k, v in a["labels"].items() if k != "alertname")
         lines.append(
-            f"alert {a['name']} {a['state']} at {a['at']} ({where}) "
+            f"alert {a['name']} {a['state']} at {a['at']}{as_of_text(a)} ({where}) "
             f"{a['annotations'].get('summary', '')}"
         )
     c = report["counters"]
@@ -277,3 +277,9 @@ def format_table(report: dict[str, Any]) -> str:
         )
     lines += [f"warning: {w}" for w in report.get("warnings", [])]
     return "\n".join(printable(line) for line in lines)
+
+
+def as_of_text(alert: dict[str, Any]) -> str:
+    """A firing alert read from a checkpoint: its numbers are the last judged boundary's."""
+    t = alert.get("numbers_as_of")
+    return f"; numbers as of {t}" if t and t != alert["at"] else ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import json
 import re
@@ -13,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import persist
+from monitor.alerts.evaluator import AlertEvaluator
+from monitor.alerts.receivers import iso
 from monitor.app.demo import demo_config_text
 from monitor.app.replay import replay as replay_events
 from monitor.cli import main
@@ -188,6 +192,39 @@ def test_report_from_checkpoint_equals_status(sim: tuple[Path, Path]) -> None:
     tables = parse(html_path)
     assert compare(tables, status) > 300
     assert tables.svgs == 2 * 3 * 2  # history re-evaluated over the retained span
+
+
+def test_a_firing_alert_from_a_checkpoint_says_when_its_numbers_are_from(
+    sim: tuple[Path, Path],
+) -> None:
+    """Found by a review: ``report --checkpoint`` printed "FourFifthsRule firing at <the time
+    it fired>" beside the numbers of the last boundary judged, hours later. A firing alert
+    read from a checkpoint says both: when it fired, and when its numbers are from."""
+    tmp, config = sim
+    cfg = load_config(str(config))
+    engine = Engine(cfg)
+    evaluator = AlertEvaluator(cfg, engine)
+    preds = [RawRecord(line) for line in (tmp / "predictions.jsonl").read_bytes().splitlines()]
+    labels = [RawRecord(line) for line in (tmp / "labels.jsonl").read_bytes().splitlines()]
+    replay_events(engine, preds, labels, batch_size=5000, evaluator=evaluator)
+    firing = [a for a in evaluator.book.firing() if a.name == "FourFifthsRule"]
+    assert firing, [t.alert.name for t in evaluator.history]
+    judged = max(evaluator.last.values()) * cfg.models["lending"].bucket
+    assert all(a.at < judged for a in firing)  # fired before the last boundary judged
+    cp = tmp / "alerts-checkpoint.sqlite"
+    store = CheckpointStore(str(cp))
+    store.save(
+        [(0, {"lending-predictions": 1}, encode(*engine.export_partition(0)))],
+        alerts=persist.dumps(evaluator),
+    )
+    store.close()
+    html_path = tmp / "alerts-from-checkpoint.html"
+    rc, _ = cli("report", "-c", str(config), "--checkpoint", str(cp), "--out", str(html_path))
+    assert rc == 0
+    text = html.unescape(html_path.read_text())
+    for a in firing:
+        line = f"FourFifthsRule</strong> firing at {iso(a.at)}; numbers as of {iso(judged)} "
+        assert line in text, text[text.find("<h2>Alerts") :][:2000]
 
 
 def test_report_needs_an_input(tmp_path: Path) -> None:
