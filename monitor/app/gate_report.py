@@ -55,7 +55,8 @@ def headline(c: Check, confidence: float) -> str:
     if c.low_group is not None and c.low_group == c.high_group:
         pair = ": every judged group has the same rate"
     if not math.isfinite(c.value):
-        return f"{r.metric} undefined (bound {r.op} {r.bound}){pair}"
+        what = "not measured" if c.status == "blind" else "undefined"
+        return f"{r.metric} {what} (bound {r.op} {r.bound}){pair}"
     past = " wholly" if c.status == "fail" else ""
     where = "below" if r.op == "<" else "above"
     verdict = f"{past} {where}" if c.status == "fail" else f", bound {r.op}"

@@ -127,18 +127,19 @@ def judge(
         if METRICS[rule.metric].needs_labels:
             report = blind_groups(jr.groups, favourable=spec.favourable)
             blind = report.disparities(jr.disparities).get(rule.metric)
-        if blind is not None:
+        if blind is not None:  # its numbers and pair are made up ("A vs A": a review)
             status, note = "blind", f"blind: {blind.text}"
+            value = lower = upper = math.nan
         elif rule.breached(value, lower, upper):
             status, note = "fail", ""
         else:
             status, note = "pass", ""
             if replace(rule, significant=False).breached(value, lower, upper):
                 note = "past the bound, but not significantly (the interval reaches it)"
+    low, high = (None, None) if status == "blind" else (d.low_group, d.high_group)
     return Check(
-        where[0], where[1], rule, status, value, lower, upper,
-        jr.name(d.low_group), jr.name(d.high_group), tuple(row for _, row in rows), note,
-        d.basis,
+        where[0], where[1], rule, status, value, lower, upper, jr.name(low), jr.name(high),
+        tuple(row for _, row in rows), note, d.basis,
     )  # fmt: skip
 
 

@@ -65,8 +65,8 @@ def _disp(d: Disparity, r: AttributeResult, blind: BlindReason | None) -> dict[s
         "value": _num(d.value) if shown else None,
         "lower": _num(d.lower) if shown else None,
         "upper": _num(d.upper) if shown else None,
-        "low_group": r.name(d.low_group),
-        "high_group": r.name(d.high_group),
+        "low_group": r.name(d.low_group) if shown else None,  # a blind one compares nothing
+        "high_group": r.name(d.high_group) if shown else None,  # ("A vs A": a review)
         "blind": None if blind is None else blind.text,
     }
 

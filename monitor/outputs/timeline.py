@@ -78,9 +78,7 @@ def _iso(t: float) -> str:
 
 def _point(d: Disparity, r: AttributeResult, blind: str | None) -> DisparityPoint:
     if blind is not None:
-        return DisparityPoint(
-            None, None, None, r.name(d.low_group), r.name(d.high_group), blind=blind
-        )
+        return DisparityPoint(None, None, None, None, None, blind=blind)  # compares nothing
     return DisparityPoint(
         finite_or_none(d.value),
         finite_or_none(d.lower),

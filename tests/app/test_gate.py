@@ -551,3 +551,33 @@ def test_an_equalized_odds_failure_quotes_the_judged_gap_not_the_blind_one(
     assert "(its tpr_gap) 0.400" in line and "B vs A" in line and "vs C" not in line, line
     failure = next(iter(cases(junit).values())).find("failure")
     assert failure is not None and "fpr_gap: blind: selective labels" in (failure.text or "")
+
+
+def test_a_blind_check_shows_no_number_and_no_pair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a review: a blind gap (only approved cases labelled: every FPR is 1 by
+    construction) was skipped rightly, but its JUnit text quoted "fpr_gap 0.000 … A vs A", a
+    made-up number and a pair compared with itself. It says "not measured" and names none."""
+    preds, labels = tmp_path / "p.jsonl", tmp_path / "l.jsonl"
+    t = T0
+    with preds.open("w") as p, labels.open("w") as lab:
+        for g in ("A", "B"):
+            for i in range(400):
+                t += 30
+                yhat = int(i % 2 == 0)
+                p.write(json.dumps({"prediction_id": f"{g}{i}", "timestamp": t, "model_id": "loan",
+                                    "prediction": yhat, "attributes": {"group": g}}) + "\n")  # fmt: skip
+                if yhat:  # selective labels: only the approved get an outcome
+                    lab.write(json.dumps({"prediction_id": f"{g}{i}", "timestamp": t + 60,
+                                          "label": int(i % 4 == 0)}) + "\n")  # fmt: skip
+    junit = tmp_path / "g.xml"
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), "-p", str(preds), "-l", str(labels),
+                      "--fail-on", "fpr_gap", "--junit", str(junit))  # fmt: skip
+    assert rc == 0, out
+    case = next(iter(cases(junit).values()))
+    skipped = case.find("skipped")
+    assert skipped is not None
+    text = (case.findtext("system-out") or "") + (skipped.get("message") or "")
+    assert "fpr_gap not measured (bound > 0.1)" in text, text
+    assert " vs " not in text and "0.000" not in text.split("groups:")[0], text

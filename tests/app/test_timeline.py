@@ -220,6 +220,7 @@ def test_streamed_blind_marked_and_evidence_lines() -> None:
         for metric in ("tpr_gap", "fpr_gap", "equalized_odds_difference"):
             d = x.disparities[metric]
             assert d.value is None and d.blind is not None, (x.at, metric)
+            assert d.low_group is None and d.high_group is None  # no pair compared
             assert d.blind.startswith("selective labels: only decisions with prediction 1")
         assert x.disparities["ppv_gap"].blind is None
         assert x.disparities["disparate_impact_ratio"].value is not None

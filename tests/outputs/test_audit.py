@@ -140,6 +140,8 @@ def test_report_numbers_equal_replay_json(sim: tuple[Path, Path]) -> None:
         assert a[metric]["value"] is None and a[metric]["blind"] == (
             "selective labels: only decisions with prediction 1 are labelled"
         )
+        # it compares no pair either (it named "A vs A", a tie of made-up rates: a review)
+        assert a[metric]["low_group"] is None and a[metric]["high_group"] is None
         cell = re.search(
             rf'data-window="3h" data-attribute="group" data-kind="disparities">.*?'
             rf'data-metric="{metric}"><th scope="row">[^<]*</th><td ([^>]*)>([^<]*)</td>',
