@@ -107,6 +107,9 @@ def check_rule(
     # resolving needs evidence of recovery (the symmetric test on the interval); too few
     # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
     recovered = enough and rule.recovered(value, lower, upper)
+    quiet = _quiet_pair(book, key, rule, r, basis) if active and not breached else None
+    if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
+        enough = recovered = False
     ann: Notes
     if enough and lo is not None and hi is not None and r.labels[lo]:
         numbers, pair = (value, lower, upper), (lo, hi)
@@ -117,6 +120,9 @@ def check_rule(
         ann["data"] = (
             f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
             if blind is not None
+            else f"insufficient data: {quiet} has fewer than {rule.min_samples} samples in "
+            f"window {window} at {at:.0f}; the alert stays as it was"
+            if quiet is not None
             else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
             f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
         )
@@ -134,6 +140,27 @@ def check_rule(
         value=value,
         annotations=ann,
     )
+
+
+def _quiet_pair(
+    book: AlertBook, key: Key, rule: AlertRule, r: AttributeResult, basis: str
+) -> str | None:
+    """The group of a firing alert's last judged pair that no longer reaches ``min_samples``
+    in this window, if any. With three or more groups the disparity is taken over the groups
+    that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
+    other groups whose ratio "recovered" the alert (found by a review)."""
+    cur = book.get(key)
+    if cur is None:
+        return None
+    den = r.denominators(basis)
+    for role in ("group", "reference_group"):
+        name = cur.annotations.get(role)
+        if name is None:
+            continue
+        i = r.labels.index(name) if name in r.labels else None
+        if i is None or den[i] < rule.min_samples:
+            return f"{role.replace('_', ' ')} {name} of the page"
+    return None
 
 
 def _gap(r: AttributeResult, metric: str) -> str:

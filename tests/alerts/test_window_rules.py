@@ -326,3 +326,38 @@ def test_a_rule_above_the_models_min_samples_judges_the_groups_that_reach_it(
     ann = firing[0].annotations
     assert (ann["group"], ann["reference_group"]) == ("b", "a")
     assert int(ann["group_n"]) >= 200 and int(ann["reference_n"]) >= 200
+
+
+def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> None:
+    """Three groups; the alert pages for c (rate 0.2 against a's 0.5). Then c falls below
+    ``min_samples``, still at its low rate: the disparity is taken over a and b, a fair pair,
+    whose interval clears 0.8 — that said nothing about c, yet resolved the alert (a review).
+    Now it stays firing with the last judged numbers and names the group that went quiet; it
+    resolves when c is measured again at a fair rate."""
+    rule = AlertRule(
+        "FourFifthsRule",
+        "disparate_impact_ratio",
+        "<",
+        0.8,
+        significant=True,
+        min_samples=30,
+        for_=0,
+    )
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    book = AlertBook()
+
+    def judge(c: dict[str, int], at: float) -> str | None:
+        a, b = {"n": 1000, "fav": 500}, {"n": 1000, "fav": 490}
+        r = attribute_result(cell_counts(a, b, c), ["a", "b", "c"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    assert judge({"n": 400, "fav": 80}, T0) == "firing"
+    assert judge({"n": 10, "fav": 2}, T0 + 60) is None  # c quiet: a vs b alone is no recovery
+    (alert,) = book.firing()
+    assert alert.annotations["group"] == "c"
+    assert float(alert.annotations["value"]) < 0.8  # the last judged numbers, kept
+    assert "group c" in alert.annotations["data"], alert.annotations
+    assert judge({"n": 0}, T0 + 120) is None  # nothing at all from c: still firing
+    resolved = judge({"n": 400, "fav": 196}, T0 + 180)
+    assert resolved == "resolved"
