@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.alerts import selective
 from monitor.config.evidence import EvidenceSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics import sequential as sq
@@ -49,7 +50,7 @@ DETECTORS = ("selection_rate", "tpr", "fpr", "four_fifths", "equalized_odds")
 J = 16  # arms: change 2 directions × 4 bets; four-fifths 2 × 4; equalized odds 2 rates × 2 × 4
 KAPPA = 20.0  # pseudo-counts shrinking the reference's trailing-hour rate to its baseline
 BLOCK = 3600  # seconds per baseline block
-STATE = ("log_r", "rec", "arm", "frozen", "since", "pool")  # group axis 1
+STATE = ("log_r", "rec", "arm", "frozen", "since", "pool", "streak")  # group axis 1
 HISTORY = ("blocks", "recent")  # per block / bucket; group axis 2
 
 
@@ -88,11 +89,12 @@ class ModelEvidence:
         shapes |= {
             "since": (s, g, 5),
             "pool": (s, g, 3, 2),
+            "streak": (s, g, 2),  # selective.py: labelled runs of one predicted class
             "blocks": (self.nb, s, g, 3, 2),
             "recent": (self.nr, s, g, 3, 2),
         }
         for name, shape in shapes.items():
-            dtype = np.int64 if name in ("arm", "pool", *HISTORY) else np.float64
+            dtype = np.int64 if name in ("arm", "pool", "streak", *HISTORY) else np.float64
             new = np.full(shape, fill.get(name, 0), dtype=dtype)
             old = a.get(name)
             if old is not None:
@@ -167,6 +169,8 @@ class ModelEvidence:
         cur = ((k - 1) * self.spec.bucket) // self.block
         self.first = cur if self.first < 0 else self.first
         base, held = self.baseline(cur)
+        blind, run = selective.blind_now(a["streak"], obs, held)  # one class labelled
+        obs = selective.unmeasured(obs, run)
         self._choose_refs(base)
         has_ref, r, s_ = self.refs >= 0, np.maximum(self.refs, 0), np.arange(S)
         is_ref = (np.arange(G)[None, :] == r[:, None]) & has_ref[:, None]
@@ -181,7 +185,6 @@ class ModelEvidence:
             rho = np.where(is_ref[..., None], p_base, p_base / pr_base[:, None, :])
             rho = np.where(np.isnan(a["frozen"]), rho, a["frozen"])
             p0 = np.where(is_ref[..., None], rho, rho * pr_now[:, None, :])
-        blind = self.blind(held)
         n_base = base[..., 1]
         ready = (n_base >= self.ev.min_baseline) & (n_base[s_, r] >= self.ev.min_baseline)[:, None]
         alive = np.zeros((S, G, 5), bool)
@@ -233,7 +236,8 @@ class ModelEvidence:
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)
         out = {"fired": fired, "resolved": resolved, "tot": tot, "log_c": log_c, "base": base}
-        return out | {"hour": hour, "p_base": p_base, "p0": p0, "held": held, "alive": alive}
+        out |= {"hour": hour, "p_base": p_base, "p0": p0, "held": held, "alive": alive}
+        return out | {"blind": blind}
 
     def fire(self, s: int, g: int, det: int, at: float, p_base: np.ndarray) -> None:
         """Start firing: note the arm with the most evidence; freeze a change's baseline."""
@@ -284,14 +288,6 @@ class ModelEvidence:
             n = base[s, : len(labels), 0, 1]
             if n.max() >= self.ev.min_baseline:  # most decisions; a tie: the first label
                 self.refs[s] = min(np.flatnonzero(n == n.max()), key=lambda i: labels[i])
-
-    @staticmethod
-    def blind(held: np.ndarray) -> np.ndarray:
-        """Labels for one prediction class only (selective labels): TPR, FPR unmeasurable."""
-        pos = held[..., 1, 0] + held[..., 2, 0]  # labelled, predicted positive (TP + FP)
-        neg = held[..., 1, 1] + held[..., 2, 1] - pos  # labelled, predicted negative
-        out: np.ndarray = (pos + neg > 0) & ((pos == 0) | (neg == 0))
-        return out
 
     def _pairs(self, obs: np.ndarray, r: np.ndarray, use: np.ndarray, k: int) -> np.ndarray:
         """Pair-type counts of g with its reference (selection, TPR, FPR): [S, G, 3, 4].

@@ -107,7 +107,7 @@ class EvidenceTracker:
             if out is None:
                 continue
             exp = expected(me, out)
-            blind = me.blind(out["held"])
+            blind = out["blind"]
             firing = me.arrays["arm"] >= 0
             # a detector that cannot fire now (no baseline or reference group yet, or paused
             # while its reference's own rate fires) is warming up, and no time to detect is

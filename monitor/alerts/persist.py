@@ -142,7 +142,8 @@ def evidence_from_state(
     me.labels, me.refs, me.first = [list(x) for x in s.labels], np.array(s.refs), s.first
     me.pool_block = s.pool_block
     me.grow(max((len(x) for x in s.labels), default=0))
-    if set(s.arrays) != set(me.arrays):
+    # "streak" (selective labels now) came later: a state without it starts it at zero
+    if set(s.arrays) != set(me.arrays) and set(s.arrays) != set(me.arrays) - {"streak"}:
         return None
     for k, a in s.arrays.items():
         if tuple(a.shape) != me.arrays[k].shape or len(a.data) != me.arrays[k].size:
