@@ -341,9 +341,11 @@ def evidence_panels(y: int) -> list[dict[str, Any]]:
                                           "result": {"text": "no data: cannot show"}}}  # fmt: skip
     table = {
         "type": "table",
-        "title": "Expected time to detect a drop to 0.8×",
-        "description": "Per group and detector, how long a drop of its rate to 0.8× would take "
-        "to reach the threshold at the group's volume of the last hour "
+        "title": "Expected time to detect",
+        "description": "Per group and detector, how long a change worth a page would take to "
+        "reach the threshold at the group's volume of the last hour (a change detector: its "
+        "rate to 0.8×; the four-fifths test: a ratio of 0.75× the bound; the equalized-odds "
+        "test: a gap of twice the bound) "
         "(fairness_expected_time_to_detect_seconds). A small group's silence is this wait, "
         "not proof of fairness. Blind detectors (selective labels) are left out.",
         "datasource": DS,

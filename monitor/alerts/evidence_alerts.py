@@ -143,23 +143,47 @@ class EvidenceTracker:
         return rows
 
 
+FF_SHOWN = 0.75  # the four-fifths test's time to detect: a ratio of 0.75 × the bound (0.6)
+EO_SHOWN = 2.0  # the equalized-odds test's: a gap of twice the bound (0.2)
+
+
 def expected(me: ModelEvidence, out: dict[str, Any]) -> Any:
-    """Seconds until a drop to 0.8× of each detector's rate would show: [S, G, 5] (the rate
-    over the blocks held, the volume of the last hour; a pair test: the smaller volume; the
-    equalized-odds test fires on either gap: the sooner of its TPR and FPR pairs)."""
+    """Seconds until the change each detector looks for would show, at a size worth a page:
+    [S, G, 5]. A change detector: its rate to 0.8× (``sq.expected_seconds``; the rate over
+    the blocks held, the volume of the last hour). The four-fifths test: g's selection rate
+    at ``FF_SHOWN`` × the bound × the reference's (a ratio of exactly the bound never
+    shows: it is the null); the equalized-odds test: a TPR or FPR gap of ``EO_SHOWN`` × the
+    bound, the sooner of the two; both at the pairs the smaller volume makes
+    (``sq.pair_expected_seconds``; before, both quoted the 0.8× drop of a change detector)."""
     held, hour = out["held"], out["hour"]
     with np.errstate(divide="ignore", invalid="ignore"):
         p = held[..., 0] / held[..., 1]  # [S, G, 3]: the rate over the blocks held
+    p = np.nan_to_num(p, nan=0.5)  # nothing held yet: a middling rate
     per_s = hour[..., 1] / (me.nr * me.spec.bucket)  # the volume of the last hour
     r = np.maximum(me.refs, 0)
-    ref_per_s = per_s[np.arange(len(r)), r][:, None, :]
-    pair = np.minimum(per_s, ref_per_s)
-    p6 = np.concatenate([p, p[..., :2], p[..., 2:]], axis=-1)  # the last: the FPR pair
-    rate6 = np.concatenate([per_s, pair[..., :2], pair[..., 2:]], axis=-1)
-    log_c = np.append(out["log_c"], out["log_c"][4])
-    six = sq.expected_seconds(log_c, np.nan_to_num(p6, nan=0.5), rate6)
-    six[..., 4] = np.minimum(six[..., 4], six[..., 5])
-    return six[..., :5]
+    s_ = np.arange(len(r))
+    pair = np.minimum(per_s, per_s[s_, r][:, None, :])
+    p_ref = np.broadcast_to(p[s_, r][:, None, :], p.shape)
+    log_c = out["log_c"]
+    five = np.empty((*p.shape[:2], 5))
+    five[..., :3] = sq.expected_seconds(log_c[:3], p, per_s)
+    ratio, gap = 1 - me.ff[0, 0], me.eo[0, 0]  # the bounds (z of a (1, 1) pair)
+    g_ff = p_ref[..., 0] * ratio * FF_SHOWN
+    five[..., 3] = sq.pair_expected_seconds(log_c[3], g_ff, p_ref[..., 0], pair[..., 0], me.ff_arms)
+    pr = p_ref[..., 1:]
+    g_eo = np.where(pr >= EO_SHOWN * gap, pr - EO_SHOWN * gap, np.minimum(pr + EO_SHOWN * gap, 1))
+    eo = sq.pair_expected_seconds(log_c[4], g_eo, pr, pair[..., 1:], me.eo_arms)
+    five[..., 4] = eo.min(axis=-1)
+    return five
+
+
+def shown(me: ModelEvidence, det: int) -> str:
+    """The change whose time to detect a detector's page quotes (``expected``)."""
+    if det < 3:
+        return "A drop of this group's rate to 0.8×"
+    if det == 3:
+        return f"A selection rate of {(1 - me.ff[0, 0]) * FF_SHOWN:.2f}× the reference's"
+    return f"A TPR or FPR gap of {me.eo[0, 0] * EO_SHOWN:.2f}"
 
 
 def _labels(me: ModelEvidence, s: int, g: int, det: int) -> dict[str, str]:
@@ -193,7 +217,14 @@ def _annotations(
     tot, log_c = float(out["tot"][s, g, det]), float(out["log_c"][det])
     days = budget.per / 86400
     secs = float(expected(me, out)[s, g, det])
-    eta = f"~{secs / 3600:.1f} h" if math.isfinite(secs) else "never (no data)"
+    volume = hour[s, g, metric, 1] if det < 3 else min(hour[s, g, metric, 1], hour[s, r, metric, 1])
+    eta = (
+        f"~{secs / 3600:.1f} h"
+        if math.isfinite(secs)
+        else "never (no data in the last hour)"
+        if not volume
+        else "never (a rate of 0 cannot drop)"
+    )
     if det < 3:
         way = "fell" if arm < 4 else "rose"
         what = f"{WHAT[det]} of {group} ({me.set_names[s]}) {way}"
@@ -229,12 +260,12 @@ def _annotations(
         baseline = f"judged against the baseline frozen when it fired: {group} {base_rate}. "
         base_rate += " (frozen when it fired)"
     elif not fire:  # a pair test compares the groups now; a baseline is not what it judged
-        baseline = ""
+        baseline, base_rate = "", "n/a (a pair test compares the groups)"
     description = (
         f"{state}. {WHAT[metric]} in the last hour: {group} {_rate(hour[s, g, metric])}{vs}; "
         f"{baseline}{evidence} (at most "
-        f"{budget.pages:g} false page(s) per {days:g} days for this model). A drop of this "
-        f"group's rate to 0.8× shows in {eta}."
+        f"{budget.pages:g} false page(s) per {days:g} days for this model). {shown(me, det)} "
+        f"shows in {eta}."
     )
     return {
         "summary": ("" if fire else "resolved: ") + what,

@@ -16,7 +16,8 @@ steps on average, all of them together at most ``pages`` per ``per``.
 
 **Expected time to detect** a change of a Bernoulli rate ``p → q`` from ``r`` observations per
 second: ``log(c) / (KL(q ‖ p) · r)`` seconds (the information limit: Lorden 1971; the
-e-detector attains it up to the mixture's ``log(1/w)``).
+e-detector attains it up to the mixture's ``log(1/w)``); a pair test's: ``log(c)`` over its
+best bet's growth per pair times the pairs per second.
 
 **Betting on paired observations** (Chugg, Cortes-Gomez, Wilder, Ramdas, NeurIPS 2023,
 "Auditing fairness by betting"): with ``Z ∈ [a, b]``, ``E[Z] ≥ 0`` under the null, each
@@ -70,6 +71,21 @@ def expected_seconds(log_c: Any, p: Any, per_second: Any, ratio: float = 0.8) ->
         out: F64 = np.where(
             (rate > 0) & np.isfinite(rate), np.asarray(log_c) / np.where(rate > 0, rate, 1), np.inf
         )
+    return out
+
+
+def pair_expected_seconds(log_c: Any, p_g: Any, p_r: Any, per_second: Any, terms: F64) -> F64:
+    """Seconds until a pair test's evidence reaches ``log c`` when g's rate is ``p_g`` and its
+    reference's ``p_r``: ``log(c) / (g* · pairs per second)``, with ``g*`` the best arm's
+    expected log e-value per pair, ``max_a Σ_type P(type) · terms[a, type]``, the outcomes of
+    a pair independent (Kelly's growth rate; Chugg et al. 2023 §3). +inf when no arm grows
+    (the rates meet the bound) or there are no pairs. ``terms``: :func:`arms`' ``[A, 4]``."""
+    pg, pr = np.asarray(p_g, np.float64), np.asarray(p_r, np.float64)
+    types = np.stack([pg * pr, pg * (1 - pr), (1 - pg) * pr, (1 - pg) * (1 - pr)], axis=-1)
+    growth = (types @ terms.T).max(axis=-1) * np.asarray(per_second, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = (growth > 0) & np.isfinite(growth)
+        out: F64 = np.where(ok, np.asarray(log_c) / np.where(ok, growth, 1.0), np.inf)
     return out
 
 

@@ -210,8 +210,10 @@ THRESHOLD_HELP = (
     "budget shared by the model's K detectors."
 )
 EXPECTED_HELP = (
-    "Expected seconds until a drop of the group's rate to 0.8x would reach the threshold, "
-    "at its current volume (+Inf: no data): a small group's silence is not fairness."
+    "Expected seconds until a change worth a page would reach the threshold at the current "
+    "volume (a change detector: the rate to 0.8x; four_fifths: a ratio of 0.75x the bound; "
+    "equalized_odds: a gap of twice the bound; +Inf: no data or a rate of 0): a small "
+    "group's silence is not fairness."
 )
 STATE_HELP = "1 for the evidence detector's state: watching, warming-up, firing, blind."
 

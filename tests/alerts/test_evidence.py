@@ -303,7 +303,7 @@ def test_the_equalized_odds_time_to_detect_is_the_sooner_of_its_two_gaps() -> No
     from the TPR pair alone. It fires on either gap, so with few positives (prevalence 0.05:
     19 labelled negatives to each positive) the FPR pair shows a change first, and the status
     page said a group would take longer to judge than it does. Checked against the two times
-    computed here from the formula (log c / (KL · pair volume per second))."""
+    computed here from the formula (log c / (growth per pair · pair volume per second))."""
     import math
 
     from monitor.metrics import sequential as sq
@@ -332,8 +332,10 @@ def test_the_equalized_odds_time_to_detect_is_the_sooner_of_its_two_gaps() -> No
     hour = t >= t.max() - 3600
     pos = min(int(((g == k) & (y == 1) & hour).sum()) for k in (0, 1)) / 3600
     neg = min(int(((g == k) & (y == 0) & hour).sum()) for k in (0, 1)) / 3600
-    via_tpr = float(sq.expected_seconds(eo.log_threshold, 0.8, pos))
-    via_fpr = float(sq.expected_seconds(eo.log_threshold, 0.2, neg))
+    # a gap of twice the bound (0.2) each way: TPR 0.8 → 0.6, FPR 0.2 → 0.0, on the test's bets
+    bets = sq.arms(sq.pair_z(0.8, 0.1)[1])
+    via_tpr = float(sq.pair_expected_seconds(eo.log_threshold, 0.6, 0.8, pos, bets))
+    via_fpr = float(sq.pair_expected_seconds(eo.log_threshold, 0.0, 0.2, neg, bets))
     assert via_fpr < 0.8 * via_tpr  # the FPR pair is the quicker here...
     # ...and the time shown is its time (before: the TPR pair's, 31 % longer here)
     assert math.isclose(eo.expected_seconds, via_fpr, rel_tol=0.1), (eo, via_tpr, via_fpr)
@@ -458,3 +460,9 @@ def test_a_resolved_pair_test_quotes_no_baseline() -> None:
     fired, resolved = pages(ev, "FourFifthsEvidence", group="b")
     assert "baseline: b " in fired.annotations["description"]  # context when it fires
     assert "baseline" not in resolved.annotations["description"]
+    assert resolved.annotations["baseline_rate"].startswith("n/a")  # its key too (a review)
+    assert fired.annotations["baseline_rate"][0].isdigit()
+    # the time to detect it quotes is a breach of the bound worth a page, not a 0.8× drop
+    assert (
+        "A selection rate of 0.60× the reference's shows in ~" in fired.annotations["description"]
+    )

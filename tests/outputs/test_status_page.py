@@ -254,7 +254,7 @@ def test_evidence_table_shows_the_snapshot_and_blind_rows_read_blind(browser: An
         b = card.locator('tr[data-group="b"][data-detector="selection_rate"]')
         print("small group:", b.inner_text())
         assert " h" in b.locator('td[data-field="expected"]').inner_text()
-        assert "0.8× drop shows after this long" in card.inner_text()
+        assert "a change worth a page (a rate to 0.8×" in card.inner_text()
         page.close()
     finally:
         server.stop()
