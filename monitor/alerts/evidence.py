@@ -236,8 +236,10 @@ class ModelEvidence:
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)
         out = {"fired": fired, "resolved": resolved, "tot": tot, "log_c": log_c, "base": base}
-        out |= {"hour": hour, "p_base": p_base, "p0": p0, "held": held, "alive": alive}
-        return out | {"blind": blind}
+        out |= {"p_base": p_base, "p0": p0, "held": held, "alive": alive, "blind": blind}
+        # the hour the pages quote ends at the boundary: this bucket's counts in it (the
+        # detectors' p_r,t is the hour before the bucket, one bucket older: a review)
+        return out | {"hour": a["recent"].sum(axis=0)}
 
     def fire(self, s: int, g: int, det: int, at: float, p_base: np.ndarray) -> None:
         """Start firing: note the arm with the most evidence; freeze a change's baseline."""

@@ -466,3 +466,18 @@ def test_a_resolved_pair_test_quotes_no_baseline() -> None:
     assert (
         "A selection rate of 0.60× the reference's shows in ~" in fired.annotations["description"]
     )
+
+
+def test_a_pages_last_hour_is_the_hour_before_it() -> None:
+    """The rates a page quotes "in the last hour" are counted from the events here: each
+    group's decisions in [at − 1 h, at). They were one bucket old (the hour before the
+    bucket just judged, which the detectors use as the reference's trailing rate)."""
+    sel: Rate = lambda m: 0.3 if m >= 24 * H else 0.5  # noqa: E731
+    preds, labs = events(40 * H, sel, seed=12)
+    ev = drive(preds, labs, cut_minutes=5)
+    (fired, *_) = pages(ev, "FairnessChange", group="b", metric="selection_rate")
+    hour = (preds["ts"] >= fired.at - 3600) & (preds["ts"] < fired.at)
+    for role, g in (("group_rate_last_hour", 1), ("reference_rate_last_hour", 0)):
+        mine = hour & (preds["group"] == g)
+        want = f"({int(preds['pred'][mine].sum())} of {int(mine.sum())})"
+        assert fired.annotations[role].endswith(want), (role, fired.annotations[role], want)
