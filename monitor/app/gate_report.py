@@ -69,7 +69,9 @@ def headline(c: Check, confidence: float) -> str:
 
 def _group_text(g: GroupRow) -> str:
     parts = [
-        f"{rate} {_f(v)} [{_f(lo)}, {_f(hi)}] ({_DENOMINATOR[rate]}={den})"
+        f"{rate} {g.blind[rate]} ({_DENOMINATOR[rate]}={den})"
+        if rate in g.blind
+        else f"{rate} {_f(v)} [{_f(lo)}, {_f(hi)}] ({_DENOMINATOR[rate]}={den})"
         for rate, (v, lo, hi, den) in g.rates.items()
     ]
     tail = "" if "selection_rate" in g.rates else f"; n={g.n}"

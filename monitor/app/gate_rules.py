@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, cast
 
 from monitor.alerts.window_rules import compared_enough
@@ -30,6 +30,7 @@ class GroupRow:
     rates: dict[str, tuple[float, float, float, int]]
     judged: bool
     scored: int | None = None  # a score-distance rule's denominator: decisions with a score
+    blind: dict[str, str] = field(default_factory=dict)  # rate -> why it cannot be measured
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def judge(
         tpr, fpr = (judge(replace(rule, metric=g), r, counts, spec, where, confidence=confidence)
                     for g in gaps)  # fmt: skip
         return _larger_gap(rule, r, spec, where, tpr, fpr)
-    rows = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
+    rows = _rows(r, _bases(rule.metric), spec, rule.min_samples)
     keep = [i for i, row in rows if row.judged]
     jr = attribute_result(
         counts[keep], [r.labels[i] for i in keep], spec, where[1], confidence=confidence
@@ -169,7 +170,7 @@ def _larger_gap(
         return float(got) if math.isfinite(got) and judged else math.nan
 
     top = max(shown, key=lambda c: c.value if math.isfinite(c.value) else -math.inf)
-    both = _rows(r, _bases(rule.metric), max(spec.min_samples, 1), rule.min_samples)
+    both = _rows(r, _bases(rule.metric), spec, rule.min_samples)
     rows = tuple(replace(row, judged=a.judged or b.judged) for (_, row), a, b in zip(
         both, tpr.groups, fpr.groups, strict=True))  # fmt: skip
     note = "; ".join(f"{c.rule.metric}: {c.note}" for c in parts if c.note)  # a blind gap says so
@@ -187,17 +188,19 @@ def _bases(metric: str) -> list[str]:
 
 
 def _rows(
-    r: AttributeResult, bases: list[str], min_n: int, min_den: int
+    r: AttributeResult, bases: list[str], spec: ModelSpec, min_den: int
 ) -> list[tuple[int, GroupRow]]:
-    """(index, row) of each group with predictions; ``judged``: enough data for every rate."""
-    g = r.groups
+    """(index, row) of each group with predictions; ``judged``: enough data for every rate.
+    A blind rate (selective labels) carries no number: its made-up 1.000 was listed among
+    the groups' rates (a review)."""
+    g, min_n, report = r.groups, max(spec.min_samples, 1), r.blind(spec.favourable)
     rows = []
     for i, name in enumerate(r.labels):
         n = int(g.n[i])
         if n == 0:
             continue
         rates: dict[str, tuple[float, float, float, int]] = {}
-        scored = None
+        scored, blind = None, {}
         for b in bases:
             rate = METRICS[b].rate or "selection_rate"
             lo, hi = g.bounds[rate]
@@ -205,9 +208,11 @@ def _rows(
             if not METRICS[b].rate:  # a score distance: the selection rate shown on its n
                 scored, den = den, n  # (the scored count was printed as its n: a review)
             rates[rate] = (r.value(rate, i), float(lo[i]), float(hi[i]), den)
+            if (why := report.metric(rate, i)) is not None:
+                rates[rate], blind[rate] = (math.nan, math.nan, math.nan, den), why.cell
         enough = scored if scored is not None else min(v[3] for v in rates.values())
         judged = n >= min_n and enough >= min_den
-        rows.append((i, GroupRow(name, n, rates, judged, scored)))
+        rows.append((i, GroupRow(name, n, rates, judged, scored, blind)))
     return rows
 
 

@@ -581,3 +581,6 @@ def test_a_blind_check_shows_no_number_and_no_pair(
     text = (case.findtext("system-out") or "") + (skipped.get("message") or "")
     assert "fpr_gap not measured (bound > 0.1)" in text, text
     assert " vs " not in text and "0.000" not in text.split("groups:")[0], text
+    # nor do the groups' rates: FPR = 1 for both by construction (a later review)
+    groups = text.split("groups:")[1]
+    assert "fpr blind: selective labels" in groups and "fpr 1.000" not in groups, text
