@@ -203,3 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = "\n".join(printable(line) for line in str(exc).split("\n"))
         print(f"fairness-monitor: {text}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":  # `python -m monitor.cli` as `python -m monitor`
+    raise SystemExit(main())

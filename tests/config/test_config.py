@@ -266,3 +266,20 @@ def test_absent_keys_take_the_specs_defaults() -> None:
     assert c == Config(models={"m": model})
     assert (c.kafka, c.checkpoint, c.limits) == (KafkaSpec(), CheckpointSpec(), LimitsSpec())
     assert (c.service, c.alerts, c.fields) == (ServiceSpec(), AlertsSpec(), FieldMap())
+
+
+@pytest.mark.parametrize("module", ["monitor", "monitor.cli"])
+def test_both_module_entry_points_run_the_command_line(module: str, tmp_path: Path) -> None:
+    """``python -m monitor.cli`` did nothing and exited 0 (found by a review): a CI step
+    written that way passed without checking anything. Both spellings check the config."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: {m: {attributes: {g: {}}, windows: [1h], bucket: 7x}}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", module, "check-config", str(bad)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "models.m.bucket" in done.stderr, done.stderr
