@@ -111,7 +111,7 @@ def table_lines(a: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    est. {g}: TPR {_f(e['tpr'])} [{_f(e['tpr_lower'])}, {_f(e['tpr_upper'])}]"
                 f" · FPR {_f(e['fpr'])} [{_f(e['fpr_lower'])}, {_f(e['fpr_upper'])}]"
-                f" · {e['estimated_predictions']} awaiting labels{mark}"
+                f" · {e['estimated_predictions']} unlabelled (estimated){mark}"
             )
     return lines
 
@@ -146,6 +146,6 @@ def estimates_html(window: str, attr: str, a: dict[str, Any]) -> str:
         f"with the error of the rates the labels will show; calibration checked on the "
         f"{e(est['calibration_window'])} window</caption><thead><tr>"
         '<th scope="col">group</th><th scope="col">est. TPR</th><th scope="col">est. FPR</th>'
-        '<th scope="col">awaiting labels</th><th scope="col">calibration</th></tr></thead>'
+        '<th scope="col">unlabelled (estimated)</th><th scope="col">calibration</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
