@@ -233,6 +233,8 @@ class ModelEvidence:
         over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
         a["log_r"] -= over[..., None]
         tot = tot - over
+        if (gone := selective.ended(held, obs)).any():  # blind from the start, now whole
+            a["blocks"][:, gone, 1:], a["recent"][:, gone, 1:], self._cache = 0, 0, None
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)
         out = {"fired": fired, "resolved": resolved, "tot": tot, "log_c": log_c, "base": base}

@@ -152,7 +152,10 @@ def _quiet_pair(
     cur = book.get(key)
     if cur is None:
         return None
-    den = r.denominators(basis)
+    # the denominators of the rate the page compared: the EOD's larger gap may have moved to
+    # the other rate since, whose denominators say nothing of the paged group (a review)
+    paged = cur.annotations.get("basis", basis)
+    den = r.denominators(paged if paged in METRICS else basis)
     for role in ("group", "reference_group"):
         name = cur.annotations.get(role)
         if name is None:
@@ -212,6 +215,7 @@ def _annotations(
         "reference_rate": r_rate,
         "reference_n": str(r_n),
         "runbook_url": rule.runbook_url,
+        "basis": basis,  # the rate compared (the EOD: its larger gap), for _quiet_pair
     }
     if rule.metric == "equalized_odds_difference":  # a maximum: its lower limit may be the
         # other gap's, between other groups; the page shows both, each with its own pair

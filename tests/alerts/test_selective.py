@@ -96,3 +96,26 @@ def test_a_state_saved_before_the_run_counts_keeps_its_evidence() -> None:
     me, before = restored.evidence.models[0], ev.evidence.models[0]
     assert not me.arrays["streak"].any()
     assert np.array_equal(me.arrays["log_r"], before.arrays["log_r"])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_labels_selective_from_the_start_then_whole_page_nothing(seed: int) -> None:
+    """Found by a review: outcomes only for approved decisions from the start (the denials'
+    outcome feed connected at hour 40). The held blocks said TPR = FPR = 1 — blind, rightly,
+    but kept as the baseline: once labels were whole, "TPR of a fell" and "FPR of a fell"
+    paged at hour 61 (2 seeds in 2). The blind outcomes are dropped when the other class
+    arrives; the detectors build their baseline afresh and watch."""
+    preds, labs = events(100 * H, lambda m: 0.5, per_min=(20.0, 5.0), labels=True, seed=seed)
+    approved = dict(zip(preds["key"].tolist(), preds["pred"].tolist(), strict=True))
+    keep = labs["ts"] >= T0 + 40 * 3600
+    keep |= np.array([approved[k] == 1 for k in labs["key"].tolist()], bool)
+    labs = {k: v[keep] for k, v in labs.items()}
+    ev = drive(preds, labs, cut_minutes=5, cfg=config(windows=("1h", "1d")))
+    label_pages = [
+        (t.alert.name, t.alert.labels.get("group"), round((t.alert.at - T0) / 3600, 1))
+        for t in ev.history
+        if t.alert.labels.get("metric") in ("tpr", "fpr") or t.alert.name.startswith("Equal")
+    ]
+    assert label_pages == []
+    rows = [r for r in ev.evidence.snapshot() if r.detector in ("tpr", "fpr")]
+    assert {r.state for r in rows} == {"watching"}, rows

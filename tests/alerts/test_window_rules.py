@@ -361,3 +361,35 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert judge({"n": 0}, T0 + 120) is None  # nothing at all from c: still firing
     resolved = judge({"n": 400, "fav": 196}, T0 + 180)
     assert resolved == "resolved"
+
+
+def _eod_group(pos: int, tpr: float, neg: int, fpr: float) -> dict[str, int]:
+    tp, fp = round(pos * tpr), round(neg * fpr)
+    return {"n": pos + neg, "fav": tp + fp, "tp": tp, "fn": pos - tp, "fp": fp, "tn": neg - fp}
+
+
+def test_an_equalized_odds_alert_judges_its_paged_group_on_the_rate_it_paged() -> None:
+    """Found by a review: the paged group's sample size was read in the gap that is larger
+    *now*. c paged on its TPR gap (c has few labelled negatives by nature): once its TPR is
+    back and the larger gap is a's and b's FPR, c's 10 negatives kept the alert firing for
+    good; the other way round, c's positives falling to 10 with its TPR still low resolved it
+    on its 500 negatives."""
+    rule = AlertRule("EqualizedOddsGap", "equalized_odds_difference", ">", 0.1,
+                     significant=True, min_samples=30, for_=0)  # fmt: skip
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    a, b = _eod_group(2000, 0.90, 2000, 0.10), _eod_group(2000, 0.89, 2000, 0.13)
+
+    def judge(book: AlertBook, c: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b, c), ["a", "b", "c"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    book = AlertBook()
+    assert judge(book, _eod_group(400, 0.50, 10, 0.1), T0) == "firing"
+    assert book.firing()[0].annotations["group"] == "c"
+    assert judge(book, _eod_group(400, 0.90, 10, 0.1), T0 + 3600) == "resolved"
+    book = AlertBook()
+    assert judge(book, _eod_group(400, 0.50, 500, 0.1), T0) == "firing"
+    assert judge(book, _eod_group(10, 0.20, 500, 0.1), T0 + 3600) is None
+    (alert,) = book.firing()
+    assert "group c" in alert.annotations["data"], alert.annotations
