@@ -16,7 +16,8 @@ run of 40 approvals (1.5 % of runs at 90 %) pauses TPR/FPR for its remainder.
 
 Outcomes labelled in such a run are no measurement of its TPR or FPR: they are kept out of
 the detectors, their pair tests and their baselines (else a baseline of TPR = 1 would page
-"TPR fell" once labelling is whole again).
+"TPR fell" once labelling is whole again). A group selective from the start keeps them until
+the other class is labelled (something must end its blindness), then drops them (``ended``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import numpy as np
 import numpy.typing as npt
 
 EXPECTED_MISSING = 20.0  # expected outcomes of the missing class in the run
-F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
