@@ -233,7 +233,7 @@ class ModelEvidence:
         over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
         a["log_r"] -= over[..., None]
         tot = tot - over
-        if (gone := selective.ended(held, obs)).any():  # blind from the start, now whole
+        if (gone := selective.ended(held, obs, blind)).any():  # blind from the start, now whole
             a["blocks"][:, gone, 1:], a["recent"][:, gone, 1:], self._cache = 0, 0, None
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)

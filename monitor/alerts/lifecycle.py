@@ -54,6 +54,9 @@ class AlertBook:
         # alerts that are on stay on, and making a new Alert at every boundary cost more than
         # judging them (issue 14: the cost of a boundary)
         self._unwritten: dict[Key, tuple[float, Notes]] = {}
+        # what each alert is about (a window rule's compared pair), kept beside its unwritten
+        # text so a rule can check it at every boundary without writing the text
+        self._subjects: dict[Key, tuple[str, ...]] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self._active
@@ -87,9 +90,34 @@ class AlertBook:
         value: float,
         annotations: Notes,
         key: Key | None = None,
+        subject: tuple[str, ...] | None = None,
     ) -> Transition | None:
-        """``key``: the labels' key, if the caller has it made (``Alert.key``)."""
+        """``key``: the labels' key, if the caller has it made (``Alert.key``); ``subject``:
+        what the alert is about now (None: as before), read back with :meth:`subject`."""
         key = tuple(sorted(labels.items())) if key is None else key
+        t = self._observe(key, name, labels, breached, recovered, at, for_, value, annotations)
+        if key not in self._active:
+            self._subjects.pop(key, None)
+        elif subject is not None:
+            self._subjects[key] = subject
+        return t
+
+    def subject(self, key: Key) -> tuple[str, ...] | None:
+        """What an active alert was last about (None: not told, e.g. restored)."""
+        return self._subjects.get(key)
+
+    def _observe(
+        self,
+        key: Key,
+        name: str,
+        labels: dict[str, str],
+        breached: bool,
+        recovered: bool,
+        at: float,
+        for_: float,
+        value: float,
+        annotations: Notes,
+    ) -> Transition | None:
         cur = self._active.get(key)
         if cur is None:
             if not breached:
@@ -135,6 +163,7 @@ class AlertBook:
         """Forget an alert without a transition (the caller tells what became of it)."""
         self._active.pop(key, None)
         self._unwritten.pop(key, None)
+        self._subjects.pop(key, None)
 
     def firing(self) -> list[Alert]:
         return [a for a in self.active.values() if a.state == "firing"]

@@ -65,16 +65,21 @@ def blind_now(streak: I64, obs: I64, held: I64) -> tuple[Mask, Mask]:
     return blind_held(held) | run, run
 
 
-def ended(held: I64, obs: I64) -> Mask:
+def ended(held: I64, obs: I64, blind: Mask) -> Mask:
     """Groups whose held outcomes were of one predicted class and that now have the other:
     what they held measured nothing (TPR = FPR = 1), and a baseline of it would page "TPR
-    fell" once labels are whole (a review: labels selective from the start, then whole)."""
+    fell" once labels are whole (a review: labels selective from the start, then whole).
+    ``blind``: :func:`blind_now`'s (none blind, the common case: nothing to look at)."""
+    if not blind.any():
+        return blind
     out: Mask = blind_held(held) & ~blind_held(held + obs)
     return out
 
 
 def unmeasured(obs: I64, blind: Mask) -> I64:
     """``obs`` without the TPR and FPR outcomes of blind groups (selection rates stay)."""
+    if not blind.any():
+        return obs
     out = obs.copy()
     out[blind, 1:] = 0
     return out

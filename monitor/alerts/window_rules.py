@@ -111,9 +111,11 @@ def check_rule(
     if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
         enough = recovered = False
     ann: Notes
+    subject = None  # the compared pair, when these numbers judge one
     if enough and lo is not None and hi is not None and r.labels[lo]:
         numbers, pair = (value, lower, upper), (lo, hi)
         ann = partial(_annotations, rule, r, basis, numbers, pair, confidence, recovered)
+        subject = (r.labels[lo], r.labels[hi], basis)
     elif (cur := book.get(key)) is not None:
         # keep the last judged numbers; say that the current window cannot judge
         ann = dict(cur.annotations)
@@ -139,6 +141,7 @@ def check_rule(
         for_=rule.for_,
         value=value,
         annotations=ann,
+        subject=subject,
     )
 
 
@@ -149,20 +152,23 @@ def _quiet_pair(
     in this window, if any. With three or more groups the disparity is taken over the groups
     that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
     other groups whose ratio "recovered" the alert (found by a review)."""
-    cur = book.get(key)
-    if cur is None:
-        return None
+    subject = book.subject(key)  # (group, reference group, basis), kept by the book
+    if subject is None:  # restored from a checkpoint: its text says (written once)
+        cur = book.get(key)
+        if cur is None:
+            return None
+        ann = cur.annotations
+        subject = (ann.get("group", ""), ann.get("reference_group", ""), ann.get("basis", ""))
     # the denominators of the rate the page compared: the EOD's larger gap may have moved to
     # the other rate since, whose denominators say nothing of the paged group (a review)
-    paged = cur.annotations.get("basis", basis)
+    paged = subject[2]
     den = r.denominators(paged if paged in METRICS else basis)
-    for role in ("group", "reference_group"):
-        name = cur.annotations.get(role)
-        if name is None:
+    for role, name in zip(("group", "reference group"), subject[:2], strict=True):
+        if not name:
             continue
         i = r.labels.index(name) if name in r.labels else None
         if i is None or den[i] < rule.min_samples:
-            return f"{role.replace('_', ' ')} {name} of the page"
+            return f"{role} {name} of the page"
     return None
 
 

@@ -359,6 +359,12 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert float(alert.annotations["value"]) < 0.8  # the last judged numbers, kept
     assert "group c" in alert.annotations["data"], alert.annotations
     assert judge({"n": 0}, T0 + 120) is None  # nothing at all from c: still firing
+    # restored from a checkpoint (the book knows only the alert and its text): the same
+    (kept,) = book.firing()
+    book = AlertBook()
+    book.active[kept.key] = kept
+    assert judge({"n": 10, "fav": 2}, T0 + 150) is None
+    assert "group c" in book.firing()[0].annotations["data"]
     resolved = judge({"n": 400, "fav": 196}, T0 + 180)
     assert resolved == "resolved"
 
