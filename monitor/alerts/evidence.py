@@ -69,7 +69,7 @@ class ModelEvidence:
         self.nr = max(1, 3600 // spec.bucket)
         self.first = -1  # first block seen
         self.pool_block = -1  # the block whose counts "pool" holds (pair tests)
-        self.ff, self.eo = sq.pair_z(*bounds)
+        self.bounds, (self.ff, self.eo) = bounds, sq.pair_z(*bounds)  # (ratio, gap)
         self.ff_arms, self.eo_arms = sq.arms(self.ff), sq.arms(self.eo)
         self.ff_rev, self.eo_rev = sq.reverse_arms(self.ff), sq.reverse_arms(self.eo)
         w = np.full((5, J), -np.inf)

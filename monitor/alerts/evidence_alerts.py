@@ -169,7 +169,7 @@ def expected(me: ModelEvidence, out: dict[str, Any]) -> Any:
     log_c = out["log_c"]
     five = np.empty((*p.shape[:2], 5))
     five[..., :3] = sq.expected_seconds(log_c[:3], p, per_s)
-    ratio, gap = 1 - me.ff[0, 0], me.eo[0, 0]  # the bounds (z of a (1, 1) pair)
+    ratio, gap = me.bounds
     g_ff = p_ref[..., 0] * ratio * FF_SHOWN
     five[..., 3] = sq.pair_expected_seconds(log_c[3], g_ff, p_ref[..., 0], pair[..., 0], me.ff_arms)
     pr = p_ref[..., 1:]
@@ -185,8 +185,8 @@ def shown(me: ModelEvidence, det: int) -> str:
     if det < 3:
         return "A drop of this group's rate to 0.8×"
     if det == 3:
-        return f"A selection rate of {(1 - me.ff[0, 0]) * FF_SHOWN:.2f}× the reference's"
-    return f"A TPR or FPR gap of {me.eo[0, 0] * EO_SHOWN:.2f}"
+        return f"A selection rate of {me.bounds[0] * FF_SHOWN:.2f}× the reference's"
+    return f"A TPR or FPR gap of {me.bounds[1] * EO_SHOWN:.2f}"
 
 
 def _labels(me: ModelEvidence, s: int, g: int, det: int) -> dict[str, str]:
@@ -234,12 +234,10 @@ def _annotations(
         if r != g:
             what += f" relative to {ref}"
     elif det == 3:
-        what = (
-            f"selection rate of {group} vs {ref} left the four-fifths bound ({1 - me.ff[0, 0]:.2f})"
-        )
+        what = f"selection rate of {group} vs {ref} left the four-fifths bound ({me.bounds[0]:.2f})"
     else:
         rate = "TPR/FPR" if arm < 0 else ("TPR" if arm < 8 else "FPR")
-        what = f"{rate} of {group} vs {ref} differ by more than {me.eo[0, 0]:.2f}"
+        what = f"{rate} of {group} vs {ref} differ by more than {me.bounds[1]:.2f}"
     state = "evidence of this"
     evidence = f"Evidence log e = {tot:.1f} vs threshold {log_c:.1f}"
     if not fire:  # a resolve quotes what resolved it: the recovery's evidence (a review)

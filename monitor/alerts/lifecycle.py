@@ -95,30 +95,9 @@ class AlertBook:
         """``key``: the labels' key, if the caller has it made (``Alert.key``); ``subject``:
         what the alert is about now (None: as before), read back with :meth:`subject`."""
         key = tuple(sorted(labels.items())) if key is None else key
-        t = self._observe(key, name, labels, breached, recovered, at, for_, value, annotations)
-        if key not in self._active:
-            self._subjects.pop(key, None)
-        elif subject is not None:
-            self._subjects[key] = subject
-        return t
-
-    def subject(self, key: Key) -> tuple[str, ...] | None:
-        """What an active alert was last about (None: not told, e.g. restored)."""
-        return self._subjects.get(key)
-
-    def _observe(
-        self,
-        key: Key,
-        name: str,
-        labels: dict[str, str],
-        breached: bool,
-        recovered: bool,
-        at: float,
-        for_: float,
-        value: float,
-        annotations: Notes,
-    ) -> Transition | None:
         cur = self._active.get(key)
+        if subject is not None and (cur is not None or breached):
+            self._subjects[key] = subject
         if cur is None:
             if not breached:
                 return None
@@ -130,6 +109,7 @@ class AlertBook:
             if not breached:
                 del self._active[key]  # never fired: nothing to resolve, nothing to tell
                 self._unwritten.pop(key, None)
+                self._subjects.pop(key, None)
                 return None
             if at - cur.since >= for_:
                 self._unwritten.pop(key, None)
@@ -144,11 +124,16 @@ class AlertBook:
         if recovered:
             notes, last = _written(annotations), self.get(key)  # the last text, written
             del self._active[key]
+            self._subjects.pop(key, None)
             kept = last.annotations if last is not None else cur.annotations
             resolved = replace(cur, state="resolved", at=at, value=value, annotations=notes or kept)
             return Transition(resolved, "firing")
         self._keep(key, cur, value, annotations)
         return None
+
+    def subject(self, key: Key) -> tuple[str, ...] | None:
+        """What an active alert was last about (None: not told, e.g. restored)."""
+        return self._subjects.get(key)
 
     def _keep(self, key: Key, cur: Alert, value: float, annotations: Notes) -> None:
         """The alert stays as it is with new numbers; its text is written when read. An empty
