@@ -50,7 +50,18 @@ from monitor.state.engine import Engine
 
 # seeds per scenario in the default run (a few minutes in all with --jobs 2)
 DEFAULT_SEEDS = {"fair": 1, "small-drop": 4, "large-drop": 2, "tpr-drop": 2, "dir-slide": 2}
-ORDER = ("fair", "small-drop", "large-drop", "tpr-drop", "dir-slide", "cost", "replay-check")
+DEFAULT_SEEDS |= {"fair-denials-daily": 1, "tpr-drop-denials-daily": 1}
+ORDER = (
+    "fair",
+    "fair-denials-daily",
+    "small-drop",
+    "large-drop",
+    "tpr-drop",
+    "tpr-drop-denials-daily",
+    "dir-slide",
+    "cost",
+    "replay-check",
+)
 
 
 def _one(job: tuple[str, int]) -> RunResult:
@@ -239,11 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         results, secs = run_seeds(
             sc, range(args.first_seed, args.first_seed + n), args.jobs, args.results
         )
-        if name == "fair":
+        if sc.kind == "none":
             print_fair(sc, results, secs, pages, per)
         elif name in ("small-drop", "large-drop"):
             print_drop(sc, results, secs, pages, per)
-        elif name == "tpr-drop":
+        elif sc.kind == "tpr":
             print_tpr(sc, results, secs)
         else:
             print_slide(sc, results, secs)

@@ -36,6 +36,11 @@ PREVALENCE, TPR, FPR = 0.5, 0.8, 0.2  # selection rate 0.5·0.8 + 0.5·0.2 = 0.5
 LABEL_DELAY_H = (1.0, 6.0)
 
 Kind = Literal["none", "rate", "tpr", "slide"]
+# how labels arrive: each 1–6 h after its decision ("late"), or so for approvals while the
+# denials' outcomes come in one batch a day at 02:00, for decisions made at least 6 h before
+# (another source: a bureau's file) — label delay that depends on the predicted class
+Labels = Literal["late", "denials-daily"]
+DAY = 86_400.0
 
 
 def bench_config(alerts: dict[str, Any] | None = None) -> Config:
@@ -72,7 +77,7 @@ def bench_config(alerts: dict[str, Any] | None = None) -> Config:
 class Scenario:
     """Groups (label, decisions per hour) and one change to one group from ``start_h``.
 
-    ``kind``: ``rate`` sets the selection rate to ``to`` for ``hold_h`` hours, then back;
+    ``labels``: how outcomes arrive (:data:`Labels`). ``kind``: ``rate`` sets the selection rate to ``to`` for ``hold_h`` hours, then back;
     ``tpr`` sets the TPR to ``to`` for ``hold_h`` hours, then back; ``slide`` moves the
     selection rate linearly from 0.5 to ``to`` over ``hold_h`` hours and keeps it there.
     """
@@ -86,6 +91,7 @@ class Scenario:
     hold_h: float = 24.0
     to: float = 0.5
     about: str = ""
+    labels: Labels = "late"
 
     @property
     def end_h(self) -> float:
@@ -115,6 +121,13 @@ SCENARIOS = {
     s.name: s
     for s in (
         Scenario("fair", 30, TWO, about="fair 30-day streams"),
+        Scenario(
+            "fair-denials-daily",
+            30,
+            TWO,
+            labels="denials-daily",
+            about="fair 30-day streams, denials' outcomes in a daily batch",
+        ),
         Scenario("small-drop", 8, TWO, "rate", "small", to=0.3, about="small group 0.5 → 0.3"),
         Scenario(
             "large-drop",
@@ -133,6 +146,16 @@ SCENARIOS = {
             "big2",
             to=0.6,
             about="a large group's TPR 0.8 → 0.6, labels 1–6 h late",
+        ),
+        Scenario(
+            "tpr-drop-denials-daily",
+            8,
+            (("big", LARGE), ("big2", LARGE)),
+            "tpr",
+            "big2",
+            to=0.6,
+            labels="denials-daily",
+            about="a large group's TPR 0.8 → 0.6, denials' outcomes in a daily batch",
         ),
         Scenario(
             "dir-slide",
@@ -190,6 +213,9 @@ def draw(sc: Scenario, seed: int) -> Events:
     ts, grp, cell = ts[order], grp[order], cell[order]
     m = len(ts)
     lts = ts + rng.uniform(LABEL_DELAY_H[0] * 3600, LABEL_DELAY_H[1] * 3600, m)
+    if sc.labels == "denials-daily":
+        batch = T0 + (np.floor((ts + 6 * 3600 - T0) / DAY) + 1) * DAY + 2 * 3600
+        lts = np.where(np.isin(cell, (0, 2)), lts, batch)
     lorder = np.argsort(lts, kind="stable")
     return Events(
         key=np.arange(1, m + 1, dtype=np.uint64),

@@ -13,7 +13,8 @@ group with the most decisions in its baseline once one has ``min_baseline``; it 
   the far end of p0 ± ``baseline_z`` (1.5) standard errors of p0 (the baselines' and the
   trailing hour's), so their error gives no drift towards an alarm. Labelled outcomes count
   when their label arrives (its own time), whatever their prediction's bucket: valid if the
-  label delay does not depend on the outcome.
+  label delay does not depend on the outcome; a run of one predicted class waits for the
+  other class (``selective.py``), so a delay that depends on the decision does no harm.
 * ``four_fifths``: the null ``0.8 ≤ p_g/p_r ≤ 1.25`` by betting on random pairs of g's and r's
   decisions of the bucket; exact however the rates drift (Chugg et al. 2023).
 * ``equalized_odds``: ``|TPR_g − TPR_r| ≤ b`` and ``|FPR_g − FPR_r| ≤ b`` the same way, on
@@ -50,7 +51,7 @@ DETECTORS = ("selection_rate", "tpr", "fpr", "four_fifths", "equalized_odds")
 J = 16  # arms: change 2 directions × 4 bets; four-fifths 2 × 4; equalized odds 2 rates × 2 × 4
 KAPPA = 20.0  # pseudo-counts shrinking the reference's trailing-hour rate to its baseline
 BLOCK = 3600  # seconds per baseline block
-STATE = ("log_r", "rec", "arm", "frozen", "since", "pool", "streak")  # group axis 1
+STATE = ("log_r", "rec", "arm", "frozen", "since", "pool", "withheld")  # group axis 1
 HISTORY = ("blocks", "recent")  # per block / bucket; group axis 2
 
 
@@ -89,12 +90,12 @@ class ModelEvidence:
         shapes |= {
             "since": (s, g, 5),
             "pool": (s, g, 3, 2),
-            "streak": (s, g, 2),  # selective.py: labelled runs of one predicted class
+            "withheld": (s, g, 3, 2),  # selective.py: a run of one predicted class, held back
             "blocks": (self.nb, s, g, 3, 2),
             "recent": (self.nr, s, g, 3, 2),
         }
         for name, shape in shapes.items():
-            dtype = np.int64 if name in ("arm", "pool", "streak", *HISTORY) else np.float64
+            dtype = np.int64 if name in ("arm", "pool", "withheld", *HISTORY) else np.float64
             new = np.full(shape, fill.get(name, 0), dtype=dtype)
             old = a.get(name)
             if old is not None:
@@ -169,8 +170,7 @@ class ModelEvidence:
         cur = ((k - 1) * self.spec.bucket) // self.block
         self.first = cur if self.first < 0 else self.first
         base, held = self.baseline(cur)
-        blind, run = selective.blind_now(a["streak"], obs, held)  # one class labelled
-        obs = selective.unmeasured(obs, run)
+        obs, blind = selective.hold_runs(a["withheld"], obs, held, self.spec.favourable)
         self._choose_refs(base)
         has_ref, r, s_ = self.refs >= 0, np.maximum(self.refs, 0), np.arange(S)
         is_ref = (np.arange(G)[None, :] == r[:, None]) & has_ref[:, None]

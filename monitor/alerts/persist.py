@@ -142,10 +142,12 @@ def evidence_from_state(
     me.labels, me.refs, me.first = [list(x) for x in s.labels], np.array(s.refs), s.first
     me.pool_block = s.pool_block
     me.grow(max((len(x) for x in s.labels), default=0))
-    # "streak" (selective labels now) came later: a state without it starts it at zero
-    if set(s.arrays) != set(me.arrays) and set(s.arrays) != set(me.arrays) - {"streak"}:
+    # runs held back ("withheld") came later: a state without them (with the run lengths that
+    # came before, "streak") starts with none held back
+    arrays = {k: a for k, a in s.arrays.items() if k != "streak"}
+    if set(arrays) != set(me.arrays) and set(arrays) != set(me.arrays) - {"withheld"}:
         return None
-    for k, a in s.arrays.items():
+    for k, a in arrays.items():
         if tuple(a.shape) != me.arrays[k].shape or len(a.data) != me.arrays[k].size:
             return None
         me.arrays[k] = np.array(a.data, dtype=a.dtype).reshape(a.shape)

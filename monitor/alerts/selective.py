@@ -1,23 +1,30 @@
-"""Selective labels for the evidence detectors: when TPR and FPR cannot be measured.
+"""Selective labels and labels delivered by class, for the evidence detectors.
 
 Labelled outcomes of one predicted class only (a loan never granted is never repaid) make
 TPR = TP / (TP + FN) and FPR = FP / (FP + TN) equal 1 by construction (``metrics/blindness.py``).
-Judged over the blocks held (up to the baseline, a week), labels that *turn* selective stay
-unseen for days: the old blocks still hold both classes, while every new bucket feeds the TPR
-and FPR detectors outcomes of one class, and they paged "TPR/FPR of a rose" (found by a
-review). So a group is also blind *now* once its labelled outcomes since the last one of a
-predicted class are so many that the class's absence is no chance: with ``f`` that class's
-share of the labelled outcomes held, a run of ``L`` outcomes without it has probability
-``(1 − f)^L ≤ exp(−f·L)``; blind when ``f·L ≥`` :data:`EXPECTED_MISSING` (chance ≤ e^-20 per
-run while ``f`` holds; a false call pauses the detectors until that class is labelled again).
-``f`` is the long-run share: when the model's decisions shift a lot (approving 90 % where it
-approved 50 %), runs grow longer than ``f`` expects until the blocks held catch up, and a
-run of 40 approvals (1.5 % of runs at 90 %) pauses TPR/FPR for its remainder.
+The detectors count an outcome when its label arrives, which measures TPR and FPR only if the
+label delay does not depend on the predicted class. Often it does: approvals' outcomes come
+from the loan book within hours, denials' from a bureau's file once a day. Counted as they
+came, every bucket between two files fed the detectors approvals only (TPR = FPR = 1) and the
+file then fed them denials only; on fair 30-day streams that paged (``bench/alert_quality.py
+--scenario fair-denials-daily``).
 
-Outcomes labelled in such a run are no measurement of its TPR or FPR: they are kept out of
-the detectors, their pair tests and their baselines (else a baseline of TPR = 1 would page
-"TPR fell" once labelling is whole again). A group selective from the start keeps them until
-the other class is labelled (something must end its blindness), then drops them (``ended``).
+So labelled outcomes of one predicted class are *held back* (``withheld``) until an outcome
+of the other class arrives, then released together: a run of approvals meets the file of
+denials and the two are judged as one sample. Under whole labels runs are short (a bucket of a
+large group holds both classes; a small group's run waits minutes).
+
+A run can also mean the labels turned selective. With ``f`` the share of predicted negatives
+(``negative_share``: of the labelled outcomes held, or of the decisions while those hold one
+class or none), a run of ``L`` positives has probability ``(1 − f)^L ≤ exp(−f·L)``: once
+``f·L ≥`` :data:`EXPECTED_MISSING` (chance ≤ e^-20 under whole labels) TPR and FPR show as
+blind. When such a run ends, it is released only if the bucket that ends it brings at least
+half the other class's share of it (a file delivered apart); a few outcomes of the other class
+mean labels turned whole again, and the run is dropped: a baseline of TPR = 1 would page "TPR
+fell" (found by a review). ``f`` is the long-run share: when the model's decisions shift a lot
+(approving 90 % where it approved 50 %), runs grow longer than ``f`` expects until the blocks
+held catch up, and a run of 40 approvals (1.5 % of runs at 90 %) shows blind for its remainder.
+States saved before runs were held back may hold one class only: ``ended`` drops that.
 """
 
 from __future__ import annotations
@@ -45,41 +52,60 @@ def blind_held(held: I64) -> Mask:
     return out
 
 
-def blind_now(streak: I64, obs: I64, held: I64) -> tuple[Mask, Mask]:
-    """Update ``streak[..., (positives since the last negative, negatives since the last
-    positive)]`` with one bucket's labelled outcomes ``obs`` (in place); which groups are
-    blind (selective in all that is held, or in a run too long to be chance) and which of
-    them by the run alone: only those outcomes are kept out of the baseline (kept out when
-    the held ones decide, a group whose first labelled outcome was positive stayed blind for
-    good: nothing more was held to end it)."""
-    pos, neg = classes(obs)
-    streak[..., 0] = np.where(neg > 0, 0, streak[..., 0] + pos)
-    streak[..., 1] = np.where(pos > 0, 0, streak[..., 1] + neg)
+def negative_share(held: I64, favourable: int) -> npt.NDArray[np.float64]:
+    """The share ``f`` of predicted negatives: among the labelled outcomes held when they hold
+    both classes, else among the decisions held (labels one-sided or none yet: the decisions
+    say what whole labels would hold; labelled outcomes of one class would say 0 or 1)."""
     h_pos, h_neg = classes(held)
     total = h_pos + h_neg
+    fav, n = held[..., 0, 0], held[..., 0, 1]
+    pred_neg = n - fav if favourable == 1 else fav  # the class of TN and FN: prediction 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        share_neg = np.where(total > 0, h_neg / total, 0.0)
-    run = (streak[..., 0] * share_neg >= EXPECTED_MISSING) | (
-        streak[..., 1] * (1.0 - share_neg) * (total > 0) >= EXPECTED_MISSING
-    )
-    return blind_held(held) | run, run
+        by_labels = h_neg / total
+        by_decisions = np.where(n > 0, pred_neg / n, 0.0)
+    out: npt.NDArray[np.float64] = np.where((h_pos > 0) & (h_neg > 0), by_labels, by_decisions)
+    return out
+
+
+def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64, Mask]:
+    """One bucket's detector counts ``obs`` with its labelled outcomes held back while they
+    are of one predicted class (``withheld``: the run so far, updated in place), and which
+    groups are blind now.
+
+    A run is released with the bucket that brings the other class. A run too long for chance
+    (``f·L ≥`` :data:`EXPECTED_MISSING`) is released only if that bucket brings at least half
+    of the other class's share of it (``f·L / (1 − f)`` for ``L`` positives: the classes were
+    delivered apart), else dropped (labels were selective, then whole again)."""
+    f = negative_share(held, favourable)
+    pos, neg = classes(obs)
+    w_pos, w_neg = classes(withheld)
+    both = withheld + obs
+    c_pos, c_neg = classes(both)
+    release = (c_pos > 0) & (c_neg > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        few_neg = (w_pos * f >= EXPECTED_MISSING) & (neg < 0.5 * w_pos * f / (1.0 - f))
+        few_pos = (w_neg * (1.0 - f) >= EXPECTED_MISSING) & (pos < 0.5 * w_neg * (1.0 - f) / f)
+    dropped = release & (few_neg | few_pos)
+    mixed = (pos > 0) & (neg > 0)
+    r, d, m = (x[..., None, None] for x in (release, dropped, mixed))
+    sent = np.where(r & ~d, both, np.where(d & m, obs, 0))
+    kept = np.where(~r, both, np.where(d & ~m, obs, 0))  # a dropped run's bucket starts a run
+    kept[..., 0, :] = 0  # decisions are never held back
+    withheld[...] = kept
+    out = obs.copy()
+    out[..., 1:, :] = sent[..., 1:, :]
+    k_pos, k_neg = classes(kept)
+    run = (k_pos * f >= EXPECTED_MISSING) | (k_neg * (1.0 - f) >= EXPECTED_MISSING)
+    return out, blind_held(held) | run
 
 
 def ended(held: I64, obs: I64, blind: Mask) -> Mask:
     """Groups whose held outcomes were of one predicted class and that now have the other:
     what they held measured nothing (TPR = FPR = 1), and a baseline of it would page "TPR
     fell" once labels are whole (a review: labels selective from the start, then whole).
-    ``blind``: :func:`blind_now`'s (none blind, the common case: nothing to look at)."""
+    Only a state saved before runs were held back can hold that. ``blind``:
+    :func:`hold_runs`'s (none blind, the common case: nothing to look at)."""
     if not blind.any():
         return blind
     out: Mask = blind_held(held) & ~blind_held(held + obs)
-    return out
-
-
-def unmeasured(obs: I64, blind: Mask) -> I64:
-    """``obs`` without the TPR and FPR outcomes of blind groups (selection rates stay)."""
-    if not blind.any():
-        return obs
-    out = obs.copy()
-    out[blind, 1:] = 0
     return out

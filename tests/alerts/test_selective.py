@@ -20,28 +20,54 @@ def outcomes(pos: int, neg: int) -> np.ndarray:
     return np.array([[[[pos, pos + neg], [tp, tp + fn], [fp, fp + tn]]]], np.int64)
 
 
-def test_a_run_too_long_for_chance_is_blind_and_the_other_class_ends_it() -> None:
-    """Held: 300 predicted positive, 100 negative (a negative's share 1/4). A run of positives
-    is blind at 80 (80 · 1/4 = 20 expected negatives missing), not at 79; one labelled
-    negative ends it; a run of 26 negatives (share 3/4: 19.5) is not blind, 27 is."""
+def labelled(out: np.ndarray) -> tuple[int, int]:
+    """(predicted positive, predicted negative) labelled outcomes of one group's counts."""
+    pos, neg = selective.classes(out)
+    return int(pos.sum()), int(neg.sum())
+
+
+def test_a_run_is_held_back_until_the_other_class_and_dropped_if_it_was_selective() -> None:
+    """Held: 300 predicted positive, 100 negative (a negative's share f = 1/4). Outcomes of
+    one class are held back; a run is blind at 80 positives (80 · 1/4 = 20 negatives missing),
+    not at 79. Ended by one negative among 5 positives: a long run without the ~27 negatives
+    its share expects (half: 13.3) was selective labelling: dropped, the bucket alone counts.
+    Ended by 14 negatives: a file of the other class, released with them."""
     held = outcomes(300, 100)
-    streak = np.zeros((1, 1, 2), np.int64)
+    withheld = np.zeros((1, 1, 3, 2), np.int64)
 
-    def blind(obs: np.ndarray, held: np.ndarray = held) -> tuple[bool, bool]:
-        now, run = selective.blind_now(streak, obs, held)
-        return bool(now.all()), bool(run.all())
+    def feed(obs: np.ndarray, held: np.ndarray = held) -> tuple[tuple[int, int], bool]:
+        out, blind = selective.hold_runs(withheld, obs, held, favourable=1)
+        assert np.array_equal(out[..., 0, :], obs[..., 0, :])  # decisions never wait
+        return labelled(out), bool(blind.all())
 
-    assert blind(outcomes(79, 0)) == (False, False)
-    assert blind(outcomes(1, 0)) == (True, True)
-    assert blind(outcomes(5, 1)) == (False, False)  # a negative: over
-    assert blind(outcomes(0, 26)) == (False, False)
-    assert blind(outcomes(0, 1)) == (True, True)
-    kept = selective.unmeasured(outcomes(7, 0), np.array([[True]]))
-    assert kept[0, 0, 0].tolist() == [7, 7] and not kept[0, 0, 1:].any()  # selection stays
-    # only positives held (selective from the start): blind, but its outcomes are kept, so
-    # a labelled negative can end it
-    streak[:] = 0
-    assert blind(outcomes(3, 0), outcomes(9, 0)) == (True, False)
+    assert feed(outcomes(79, 0)) == ((0, 0), False)
+    assert feed(outcomes(1, 0)) == ((0, 0), True)
+    assert labelled(withheld) == (80, 0)
+    assert feed(outcomes(5, 1)) == ((5, 1), False)  # the run dropped, this bucket counts
+    assert labelled(withheld) == (0, 0)
+    feed(outcomes(80, 0))
+    assert feed(outcomes(0, 13)) == ((0, 0), False)  # 13 < 13.3: dropped; the 13 wait
+    assert labelled(withheld) == (0, 13)
+    feed(outcomes(80, 0))  # ends that run of negatives (short): released with it
+    withheld[:] = 0
+    feed(outcomes(80, 0))
+    assert feed(outcomes(0, 14)) == ((80, 14), False)  # a file of the other class
+    # a short run waits for the other class, then counts in full
+    assert feed(outcomes(3, 0)) == ((0, 0), False)
+    assert feed(outcomes(0, 1)) == ((3, 1), False)
+    # runs of negatives: blind at 27 (27 · 3/4 = 20.25), not at 26
+    assert feed(outcomes(0, 26)) == ((0, 0), False)
+    assert feed(outcomes(0, 1)) == ((0, 0), True)
+    # no labelled outcome held yet: the decisions' share decides (150 of 200 denied: f = 3/4)
+    withheld[:] = 0
+    decisions = np.zeros((1, 1, 3, 2), np.int64)
+    decisions[..., 0, :] = (50, 200)
+    assert feed(outcomes(26, 0), decisions) == ((0, 0), False)
+    assert feed(outcomes(1, 0), decisions) == ((0, 0), True)
+    # only positives held (selective from the start, a state saved before runs were held
+    # back): blind
+    withheld[:] = 0
+    assert feed(outcomes(0, 0), outcomes(9, 0))[1]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -75,9 +101,10 @@ def test_labels_turning_selective_page_nothing_and_show_blind(seed: int) -> None
     assert states == {59: {"watching"}, 79: {"blind: selective labels"}, 99: {"watching"}}
 
 
-def test_a_state_saved_before_the_run_counts_keeps_its_evidence() -> None:
-    """A checkpoint written before ``streak`` existed restores the detectors (the runs start
-    at zero) rather than starting them afresh, which would blind them for their baseline."""
+def test_a_state_saved_before_runs_were_held_back_keeps_its_evidence() -> None:
+    """A checkpoint written before ``withheld`` existed (with ``streak``, the run lengths of
+    the version before, or without either) restores the detectors with nothing held back,
+    rather than starting them afresh, which would blind them for their baseline."""
     import msgspec
 
     from monitor.alerts import persist
@@ -86,16 +113,17 @@ def test_a_state_saved_before_the_run_counts_keeps_its_evidence() -> None:
     ev = drive(preds, labs, cfg=config(windows=("1h", "1d")))
     doc = persist.loads(persist.dumps(ev))
     (state,) = doc.evidence
-    older = msgspec.structs.replace(
-        state, arrays={k: v for k, v in state.arrays.items() if k != "streak"}
-    )
-    text = persist.encode(msgspec.structs.replace(doc, evidence=[older]))
-    restored = AlertEvaluator(ev.config, ev.engine)
-    persist.restore(restored, text)
-    assert restored.evidence_afresh == set()
-    me, before = restored.evidence.models[0], ev.evidence.models[0]
-    assert not me.arrays["streak"].any()
-    assert np.array_equal(me.arrays["log_r"], before.arrays["log_r"])
+    arrays = {k: v for k, v in state.arrays.items() if k != "withheld"}
+    streak = persist.ArrayState("int64", [1, 2, 2], [0.0] * 4)
+    for version in (arrays, arrays | {"streak": streak}):
+        older = msgspec.structs.replace(state, arrays=version)
+        text = persist.encode(msgspec.structs.replace(doc, evidence=[older]))
+        restored = AlertEvaluator(ev.config, ev.engine)
+        persist.restore(restored, text)
+        assert restored.evidence_afresh == set()
+        me, before = restored.evidence.models[0], ev.evidence.models[0]
+        assert not me.arrays["withheld"].any()
+        assert np.array_equal(me.arrays["log_r"], before.arrays["log_r"])
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -119,3 +147,67 @@ def test_labels_selective_from_the_start_then_whole_page_nothing(seed: int) -> N
     assert label_pages == []
     rows = [r for r in ev.evidence.snapshot() if r.detector in ("tpr", "fpr")]
     assert {r.state for r in rows} == {"watching"}, rows
+
+
+def denials_daily(
+    preds: dict[str, np.ndarray], labs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The labels with the denials' outcomes moved into one file a day at 02:00 (of the
+    decisions made at least 6 h before it); the approvals' arrive as they came."""
+    at = dict(zip(preds["key"].tolist(), preds["ts"].tolist(), strict=True))
+    approved = dict(zip(preds["key"].tolist(), preds["pred"].tolist(), strict=True))
+    keys = labs["key"].tolist()
+    made = np.array([at[k] for k in keys])
+    denied = np.array([approved[k] == 0 for k in keys], bool)
+    day = 86_400.0
+    file = T0 + (np.floor((made + 6 * 3600 - T0) / day) + 1) * day + 2 * 3600
+    ts = np.where(denied, file, labs["ts"])
+    order = np.argsort(ts, kind="stable")
+    return {"key": labs["key"][order], "ts": ts[order], "label": labs["label"][order]}
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_denials_labelled_in_a_daily_file_page_nothing_and_are_measured(seed: int) -> None:
+    """Approvals' outcomes within hours, denials' in a daily file (a label delay that depends
+    on the decision). Counted as they came, the hours between files fed TPR = FPR = 1 and the
+    file fed denials alone; on 30-day streams that paged (``bench/alert_quality.py --scenario
+    fair-denials-daily``). Held back until the file comes, each run of approvals is judged
+    with it: no page, and the outcomes reach the detectors' baselines (none dropped as
+    selective: the approvals labelled from hour 30 on, ~600 per group and day)."""
+    preds, labs = events(100 * H, lambda m: 0.5, per_min=(20.0, 40 / 60), labels=True, seed=seed)
+    ev = drive(preds, denials_daily(preds, labs), cfg=config(windows=("1h", "1d")))
+    label_pages = [
+        (t.alert.name, t.alert.labels.get("metric"), t.alert.labels.get("group"))
+        for t in ev.history
+        if t.alert.labels.get("metric") in ("tpr", "fpr") or t.alert.name.startswith("Equal")
+    ]
+    assert label_pages == []
+    me = ev.evidence.models[0]
+    held = me.arrays["blocks"].sum(axis=0)[0]  # [group, (selection, TPR, FPR), (x, n)]
+    pos, neg = selective.classes(held)
+    decided = held[:, 0, 1]
+    # the blocks reach back a week: all of it held, every labelled outcome of the files that
+    # came (days 1-4) is there, of both classes, in their proportion of the decisions
+    assert (neg > 0.3 * decided).all() and (pos > 0.3 * decided).all(), (pos, neg, decided)
+
+
+def test_a_tpr_drop_shows_when_denials_come_in_a_daily_file() -> None:
+    """Held back runs must not blind the detectors: with the denials' outcomes in a daily
+    file, group b's TPR falling 0.8 → 0.5 at hour 30 pages on b's TPR once the files that
+    hold its misses have come (the first at hour 50: decisions before hour 44)."""
+    preds, labs = events(
+        80 * H,
+        lambda m: 0.5,
+        per_min=(20.0, 20.0),
+        tpr_b=lambda m: 0.5 if m >= 30 * H else 0.8,
+        labels=True,
+        seed=0,
+    )
+    ev = drive(preds, denials_daily(preds, labs), cfg=config(windows=("1h", "1d")))
+    fired = [
+        (t.alert.name, t.alert.labels.get("metric"), round((t.alert.at - T0) / 3600, 1))
+        for t in ev.history
+        if t.alert.labels.get("group") == "b" and t.alert.state == "firing"
+    ]
+    tpr = [h for name, metric, h in fired if metric == "tpr" or name.startswith("Equal")]
+    assert tpr and 30 < min(tpr) <= 51, fired

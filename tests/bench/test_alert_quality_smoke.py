@@ -103,6 +103,22 @@ def test_streams_follow_their_truth() -> None:
     assert _within(int(y[big].sum()), int(big.sum()), 0.5)  # prevalence
 
 
+def test_denials_come_in_a_daily_file_approvals_as_they_came() -> None:
+    """``fair-denials-daily``: an approval's outcome 1–6 h after it; a denial's in the file
+    of the next 02:00 that is at least 6 h after the decision (so 8–32 h late)."""
+    sc = replace(SCENARIOS["fair-denials-daily"], days=3)
+    ev = draw(sc, 0)
+    made = ev.ts[ev.label_idx]
+    delay = ev.label_ts - made
+    approved = ev.pred[ev.label_idx] == 1
+    assert delay[approved].min() >= 3600 and delay[approved].max() <= 6 * 3600
+    files = ev.label_ts[~approved]
+    # 02:00 each day (the last after the 3 days: the run never feeds it)
+    assert set(((files - T0) / 3600).tolist()) == {26.0, 50.0, 74.0, 98.0}
+    assert delay[~approved].min() >= 8 * 3600 and delay[~approved].max() <= 32 * 3600
+    assert np.all(np.diff(ev.label_ts) >= 0)
+
+
 def test_tpr_drop_changes_the_tpr_only() -> None:
     sc = replace(SCENARIOS["tpr-drop"], days=2, start_h=12, hold_h=24)
     ev = draw(sc, 0)
