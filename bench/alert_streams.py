@@ -153,9 +153,10 @@ SCENARIOS = {
             (("big", LARGE), ("big2", LARGE)),
             "tpr",
             "big2",
-            to=0.6,
+            hold_h=72.0,  # the misses' outcomes come in the next day's file: a day-long change
+            to=0.6,  # would be over before its file came
             labels="denials-daily",
-            about="a large group's TPR 0.8 → 0.6, denials' outcomes in a daily batch",
+            about="a large group's TPR 0.8 → 0.6 for 3 days, denials' outcomes in a daily batch",
         ),
         Scenario(
             "dir-slide",
