@@ -62,9 +62,10 @@ def bench_config(alerts: dict[str, Any] | None = None) -> Config:
                     ],
                     "lateness": "1h",
                     "min_samples": 30,
-                    # Compose keeps labelled predictions 4 days; labels here come within 6 h,
-                    # so a day changes no count and keeps the join table small
-                    "join": {"ttl": "1d"},
+                    # Compose keeps labelled predictions 4 days; labels here come within 6 h
+                    # (the denials' daily file: 32 h), so 2 days change no count and keep the
+                    # join table small
+                    "join": {"ttl": "2d"},
                 }
             },
             "max_future": "365d",
