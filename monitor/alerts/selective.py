@@ -69,34 +69,63 @@ def negative_share(held: I64, favourable: int) -> npt.NDArray[np.float64]:
 
 def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64, Mask]:
     """One bucket's detector counts ``obs`` with its labelled outcomes held back while they
-    are of one predicted class (``withheld``: the run so far, updated in place), and which
-    groups are blind now.
+    are of one predicted class (``withheld``: the run so far and, in its selection row, the
+    decisions since the last release; updated in place), and which groups are blind now.
 
     A run is released with the bucket that brings the other class. A run too long for chance
     (``f·L ≥`` :data:`EXPECTED_MISSING`) is released only if that bucket brings at least half
     of the other class's share of it (``f·L / (1 − f)`` for ``L`` positives: the classes were
-    delivered apart), else dropped (labels were selective, then whole again)."""
+    delivered apart), else dropped (labels were selective, then whole again); released, the
+    two classes are weighted as the decisions since the last release stand (:func:`weighted`)."""
     f = negative_share(held, favourable)
     pos, neg = classes(obs)
     w_pos, w_neg = classes(withheld)
-    both = withheld + obs
+    both = withheld + obs  # its selection row: the decisions since the last release
     c_pos, c_neg = classes(both)
     release = (c_pos > 0) & (c_neg > 0)
+    long_pos, long_neg = w_pos * f >= EXPECTED_MISSING, w_neg * (1.0 - f) >= EXPECTED_MISSING
     with np.errstate(divide="ignore", invalid="ignore"):
-        few_neg = (w_pos * f >= EXPECTED_MISSING) & (neg < 0.5 * w_pos * f / (1.0 - f))
-        few_pos = (w_neg * (1.0 - f) >= EXPECTED_MISSING) & (pos < 0.5 * w_neg * (1.0 - f) / f)
+        few_neg = long_pos & (neg < 0.5 * w_pos * f / (1.0 - f))
+        few_pos = long_neg & (pos < 0.5 * w_neg * (1.0 - f) / f)
     dropped = release & (few_neg | few_pos)
+    files = release & ~dropped & (long_pos | long_neg)
+    if files.any():
+        both[files] = weighted(both[files], favourable)
     mixed = (pos > 0) & (neg > 0)
     r, d, m = (x[..., None, None] for x in (release, dropped, mixed))
     sent = np.where(r & ~d, both, np.where(d & m, obs, 0))
     kept = np.where(~r, both, np.where(d & ~m, obs, 0))  # a dropped run's bucket starts a run
-    kept[..., 0, :] = 0  # decisions are never held back
+    kept[release, 0, :] = 0  # decisions count afresh from a release
     withheld[...] = kept
     out = obs.copy()
     out[..., 1:, :] = sent[..., 1:, :]
     k_pos, k_neg = classes(kept)
     run = (k_pos * f >= EXPECTED_MISSING) | (k_neg * (1.0 - f) >= EXPECTED_MISSING)
     return out, blind_held(held) | run
+
+
+def weighted(counts: I64, favourable: int) -> I64:
+    """``counts`` (a released run and the outcomes that ended it) with one predicted class's
+    outcomes scaled down so the classes stand as in its decisions (its selection row): TPR and
+    FPR as if both classes were labelled alike (inverse-coverage weighting per predicted class,
+    Horvitz & Thompson 1952). A file of denials covers other hours than the run of approvals it
+    ends (the first file of a run: fewer); unweighted, TPR and FPR moved with the coverage (a
+    review: "FPR fell" paged at the second file). Only ever scaled down: no count grows."""
+    out = counts.copy()
+    fav, n = counts[:, 0, 0], counts[:, 0, 1]
+    neg_share = (n - fav if favourable == 1 else fav) / np.maximum(n, 1)
+    tp, fp = counts[:, 1, 0], counts[:, 2, 0]
+    fn, tn = counts[:, 1, 1] - tp, counts[:, 2, 1] - fp
+    pos, neg = tp + fp, fn + tn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (neg * (1.0 - neg_share)) / (pos * neg_share)  # > 1: too many negatives
+    ok = (n > 0) & (neg_share > 0) & (neg_share < 1) & np.isfinite(ratio) & (ratio > 0)
+    s_pos = np.where(ok & (ratio < 1), ratio, 1.0)
+    s_neg = np.where(ok & (ratio > 1), 1.0 / ratio, 1.0)
+    tp, fp = np.rint(tp * s_pos).astype(np.int64), np.rint(fp * s_pos).astype(np.int64)
+    fn, tn = np.rint(fn * s_neg).astype(np.int64), np.rint(tn * s_neg).astype(np.int64)
+    out[:, 1, 0], out[:, 1, 1], out[:, 2, 0], out[:, 2, 1] = tp, tp + fn, fp, fp + tn
+    return out
 
 
 def ended(held: I64, obs: I64, blind: Mask) -> Mask:

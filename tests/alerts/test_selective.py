@@ -70,6 +70,26 @@ def test_a_run_is_held_back_until_the_other_class_and_dropped_if_it_was_selectiv
     assert feed(outcomes(0, 0), outcomes(9, 0))[1]
 
 
+def test_a_released_file_is_weighted_as_its_decisions_stand() -> None:
+    """1,000 decisions, half denied; labelled: 600 approvals (PPV 0.8: TP 480, FP 120) and a
+    file of 400 denials (FN 80, TN 320). As counted, TPR = 480/560 = 0.857 and FPR =
+    120/440 = 0.273; the approvals scaled to the decisions' 1:1 (× 2/3): TP 320, FP 80, so
+    TPR = 320/400 = 0.8 and FPR = 80/400 = 0.2, the rates of the 1,000 decisions (TP 400,
+    FN 100, FP 100, TN 400). No count grows."""
+    c = np.array([[[500, 1000], [480, 560], [120, 440]]], np.int64)
+    w = selective.weighted(c, favourable=1)
+    assert w[0].tolist() == [[500, 1000], [320, 400], [80, 400]]
+    # more denials than the decisions say: the denials are scaled (× 1/2 here), not the others
+    c = np.array([[[500, 1000], [400, 600], [100, 900]]], np.int64)  # 500 approvals, 1,000 denials
+    assert selective.weighted(c, favourable=1)[0].tolist() == [[500, 1000], [400, 500], [100, 500]]
+    # the selection row counts favourable decisions: 400 of 1,000 (with favourable 0 those
+    # are the denials, 40 %: 600 approvals to 400 denials is as labelled; with favourable 1,
+    # 60 % denials: the approvals × 4/9)
+    c = np.array([[[400, 1000], [480, 560], [120, 440]]], np.int64)
+    assert np.array_equal(selective.weighted(c, favourable=0), c)
+    assert selective.weighted(c, favourable=1)[0, 1:].tolist() == [[213, 293], [53, 373]]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_labels_turning_selective_page_nothing_and_show_blind(seed: int) -> None:
     """A fair model; from hour 60 to 80 outcomes arrive only for approved decisions (a lender
