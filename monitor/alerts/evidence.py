@@ -211,9 +211,8 @@ class ModelEvidence:
         if cur != self.pool_block:  # a block is complete: its pair tests
             # blind by what the block's outcomes hold (runs of one class wait outside it): a
             # run going on now must not void the file of outcomes released in the block
-            blind_block = selective.blind_held(a["pool"])
-            alive[..., 4] = ~is_ref & ~blind_block & ~blind_block[s_, r][:, None]
-            alive[..., 4] &= has_ref[:, None] & live
+            seen = ~selective.blind_held(a["pool"]) & has_ref[:, None] & live
+            alive[..., 4] = ~is_ref & seen & seen[s_, r][:, None]
             pairs = self._pairs(a["pool"], r, live & ~is_ref & has_ref[:, None], cur)
             a["pool"][:] = 0
             self.pool_block = cur
