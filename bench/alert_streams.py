@@ -150,7 +150,7 @@ SCENARIOS = {
         ),
         Scenario(
             "tpr-drop-denials-daily",
-            8,
+            11,  # the 3-day-lagged window sees the change until 228 h: room to recover
             (("big", LARGE), ("big2", LARGE)),
             "tpr",
             "big2",

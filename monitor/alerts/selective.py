@@ -57,13 +57,19 @@ def negative_share(held: I64, favourable: int) -> npt.NDArray[np.float64]:
     both classes, else among the decisions held (labels one-sided or none yet: the decisions
     say what whole labels would hold; labelled outcomes of one class would say 0 or 1)."""
     h_pos, h_neg = classes(held)
-    total = h_pos + h_neg
-    fav, n = held[..., 0, 0], held[..., 0, 1]
-    pred_neg = n - fav if favourable == 1 else fav  # the class of TN and FN: prediction 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        by_labels = h_neg / total
-        by_decisions = np.where(n > 0, pred_neg / n, 0.0)
-    out: npt.NDArray[np.float64] = np.where((h_pos > 0) & (h_neg > 0), by_labels, by_decisions)
+        by_labels = h_neg / (h_pos + h_neg)
+    out: npt.NDArray[np.float64] = np.where(
+        (h_pos > 0) & (h_neg > 0), by_labels, decided_negative(held, favourable)
+    )
+    return out
+
+
+def decided_negative(counts: I64, favourable: int) -> npt.NDArray[np.float64]:
+    """The share of predicted negatives among the decisions of ``counts`` (0 without any)."""
+    fav, n = counts[..., 0, 0], counts[..., 0, 1]
+    pred_neg = n - fav if favourable == 1 else fav  # the class of TN and FN: prediction 0
+    out: npt.NDArray[np.float64] = pred_neg / np.maximum(n, 1)
     return out
 
 
@@ -74,7 +80,8 @@ def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64,
 
     A run is released with the bucket that brings the other class. A run too long for chance
     (``f·L ≥`` :data:`EXPECTED_MISSING`) is released only if that bucket brings at least half
-    of the other class's share of it (``f·L / (1 − f)`` for ``L`` positives: the classes were
+    of the other class's share of it (``d·L / (1 − d)`` for ``L`` positives, ``d`` the share
+    of predicted negatives among the decisions since the last release: the classes were
     delivered apart), else dropped (labels were selective, then whole again); released, the
     two classes are weighted as the decisions since the last release stand (:func:`weighted`)."""
     f = negative_share(held, favourable)
@@ -84,9 +91,12 @@ def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64,
     c_pos, c_neg = classes(both)
     release = (c_pos > 0) & (c_neg > 0)
     long_pos, long_neg = w_pos * f >= EXPECTED_MISSING, w_neg * (1.0 - f) >= EXPECTED_MISSING
+    # the other class's share among the decisions made during the run: what it should bring
+    # (the blocks held can be lopsided: a detector that resolved forgets its metric's blocks)
+    dn = decided_negative(both, favourable)
     with np.errstate(divide="ignore", invalid="ignore"):
-        few_neg = long_pos & (neg < 0.5 * w_pos * f / (1.0 - f))
-        few_pos = long_neg & (pos < 0.5 * w_neg * (1.0 - f) / f)
+        few_neg = long_pos & (neg < 0.5 * w_pos * dn / (1.0 - dn))
+        few_pos = long_neg & (pos < 0.5 * w_neg * (1.0 - dn) / dn)
     dropped = release & (few_neg | few_pos)
     files = release & ~dropped & (long_pos | long_neg)
     if files.any():

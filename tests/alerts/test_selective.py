@@ -14,10 +14,12 @@ from tests.alerts.test_evidence import H, config, drive, events, hours
 
 def outcomes(pos: int, neg: int) -> np.ndarray:
     """One group's detector counts with ``pos`` labelled outcomes predicted positive and
-    ``neg`` predicted negative (half of each labelled positive): [1, 1, 3, 2]."""
+    ``neg`` predicted negative (half of each labelled positive), among decisions 3 approved
+    to 1 denied (enough of them to hold the labelled ones): [1, 1, 3, 2]."""
     tp, fn = pos // 2, neg // 2
     fp, tn = pos - tp, neg - fn
-    return np.array([[[[pos, pos + neg], [tp, tp + fn], [fp, fp + tn]]]], np.int64)
+    k = max(-(-pos // 3), neg)
+    return np.array([[[[3 * k, 4 * k], [tp, tp + fn], [fp, fp + tn]]]], np.int64)
 
 
 def labelled(out: np.ndarray) -> tuple[int, int]:
@@ -31,7 +33,8 @@ def test_a_run_is_held_back_until_the_other_class_and_dropped_if_it_was_selectiv
     one class are held back; a run is blind at 80 positives (80 · 1/4 = 20 negatives missing),
     not at 79. Ended by one negative among 5 positives: a long run without the ~27 negatives
     its share expects (half: 13.3) was selective labelling: dropped, the bucket alone counts.
-    Ended by 14 negatives: a file of the other class, released with them."""
+    Ended by 14 negatives: a file of the other class, released with them, the approvals
+    weighted to the decisions' 3:1 (14 · 3 / 80 = × 0.525: 42 of them)."""
     held = outcomes(300, 100)
     withheld = np.zeros((1, 1, 3, 2), np.int64)
 
@@ -51,7 +54,7 @@ def test_a_run_is_held_back_until_the_other_class_and_dropped_if_it_was_selectiv
     feed(outcomes(80, 0))  # ends that run of negatives (short): released with it
     withheld[:] = 0
     feed(outcomes(80, 0))
-    assert feed(outcomes(0, 14)) == ((80, 14), False)  # a file of the other class
+    assert feed(outcomes(0, 14)) == ((42, 14), False)  # a file of the other class
     # a short run waits for the other class, then counts in full
     assert feed(outcomes(3, 0)) == ((0, 0), False)
     assert feed(outcomes(0, 1)) == ((3, 1), False)
@@ -235,3 +238,26 @@ def test_a_tpr_drop_shows_when_denials_come_in_a_daily_file() -> None:
     # that holds the file, though a run of approvals (blind now) began again in that hour
     eo = [h for name, _, _, h in fired if name == "EqualizedOddsEvidence"]
     assert eo and 30 < min(eo) <= 52, fired
+
+
+def test_a_resolved_tpr_alert_does_not_fire_again_at_the_next_file() -> None:
+    """After a TPR alert resolves, its detector forgets its metric's recent blocks, so the
+    labelled outcomes held were lopsided (the TPR's removed, the FPR's kept): judged on them,
+    the next file looked too small for the run of approvals it ended, the run was dropped,
+    and the file's misses alone read as "TPR fell" again (a review of tpr-drop-denials-daily:
+    20 runs of 20). A file is judged on the decisions made during the run."""
+    preds, labs = events(
+        150 * H,
+        lambda m: 0.5,
+        per_min=(20.0, 20.0),
+        tpr_b=lambda m: 0.5 if 30 * H <= m < 54 * H else 0.8,
+        labels=True,
+        seed=1,
+    )
+    ev = drive(preds, denials_daily(preds, labs), cfg=config(windows=("1h", "1d")))
+    tpr = [
+        (t.alert.state, round(hours(t.alert), 1))
+        for t in ev.history
+        if t.alert.labels.get("metric") == "tpr" and t.alert.labels.get("group") == "b"
+    ]
+    assert [s for s, _ in tpr] == ["firing", "resolved"], tpr
