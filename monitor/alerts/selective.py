@@ -111,7 +111,7 @@ def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64,
     out[..., 1:, :] = sent[..., 1:, :]
     k_pos, k_neg = classes(kept)
     run = (k_pos * f >= EXPECTED_MISSING) | (k_neg * (1.0 - f) >= EXPECTED_MISSING)
-    return out, blind_held(held) | run
+    return out, blind_held(held + kept) | run  # one class in all labelled so far: blind too
 
 
 def weighted(counts: I64, favourable: int) -> I64:

@@ -61,12 +61,13 @@ def test_a_run_is_held_back_until_the_other_class_and_dropped_if_it_was_selectiv
     # runs of negatives: blind at 27 (27 · 3/4 = 20.25), not at 26
     assert feed(outcomes(0, 26)) == ((0, 0), False)
     assert feed(outcomes(0, 1)) == ((0, 0), True)
-    # no labelled outcome held yet: the decisions' share decides (150 of 200 denied: f = 3/4)
+    # no labelled outcome held yet: the first ones, of one class, are all there is (blind, as
+    # selective from the start) until the other class comes; then they count
     withheld[:] = 0
     decisions = np.zeros((1, 1, 3, 2), np.int64)
     decisions[..., 0, :] = (50, 200)
-    assert feed(outcomes(26, 0), decisions) == ((0, 0), False)
-    assert feed(outcomes(1, 0), decisions) == ((0, 0), True)
+    assert feed(outcomes(3, 0), decisions) == ((0, 0), True)
+    assert feed(outcomes(0, 1), decisions) == ((3, 1), False)
     # only positives held (selective from the start, a state saved before runs were held
     # back): blind
     withheld[:] = 0
