@@ -18,7 +18,8 @@ A run can also mean the labels turned selective. With ``f`` the share of predict
 (``negative_share``: of the labelled outcomes held, or of the decisions while those hold one
 class or none), a run of ``L`` positives has probability ``(1 − f)^L ≤ exp(−f·L)``: once
 ``f·L ≥`` :data:`EXPECTED_MISSING` (chance ≤ e^-20 under whole labels) TPR and FPR show as
-blind. When such a run ends, it is released only if the bucket that ends it brings at least
+blind (as when everything labelled so far, held or held back, is of one class). When such a
+run ends, it is released only if the bucket that ends it brings at least
 half the other class's share of it (a file delivered apart); a few outcomes of the other class
 mean labels turned whole again, and the run is dropped: a baseline of TPR = 1 would page "TPR
 fell" (found by a review). ``f`` is the long-run share: when the model's decisions shift a lot
@@ -122,8 +123,7 @@ def weighted(counts: I64, favourable: int) -> I64:
     ends (the first file of a run: fewer); unweighted, TPR and FPR moved with the coverage (a
     review: "FPR fell" paged at the second file). Only ever scaled down: no count grows."""
     out = counts.copy()
-    fav, n = counts[:, 0, 0], counts[:, 0, 1]
-    neg_share = (n - fav if favourable == 1 else fav) / np.maximum(n, 1)
+    n, neg_share = counts[:, 0, 1], decided_negative(counts, favourable)
     tp, fp = counts[:, 1, 0], counts[:, 2, 0]
     fn, tn = counts[:, 1, 1] - tp, counts[:, 2, 1] - fp
     pos, neg = tp + fp, fn + tn
