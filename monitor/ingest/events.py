@@ -194,19 +194,25 @@ class ConsumerBatch:
     """Polled records of one topic partition (anything with ``offset``, ``timestamp`` and
     ``value``: the record reader's or kafka-python's), seen as a :class:`RawBatch`.
 
-    Only the values are copied out eagerly; record times and offsets are read lazily, since
-    they are needed only for events without a timestamp and for dead letters.
+    Values and record times are copied out when first asked for (a compiled decoder reads the
+    records themselves); offsets only for dead letters.
     """
 
     def __init__(self, records: Sequence[Any], topic: str, partition: int) -> None:
         self.records = records
         self.topic = topic
         self.partition = partition
-        self.values = [r.value for r in records]
+        self._values: list[Any] | None = None
         self._stamps: list[int | None] | None = None
 
     def __len__(self) -> int:
         return len(self.records)
+
+    @property
+    def values(self) -> list[Any]:
+        if self._values is None:
+            self._values = [r.value for r in self.records]
+        return self._values
 
     @property
     def timestamps_ms(self) -> list[int | None]:
