@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo compas test lint pytest bench clean proto
+.PHONY: install native demo compas test lint pytest bench clean proto
 
 # one stamp per install profile: the runtime alone (make compas), with the embedded broker
 # (make demo), with the test tools (make install / test / lint / bench)
@@ -18,6 +18,21 @@ define pip_install
 	touch $@
 endef
 
+# the optional compiled decoders of serving-stack records (native/, Rust through maturin):
+# built where cargo is found, else the Python decoders do all the work (slower for single-row
+# calls; docs/serving.md); rebuilt when its sources change
+NATIVE_STAMP := $(VENV)/.installed-native
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+native: $(NATIVE_STAMP)
+$(NATIVE_STAMP): $(NATIVE_SOURCES) | $(VENV)/bin/python
+	@if command -v cargo >/dev/null; then \
+	  $(BIN)/pip install -q ./native && touch $@; \
+	else \
+	  echo "cargo not found: native/ not built, serving records are decoded in Python"; \
+	fi
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+
 $(STAMP): pyproject.toml
 	$(call pip_install,[dev])
 
@@ -28,7 +43,7 @@ $(DEMO_STAMP): pyproject.toml
 $(RUNTIME_STAMP): pyproject.toml
 	$(call pip_install,)
 
-install: $(STAMP)
+install: $(STAMP) $(NATIVE_STAMP)
 
 # the whole product: embedded broker, simulated lending model with a feedback loop, the monitor
 # (status page on http://127.0.0.1:8000/); SCENARIO=fair|abrupt|feedback-loop|label-delay;
@@ -37,14 +52,14 @@ install: $(STAMP)
 # with ATTRIBUTES=apart the protected attributes come on a topic of their own, by decision id
 SCENARIO ?= feedback-loop
 FORMAT ?= monitor-json
-demo: $(DEMO_STAMP)
+demo: $(DEMO_STAMP) $(NATIVE_STAMP)
 	$(BIN)/fairness-monitor demo --scenario $(SCENARIO) \
 	  --format $(if $(filter kserve,$(FORMAT)),kserve-cloudevents,$(FORMAT)) \
 	  $(if $(filter apart,$(ATTRIBUTES)),--attributes-apart)
 
 # the COMPAS data (shipped in examples/compas/) replayed through the engine: a report on the
 # terminal; needs the runtime only, like the demo
-compas: $(RUNTIME_STAMP)
+compas: $(RUNTIME_STAMP) $(NATIVE_STAMP)
 	$(BIN)/fairness-monitor replay --config examples/compas/config.yaml \
 	  --csv examples/compas/compas-two-years.csv --csv-mapping examples/compas/mapping.yaml
 
@@ -59,10 +74,10 @@ test: lint pytest
 # integration tests wait on a broker or a monitor process, so two cores took the suite from
 # 31 to 19 minutes; a file's tests stay together, in order. PYTEST_WORKERS=0: one process
 PYTEST_WORKERS ?= auto
-pytest: $(STAMP)
+pytest: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
 
-bench: $(STAMP)
+bench: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/python -m bench.engine_vs_river
 	$(BIN)/python -m bench.decode_throughput
 	$(BIN)/python -m bench.metrics_vs_fairlearn

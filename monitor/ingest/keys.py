@@ -122,19 +122,34 @@ def row_keys(calls: Sequence[str], rows: npt.NDArray[np.int64]) -> npt.NDArray[n
 
 class RowIds:
     """The decision ids of served calls, without their text: call ``calls[i]`` has
-    ``rows[i]`` rows (see :func:`row_keys`)."""
+    ``rows[i]`` rows (see :func:`row_keys`). A compiled decoder (``native/src/keys.rs``) gives
+    the row keys and the longest row id with them, and only ids without a NUL."""
 
-    __slots__ = ("calls", "rows")
+    __slots__ = ("_keys", "_longest", "calls", "rows")
 
-    def __init__(self, calls: list[str], rows: Sequence[int] | npt.NDArray[np.int64]) -> None:
+    def __init__(
+        self,
+        calls: list[str],
+        rows: Sequence[int] | npt.NDArray[np.int64],
+        *,
+        keys: npt.NDArray[np.uint64] | None = None,
+        longest: int | None = None,
+    ) -> None:
         self.calls = calls
         self.rows = np.asarray(rows, dtype=np.int64)
+        self._keys, self._longest = keys, longest
 
     def __len__(self) -> int:
         return int(self.rows.sum())
 
+    def has_nul(self) -> bool:
+        """Does an id hold a NUL character (the careful path refuses those)?"""
+        return self._keys is None and "\0" in "".join(self.calls)
+
     def longest(self) -> int:
         """Characters of the longest row id (0 without any)."""
+        if self._longest is not None:
+            return self._longest
         if not self.calls:
             return 0
         size = np.fromiter(map(len, self.calls), dtype=np.int64, count=len(self.calls))
@@ -143,7 +158,7 @@ class RowIds:
         return int(size.max())
 
     def keys(self) -> npt.NDArray[np.uint64]:
-        return row_keys(self.calls, self.rows)
+        return row_keys(self.calls, self.rows) if self._keys is None else self._keys
 
     @staticmethod
     def join(parts: Sequence[RowIds]) -> RowIds:

@@ -31,7 +31,7 @@ from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import INTS, MAX_DIMS, MAX_ELEMENTS
 from monitor.ingest.oip_grpc import FIELD, RAW, raw_bytes
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
-from monitor.ingest.serving_fast import (
+from monitor.ingest.serving_checks import (
     DECISIONS,
     NUMBERS,
     GiveUp,

@@ -30,7 +30,8 @@ from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import Table, decode_payload, decode_request, decode_response
 from monitor.ingest.seldon_fast import SeldonFast
 from monitor.ingest.serving import decisions, groups
-from monitor.ingest.serving_fast import ServingFast, header
+from monitor.ingest.serving_checks import header
+from monitor.ingest.serving_fast import ServingFast
 
 
 def request_dtype(n_sets: int) -> np.dtype[Any]:
@@ -101,8 +102,7 @@ class ServingDecoder:
         plan = self.plan
         fast = self.fast.decode(rb) if self.fast is not None else None
         if fast is not None and (
-            not self._numbers(fast[0][2])
-            or "\0" in "".join(fast[0][0].calls) + "".join(fast[1][0].calls)
+            not self._numbers(fast[0][2]) or fast[0][0].has_nul() or fast[1][0].has_nul()
         ):
             fast = None  # a binned attribute that is no number, a NUL: the careful path names it
         if fast is not None:

@@ -27,37 +27,26 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from monitor.config.serving import Column, TensorMapping
+from monitor.config.serving import TensorMapping
+from monitor.ingest import oip_native
 from monitor.ingest.cloudevents import Columns, columns
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.keys import RowIds
-from monitor.ingest.oip import DATATYPES, FLOATS, INTS
+from monitor.ingest.native import native
+from monitor.ingest.oip import DATATYPES
+from monitor.ingest.serving_checks import (
+    DECISIONS,
+    NUMBERS,
+    Decoded,
+    GiveUp,
+    decisions,
+    header,
+    place,
+    record_times,
+    small_enough,
+    within_limits,
+)
 from monitor.ingest.serving_layout import Layout, Signature, learn
-
-
-class GiveUp(Exception):
-    """Something in the batch needs the careful path."""
-
-
-def place(
-    sig: Signature | None, where: Column, allowed: frozenset[str]
-) -> tuple[int, int, int, bool]:
-    """(tensor position, column, width, nested) of a mapped value; gives up where it does not
-    fit (the careful path says why)."""
-    for k, (name, datatype, trailing, nested) in enumerate(sig or ()):
-        if name == where.tensor:
-            width = math.prod(trailing)
-            col = 0 if where.column is None else where.column
-            if datatype not in allowed or (where.column is None and width != 1):
-                raise GiveUp
-            if not 0 <= col < width:
-                raise GiveUp
-            return k, col, width, nested
-    raise GiveUp
-
-
-NUMBERS = frozenset({*INTS, *FLOATS})
-DECISIONS = frozenset({"BOOL", *INTS})
 
 
 class ServingFast:
@@ -75,15 +64,21 @@ class ServingFast:
         collecting = gc.isenabled()
         gc.disable()  # see the module's docstring
         try:
-            small_enough(self.plan, rb)
-            return within_limits(self.plan, self._decode(rb))
+            compiled = native() if self.fmt == "oip-json" else None
+            out = None
+            if compiled is not None and self.layout is not None:
+                out = oip_native.decode(compiled, rb, self.layout, self.plan, self.model, self.m)
+            if out is None:
+                small_enough(self.plan, rb)
+                out = self._decode(rb)
+            return within_limits(self.plan, out)
         except Exception:  # GiveUp, or whatever the bytes did: the careful path judges them
             return None
         finally:
             if collecting:
                 gc.enable()
 
-    def _decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    def _decode(self, rb: Any) -> Decoded:
         values = rb.values
         records = getattr(rb, "records", None)
         if self.fmt == "kserve-cloudevents":
@@ -228,37 +223,6 @@ class ServingFast:
         return RowIds(ids, n_rows), np.repeat(times, n_rows), scores, preds, which
 
 
-def decisions(
-    n: int, scores: Any, decided: Any, threshold: float | None
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
-    """Scores (NaN without any) and 0/1 decisions of ``n`` rows: the decision given, else the
-    score against the threshold; gives up on a score outside [0, 1] or a decision not 0/1."""
-    if n == 0:
-        return np.zeros(0), np.zeros(0, dtype=np.uint8)
-    s = np.full(n, math.nan) if scores is None else np.asarray(scores, dtype=np.float64)
-    if scores is not None and not ((s >= 0.0) & (s <= 1.0)).all():
-        raise GiveUp
-    if decided is not None:
-        d = np.asarray(decided, dtype=np.int64)
-        if not ((d == 0) | (d == 1)).all():
-            raise GiveUp
-        return s, (d == 1).astype(np.uint8)
-    assert threshold is not None
-    return s, (s >= threshold).astype(np.uint8)
-
-
-def record_times(plan: DecodePlan, rb: Any) -> npt.NDArray[np.float64]:
-    """The records' own times (seconds), all present and in bounds, else give up."""
-    lo, hi = plan.time_bounds()
-    stamps = np.asarray(rb.timestamps_ms, dtype=np.float64)  # None is NaN: no record time
-    if len(stamps) and not (stamps > 0).all():
-        raise GiveUp
-    t = stamps / 1000.0
-    if len(t) and (t.min() < lo or t.max() > hi):
-        raise GiveUp
-    return t
-
-
 def _checked_rows(halves: list[Any], sig: Signature) -> npt.NDArray[np.int64]:
     """Rows per payload, once every tensor's data fill its shape and all tensors have as many
     rows. (Every float is finite already: JSON has no NaN or Infinity, and msgspec refuses a
@@ -280,34 +244,3 @@ def _column(data: list[list[Any]], col: int, width: int, nested: bool) -> list[A
     if width == 1:
         return list(chain.from_iterable(data))
     return list(chain.from_iterable(d[col::width] for d in data))
-
-
-Decoded = tuple[tuple[Any, ...], tuple[Any, ...]]
-
-
-def small_enough(plan: DecodePlan, rb: Any) -> None:
-    """Gives up on a batch with a record over ``limits.max_record_bytes``, before parsing."""
-    if max((len(v) for v in rb.values if v is not None), default=0) > plan.limits.max_record_bytes:
-        raise GiveUp
-
-
-def within_limits(plan: DecodePlan, out: Decoded) -> Decoded | None:
-    """A fast path's columns if every call's rows and decision ids are within ``limits``,
-    else None: the careful path dead-letters the records that are not, one by one."""
-    lim = plan.limits
-    asked, answered = out[0][0], out[1][0]
-    longest = max(asked.longest(), answered.longest())
-    rows = max(int(asked.rows.max(initial=0)), int(answered.rows.max(initial=0)))
-    return out if longest <= lim.max_id_length and rows <= lim.max_rows_per_record else None
-
-
-def header(headers: Any, name: str) -> str | None:
-    """A record header's text (the first of that name, case aside), None when absent or not
-    UTF-8 (whole: an id too long is refused by the caller, never cut into another id)."""
-    for key, value in headers or ():
-        if key.lower() == name and value:
-            try:
-                return str(value.decode())
-            except UnicodeDecodeError:
-                return None
-    return None

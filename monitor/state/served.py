@@ -43,7 +43,7 @@ def apply_served(
     for half in (requests, responses):  # a call's half keeps its model busy (app/idle.py)
         st.arrived += np.bincount(half["model"], minlength=len(st.arrived))
     h = st.halves
-    met = [h.add_responses(responses), h.add_requests(requests)]
+    met = h.add(requests, responses)
     wait = max(m.lateness + m.bucket for m in engine.models)  # a half's longest wait
     a = st.attributes
     if a is not None:  # some models' decisions wait for their attributes

@@ -18,7 +18,7 @@ def requests(keys: list[int], ts: float = 100.0) -> Any:
     rows = np.zeros(len(keys), dtype=request_dtype(SETS))
     rows["key"] = keys
     rows["ts"] = [ts + k for k in keys]
-    rows["groups"] = [[k % 3, k % 2] for k in keys]
+    rows["groups"] = [[k % 3, k % 2] for k in keys] or rows["groups"]
     return rows
 
 
@@ -162,3 +162,49 @@ def test_halves_of_two_models_with_one_id_never_meet_and_each_models_pair_does()
     assert (j.counts["unanswered_requests"], j.counts["orphan_responses"]) == (1, 1)
     orphans = j.take_orphans()
     assert orphans["key"].tolist() == [6] and orphans["model"].tolist() == [0]
+
+
+def _state(j: HalfJoin) -> tuple[Any, ...]:
+    tables = tuple(sorted(map(bytes, t.data)) for t in (j.requests, j.responses))
+    orphans = sorted(map(bytes, j.take_orphans()))
+    return tables, dict(j.counts), dict(j.clocks), orphans
+
+
+def _rows(joined: Any) -> list[tuple[Any, ...]]:
+    return list(
+        zip(
+            joined.key.tolist(),
+            joined.ts.tolist(),
+            joined.model.tolist(),
+            joined.pred.tolist(),
+            joined.score.tolist(),
+            joined.groups.tolist(),
+            strict=True,
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_polls_halves_together_join_as_responses_then_requests_did(seed: int) -> None:
+    """``add`` (the poll's requests and responses at once; a call's halves in one poll meet
+    without the table) gives the decisions, in the same order, the counts, the clocks and the
+    waiting halves of adding the responses, then the requests: repeats within a poll and of
+    waiting halves, halves of two models with one id, calls split over polls."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 60, size=int(rng.integers(20, 200)))
+    one, two = HalfJoin(SETS, max_size=10_000), HalfJoin(SETS, max_size=10_000)
+    met = 0
+    for start in range(0, len(ids), int(rng.integers(5, 40))):
+        chunk = ids[start : start + 40]
+        q_ids = chunk[rng.random(len(chunk)) < 0.6].tolist()
+        r_ids = chunk[rng.random(len(chunk)) < 0.6].tolist()
+        q = requests(q_ids + q_ids[:1], float(start))  # a repeat in the poll
+        r = responses(r_ids + r_ids[-1:], float(start))
+        q["model"] = rng.integers(0, 2, len(q))
+        r["model"] = rng.integers(0, 2, len(r))
+        together = one.add(q, r)
+        apart = [two.add_responses(r), two.add_requests(q)]
+        assert [_rows(x) for x in together] == [_rows(x) for x in apart]
+        assert _state(one) == _state(two)
+        met += len(together[1])
+    assert met > 0 and one.counts["repeated_requests"] > 0
