@@ -122,8 +122,9 @@ def row_keys(calls: Sequence[str], rows: npt.NDArray[np.int64]) -> npt.NDArray[n
 
 class RowIds:
     """The decision ids of served calls, without their text: call ``calls[i]`` has
-    ``rows[i]`` rows (see :func:`row_keys`). A compiled decoder (``native/src/keys.rs``) gives
-    the row keys and the longest row id with them, and only ids without a NUL."""
+    ``rows[i]`` rows (see :func:`row_keys`). The compiled decoder (``native/src/keys.rs``)
+    gives the rows' keys and the longest row id instead of the calls' ids (``calls`` empty: what
+    reads the ids' text is the careful path's), and only for ids without a NUL."""
 
     __slots__ = ("_keys", "_longest", "calls", "rows")
 

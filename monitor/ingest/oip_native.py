@@ -58,15 +58,14 @@ def decode(
     )
     if out is None:
         return None
-    kinds, stamps, q_ids, q_rows, q_keys, q_long, columns = out[:7]
-    a_ids, a_rows, a_keys, a_long, scores, preds = out[7:]
+    kinds, stamps, q_rows, q_keys, q_long, columns, a_rows, a_keys, a_long, scores, preds = out
     times = valid_times(plan, np.frombuffer(stamps, dtype=np.float64))
     is_req = np.frombuffer(kinds, dtype=np.uint8).astype(bool)
     reqs, resps = np.flatnonzero(is_req), np.flatnonzero(~is_req)
     q_n = np.frombuffer(q_rows, dtype=np.int64)
     if not len(reqs):
         columns = [[] for _ in model.attributes]
-    q = RowIds(q_ids, q_n, keys=np.frombuffer(q_keys, dtype=np.uint64), longest=q_long)
+    q = RowIds([], q_n, keys=np.frombuffer(q_keys, dtype=np.uint64), longest=q_long)
     asked = (q, np.repeat(times[reqs], q_n), columns)
     if not len(resps):
         empty, none = np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -78,5 +77,5 @@ def decode(
         None if preds is None else np.frombuffer(preds, dtype=np.int64),
         model.threshold,
     )
-    a = RowIds(a_ids, a_n, keys=np.frombuffer(a_keys, dtype=np.uint64), longest=a_long)
+    a = RowIds([], a_n, keys=np.frombuffer(a_keys, dtype=np.uint64), longest=a_long)
     return asked, (a, np.repeat(times[resps], a_n), s, d, np.repeat(resps, a_n))

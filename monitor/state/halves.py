@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
-from monitor.state.join import SortedTable, fresh_rows, take_rows
+from monitor.state.join import SortedTable, blobs, fresh_rows, take_rows
 
 U64 = npt.NDArray[np.uint64]
 _SALT = np.uint64(0x9E3779B97F4A7C15)  # 2⁶⁴/φ, odd: each model's keys an invertible remix
@@ -87,59 +87,74 @@ class HalfJoin:
         return _joined(asked, answers)
 
     def add(self, requests: npt.NDArray[Any], responses: npt.NDArray[Any]) -> list[Joined]:
-        """A batch's halves: as :meth:`add_responses` then :meth:`add_requests`, except that a
-        call whose two halves are both in the batch (a single poll of one topic, the common
-        case) meets at once, without its response passing through the table (inserting and
-        taking it back was half the join's cost). The only difference: at ``max_size`` such a
-        response takes no room, so it evicts no waiting one."""
-        answers, asked, waiting = self._match(
-            _salted(responses), self.responses, self.requests, "responses"
-        )
-        rows, idx = self._fresh(_salted(requests), self.requests, self.responses, "requests")
-        order = np.argsort(waiting["key"], kind="stable")
-        sk = waiting["key"][order]
-        pos = np.minimum(np.searchsorted(sk, rows["key"]), max(len(sk) - 1, 0))
-        here = (sk[pos] == rows["key"]) if len(sk) else np.zeros(len(rows), dtype=bool)
-        stored = idx >= 0  # a key is in the table or in the batch, never both (fresh rows)
-        hit = stored | here
-        partners = np.empty(int(hit.sum()), dtype=RESPONSE_DTYPE)
-        partners[stored[hit]] = take_rows(self.responses, idx[stored])
-        partners[here[hit]] = waiting[order[pos[here]]]
-        unmet = np.ones(len(waiting), dtype=bool)
-        unmet[order[pos[here]]] = False
-        self._gone("responses", self.responses.insert(waiting[unmet]))
-        self._gone("requests", self.requests.insert(rows[~hit]))
-        return [_joined(asked, answers), _joined(rows[hit], partners)]
-
-    def _fresh(
-        self, rows: npt.NDArray[Any], mine: SortedTable, other: SortedTable, kind: str
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
-        """The ``rows`` not repeating a batch's or a waiting half's key (the repeats counted),
-        and the index of each one's partner in ``other`` (-1: none)."""
-        if len(rows):
-            self.clocks[kind] = max(self.clocks[kind], float(rows["ts"].max()))
-        rows, repeats = fresh_rows(rows, mine)
-        self.counts[f"repeated_{kind}"] += repeats
-        return rows, other.find(rows["key"])
-
-    def _match(
-        self, rows: npt.NDArray[Any], mine: SortedTable, other: SortedTable, kind: str
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]:
-        """The fresh ``rows`` whose partner waits in ``other``, those partners (row for
-        row, taken out of ``other``), and the fresh rows without one."""
-        rows, idx = self._fresh(rows, mine, other, kind)
-        hit = idx >= 0
-        partners = take_rows(other, idx[hit])  # aligned with rows[hit]: no sort needed
-        return rows[hit], partners, rows[~hit]
+        """A poll's halves: what :meth:`add_responses` then :meth:`add_requests` give (the same
+        decisions in the same order, repeats, waiting halves), from one sort of the poll's keys
+        instead of a dozen array passes per half: a call whose two halves are both in the poll
+        (the common case) meets without its response passing through the table. The only
+        difference: at ``max_size`` such a response takes no room, so it evicts no waiting one.
+        """
+        r, q = _salted(responses), _salted(requests)
+        for kind, rows in (("responses", r), ("requests", q)):
+            if len(rows):
+                self.clocks[kind] = max(self.clocks[kind], float(rows["ts"].max()))
+        nr, n = len(r), len(r) + len(q)
+        keys = np.concatenate([r["key"], q["key"]])
+        order = np.argsort(keys, kind="stable")  # a key's responses first, each kind in order
+        sk, resp = keys[order], order < nr
+        new_key = np.ones(n, dtype=bool)
+        new_key[1:] = sk[1:] != sk[:-1]
+        first = new_key.copy()  # the first of a key's responses, and of its requests
+        first[1:] |= resp[1:] != resp[:-1]
+        run = np.cumsum(new_key) - 1  # each sorted position's key
+        at = np.arange(n)
+        qi, ri = self.requests.find(sk, at), self.responses.find(sk, at)
+        fresh_r = first & resp & (ri < 0)
+        met_a = fresh_r & (qi >= 0)  # a response whose request waits
+        taken = np.zeros(n, dtype=bool)
+        taken[run[met_a]] = True  # that request leaves the table: a new one is no repeat
+        fresh_q = first & ~resp & ~((qi >= 0) & ~taken[run])
+        met_b = fresh_q & (ri >= 0)  # a request whose response waits
+        mine = np.full(n, -1)  # each key's fresh response of the poll still unmet
+        left = fresh_r & ~met_a
+        mine[run[left]] = order[left]
+        met_c = fresh_q & (mine[run] >= 0)  # both halves in the poll
+        used = np.zeros(n, dtype=bool)
+        used[run[met_c]] = True
+        self.counts["repeated_responses"] += nr - int(fresh_r.sum())
+        self.counts["repeated_requests"] += n - nr - int(fresh_q.sum())
+        back = np.empty(n, dtype=np.int64)  # sorted position of each arrival
+        back[order] = at
+        a = np.flatnonzero(met_a[back[:nr]])  # responses in arrival order
+        asked = take_rows(self.requests, qi[back[a]])
+        hit = np.flatnonzero((met_b | met_c)[back[nr:]])  # requests in arrival order
+        b = met_b[back[nr + hit]]
+        partners = np.empty(len(hit), dtype=RESPONSE_DTYPE)
+        blobs(partners)[b] = blobs(take_rows(self.responses, ri[back[nr + hit[b]]]))
+        blobs(partners)[~b] = blobs(r)[mine[run[back[nr + hit[~b]]]]]
+        wait_r, wait_q = left & ~used[run], fresh_q & ~met_b & ~met_c  # in key order
+        waiting_r = blobs(r)[order[wait_r]].view(r.dtype)
+        waiting_q = blobs(q)[order[wait_q] - nr].view(q.dtype)
+        self._gone("responses", self.responses.insert(waiting_r, presorted=True))
+        self._gone("requests", self.requests.insert(waiting_q, presorted=True))
+        return [
+            _joined(asked, blobs(r)[a].view(r.dtype)),
+            _joined(blobs(q)[hit].view(q.dtype), partners),
+        ]
 
     def _meet(
         self, rows: npt.NDArray[Any], mine: SortedTable, other: SortedTable, kind: str
     ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """The fresh ``rows`` whose partner waits in ``other``, and those partners (row for
         row); the rest of ``rows`` wait in ``mine``. ``kind``: ``requests`` or ``responses``."""
-        met, partners, rest = self._match(rows, mine, other, kind)
-        self._gone(kind, mine.insert(rest))
-        return met, partners
+        if len(rows):
+            self.clocks[kind] = max(self.clocks[kind], float(rows["ts"].max()))
+        rows, repeats = fresh_rows(rows, mine)
+        idx = other.find(rows["key"])
+        hit = idx >= 0
+        partners = take_rows(other, idx[hit])  # aligned with rows[hit]: no sort needed
+        self.counts[f"repeated_{kind}"] += repeats
+        self._gone(kind, mine.insert(rows[~hit]))
+        return rows[hit], partners
 
     @property
     def newest(self) -> float:

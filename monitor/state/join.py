@@ -147,11 +147,11 @@ class SortedTable:
     def rows(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         n = len(self.main)
         if not len(self.delta):
-            return _raw(self.main)[idx].view(self.main.dtype)
+            return blobs(self.main)[idx].view(self.main.dtype)
         out = np.empty(len(idx), dtype=self.main.dtype)
         in_main = idx < n
-        _raw(out)[in_main] = _raw(self.main)[idx[in_main]]
-        _raw(out)[~in_main] = _raw(self.delta)[idx[~in_main] - n]
+        blobs(out)[in_main] = blobs(self.main)[idx[in_main]]
+        blobs(out)[~in_main] = blobs(self.delta)[idx[~in_main] - n]
         return out
 
     def set_field(self, idx: npt.NDArray[np.int64], name: str, value: Any) -> None:
@@ -188,12 +188,12 @@ class SortedTable:
     def remove_mask(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[Any]:
         """Remove and return rows selected by ``mask`` over :attr:`data` order."""
         n = len(self.main)
-        gone = np.concatenate([_raw(self.main)[mask[:n]], _raw(self.delta)[mask[n:]]]).view(
+        gone = np.concatenate([blobs(self.main)[mask[:n]], blobs(self.delta)[mask[n:]]]).view(
             self.main.dtype
         )
         if len(gone):
-            self.main = _raw(self.main)[~mask[:n]].view(self.main.dtype)
-            self.delta = _raw(self.delta)[~mask[n:]].view(self.main.dtype)
+            self.main = blobs(self.main)[~mask[:n]].view(self.main.dtype)
+            self.delta = blobs(self.delta)[~mask[n:]].view(self.main.dtype)
             self._refresh_min_age()
         return gone
 
@@ -237,7 +237,7 @@ def take_rows(table: SortedTable, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any
     return rows
 
 
-def _raw(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+def blobs(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """The records as opaque fixed-size blobs: copying those is ~10x faster in numpy than
     copying structured records field by field."""
     return a.view(np.dtype((np.void, a.dtype.itemsize)))
@@ -251,8 +251,8 @@ def _insert(
     new = pos + np.arange(len(rows))
     old = np.ones(len(out), dtype=bool)
     old[new] = False
-    _raw(out)[new] = _raw(rows)
-    _raw(out)[old] = _raw(a)
+    blobs(out)[new] = blobs(rows)
+    blobs(out)[old] = blobs(a)
     return out
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.state.join import LABELLED, PENDING, SortedTable, _raw, pending_dtype
+from monitor.state.join import LABELLED, PENDING, SortedTable, blobs, pending_dtype
 
 I64 = npt.NDArray[np.int64]
 # AgeCounts' count rows: all rows in the main run, all rows in the delta run, awaiting a label
@@ -284,5 +284,5 @@ class PendingStore(SortedTable):
     def _live(self, rows: npt.NDArray[Any], dead: int) -> npt.NDArray[Any]:
         keep = rows["bucket"] >= self._cut[rows["model"]]
         assert len(rows) - int(keep.sum()) == dead, "dead rows miscounted"
-        out: npt.NDArray[Any] = _raw(rows)[keep].view(rows.dtype)
+        out: npt.NDArray[Any] = blobs(rows)[keep].view(rows.dtype)
         return out

@@ -6,8 +6,10 @@
 //! only declines, so what it accepts must decode to exactly what the Python paths give.
 use pyo3::prelude::*;
 
+mod json;
 mod keys;
 mod oip;
+mod payload;
 mod seldon;
 
 #[pymodule]
