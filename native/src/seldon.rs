@@ -4,23 +4,30 @@
 //!
 //! Why: a single-row call is two records per decision, and upb's parse plus Python's per-record
 //! and per-tensor work cost several times the monitor-JSON path's whole decode. Here the records
-//! are read, parsed (prost), checked and cut into columns in one call.
+//! are read, parsed, checked and cut into columns in one call.
+//!
+//! Parsing borrows from the records' bytes (no allocation per message or tensor): the messages
+//! are walked with prost's wire-format functions (`prost::encoding`), each tensor's contents
+//! are read only when its position's values are gathered over the batch, and the rare parts
+//! (parameters, requested outputs) are only validated, by prost messages.
 //!
 //! The rule is the crate's: anything the Python fast path would give up on, and anything merely
-//! unusual, returns `None` (the Python paths then decode the batch). Nothing here raises on
-//! data or panics (the pure-Rust part runs under `catch_unwind` all the same). What it accepts
-//! decodes to exactly the Python fast path's columns (`tests/ingest/test_seldon_native.py`).
+//! unusual (a known field of an unexpected wire type, a contents message given twice, a bool
+//! other than 0/1, an int32 or uint32 varint out of its type's range), returns `None` and the
+//! Python paths decode the batch. Nothing here raises on data or panics (the pure-Rust part
+//! runs under `catch_unwind` all the same). What it accepts decodes to exactly the Python fast
+//! path's columns (`tests/ingest/test_seldon_native.py`).
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
 use prost::Message;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-// The messages, field numbers as in `monitor/ingest/open_inference_grpc.proto`. Every field is
-// declared (parameters too) so that what upb refuses (e.g. a parameter that is not UTF-8)
-// prost refuses as well, and the batch is declined.
+// Parameters and requested outputs are only validated (what upb refuses, such as a parameter
+// that is not UTF-8, must be declined), by these prost messages (open_inference_grpc.proto).
 
 #[derive(Clone, PartialEq, prost::Oneof)]
 enum Choice {
@@ -42,41 +49,13 @@ struct InferParameter {
     choice: Option<Choice>,
 }
 
-type Parameters = HashMap<String, InferParameter>;
-
+/// One entry of a `map<string, InferParameter>` (on the wire: a message of key and value).
 #[derive(Clone, PartialEq, prost::Message)]
-struct Contents {
-    #[prost(bool, repeated, tag = "1")]
-    bools: Vec<bool>,
-    #[prost(int32, repeated, tag = "2")]
-    ints: Vec<i32>,
-    #[prost(int64, repeated, tag = "3")]
-    int64s: Vec<i64>,
-    #[prost(uint32, repeated, tag = "4")]
-    uints: Vec<u32>,
-    #[prost(uint64, repeated, tag = "5")]
-    uint64s: Vec<u64>,
-    #[prost(float, repeated, tag = "6")]
-    fp32s: Vec<f32>,
-    #[prost(double, repeated, tag = "7")]
-    fp64s: Vec<f64>,
-    #[prost(bytes = "vec", repeated, tag = "8")]
-    bytes: Vec<Vec<u8>>,
-}
-
-/// `InferInputTensor` and `InferOutputTensor` (the same fields).
-#[derive(Clone, PartialEq, prost::Message)]
-struct Tensor {
+struct ParameterEntry {
     #[prost(string, tag = "1")]
-    name: String,
-    #[prost(string, tag = "2")]
-    datatype: String,
-    #[prost(int64, repeated, tag = "3")]
-    shape: Vec<i64>,
-    #[prost(map = "string, message", tag = "4")]
-    parameters: Parameters,
-    #[prost(message, optional, tag = "5")]
-    contents: Option<Contents>,
+    key: String,
+    #[prost(message, optional, tag = "2")]
+    value: Option<InferParameter>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -84,48 +63,60 @@ struct RequestedOutput {
     #[prost(string, tag = "1")]
     name: String,
     #[prost(map = "string, message", tag = "2")]
-    parameters: Parameters,
+    parameters: HashMap<String, InferParameter>,
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-struct ModelInferRequest {
-    #[prost(string, tag = "1")]
-    model_name: String,
-    #[prost(string, tag = "2")]
-    model_version: String,
-    #[prost(string, tag = "3")]
-    id: String,
-    #[prost(map = "string, message", tag = "4")]
-    parameters: Parameters,
-    #[prost(message, repeated, tag = "5")]
-    inputs: Vec<Tensor>,
-    #[prost(message, repeated, tag = "6")]
-    outputs: Vec<RequestedOutput>,
-    #[prost(bytes = "vec", repeated, tag = "7")]
-    raw: Vec<Vec<u8>>,
+/// A tensor (`InferInputTensor` / `InferOutputTensor`), borrowed from its record.
+struct TensorView<'a> {
+    name: &'a str,
+    datatype: &'a str,
+    shape: Shape,
+    contents: &'a [u8], // the InferTensorContents message (empty when absent)
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-struct ModelInferResponse {
-    #[prost(string, tag = "1")]
-    model_name: String,
-    #[prost(string, tag = "2")]
-    model_version: String,
-    #[prost(string, tag = "3")]
-    id: String,
-    #[prost(map = "string, message", tag = "4")]
-    parameters: Parameters,
-    #[prost(message, repeated, tag = "5")]
-    outputs: Vec<Tensor>,
-    #[prost(bytes = "vec", repeated, tag = "6")]
-    raw: Vec<Vec<u8>>,
+/// A shape of at most `MAX_DIMS` dimensions (more: declined, as the Python path gives up).
+#[derive(Clone, Copy, Default)]
+struct Shape {
+    len: usize,
+    dims: [i64; MAX_DIMS],
 }
 
-/// One half of a call, whichever message it came in.
-struct Msg {
-    id: String,
-    tensors: Vec<Tensor>,
-    raw: Vec<Vec<u8>>,
+impl Shape {
+    fn push(&mut self, d: i64) -> Option<()> {
+        *self.dims.get_mut(self.len)? = d;
+        self.len += 1;
+        Some(())
+    }
+
+    fn dims(&self) -> &[i64] {
+        &self.dims[..self.len.min(MAX_DIMS)]
+    }
+}
+
+/// One half of a call, whichever message it came in: its id, and where its tensors and raw
+/// contents are in the batch's arenas.
+struct Msg<'a> {
+    id: &'a str,
+    tensors: std::ops::Range<usize>,
+    raw: std::ops::Range<usize>,
+}
+
+/// The tensors and raw buffers of all the batch's messages (two allocations a batch, not
+/// several a message).
+#[derive(Default)]
+struct Arena<'a> {
+    tensors: Vec<TensorView<'a>>,
+    raws: Vec<&'a [u8]>,
+}
+
+impl<'a> Arena<'a> {
+    fn tensors(&self, m: &Msg<'a>) -> &[TensorView<'a>] {
+        self.tensors.get(m.tensors.clone()).unwrap_or(&[])
+    }
+
+    fn raws(&self, m: &Msg<'a>) -> &[&'a [u8]] {
+        self.raws.get(m.raw.clone()).unwrap_or(&[])
+    }
 }
 
 const MAX_ELEMENTS: i128 = 1_000_000; // per tensor (oip.MAX_ELEMENTS)
@@ -188,6 +179,183 @@ impl<'a> Values<'a> {
     }
 }
 
+// ---- the wire format (prost's functions over borrowed bytes) ----
+
+/// A length-delimited field's bytes.
+fn delimited<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = usize::try_from(decode_varint(buf).ok()?).ok()?;
+    if n > buf.len() {
+        return None;
+    }
+    let (head, tail) = buf.split_at(n);
+    *buf = tail;
+    Some(head)
+}
+
+/// A string field (UTF-8, as upb requires of proto3 strings).
+fn text<'a>(buf: &mut &'a [u8]) -> Option<&'a str> {
+    std::str::from_utf8(delimited(buf)?).ok()
+}
+
+fn skip(wire: WireType, tag: u32, buf: &mut &[u8]) -> Option<()> {
+    skip_field(wire, tag, buf, DecodeContext::default()).ok()
+}
+
+/// Validates a `map<string, InferParameter>` entry.
+fn parameter(buf: &mut &[u8]) -> Option<()> {
+    ParameterEntry::decode(delimited(buf)?).ok().map(|_| ())
+}
+
+/// A `ModelInferRequest` (`response`: a `ModelInferResponse`), its tensors into `arena`.
+fn parse<'a>(mut buf: &'a [u8], response: bool, arena: &mut Arena<'a>) -> Option<Msg<'a>> {
+    use WireType::LengthDelimited as Ld;
+    let (t0, r0) = (arena.tensors.len(), arena.raws.len());
+    let raw_tag = if response { 6 } else { 7 };
+    let mut id = "";
+    while !buf.is_empty() {
+        let (tag, wire) = decode_key(&mut buf).ok()?;
+        match (tag, wire) {
+            (1 | 2, Ld) => {
+                text(&mut buf)?; // model name and version: read, not used
+            }
+            (3, Ld) => id = text(&mut buf)?,
+            (4, Ld) => parameter(&mut buf)?,
+            (5, Ld) => arena.tensors.push(tensor(delimited(&mut buf)?)?),
+            (t, Ld) if t == raw_tag => arena.raws.push(delimited(&mut buf)?),
+            (6, Ld) => {
+                RequestedOutput::decode(delimited(&mut buf)?).ok()?;
+            }
+            (1..=7, _) => return None, // a known field of another wire type
+            _ => skip(wire, tag, &mut buf)?,
+        }
+    }
+    Some(Msg {
+        id,
+        tensors: t0..arena.tensors.len(),
+        raw: r0..arena.raws.len(),
+    })
+}
+
+fn tensor(mut buf: &[u8]) -> Option<TensorView<'_>> {
+    use WireType::{LengthDelimited as Ld, Varint};
+    let mut t = TensorView {
+        name: "",
+        datatype: "",
+        shape: Shape::default(),
+        contents: &[],
+    };
+    let mut contents = false;
+    while !buf.is_empty() {
+        let (tag, wire) = decode_key(&mut buf).ok()?;
+        match (tag, wire) {
+            (1, Ld) => t.name = text(&mut buf)?,
+            (2, Ld) => t.datatype = text(&mut buf)?,
+            (3, Varint) => t.shape.push(decode_varint(&mut buf).ok()? as i64)?,
+            (3, Ld) => {
+                let mut packed = delimited(&mut buf)?;
+                while !packed.is_empty() {
+                    t.shape.push(decode_varint(&mut packed).ok()? as i64)?;
+                }
+            }
+            (4, Ld) => parameter(&mut buf)?,
+            (5, Ld) if !contents => {
+                t.contents = delimited(&mut buf)?;
+                contents = true;
+            }
+            (1..=5, _) => return None, // another wire type, or contents twice (merged by upb)
+            _ => skip(wire, tag, &mut buf)?,
+        }
+    }
+    Some(t)
+}
+
+/// Walks a contents message: `on` reads each occurrence of field `own`; any other field of
+/// `InferTensorContents` declines (`own` 0: any at all).
+fn walk<'a>(
+    mut buf: &'a [u8],
+    own: u32,
+    mut on: impl FnMut(WireType, &mut &'a [u8]) -> Option<()>,
+) -> Option<()> {
+    while !buf.is_empty() {
+        let (tag, wire) = decode_key(&mut buf).ok()?;
+        if tag == own {
+            on(wire, &mut buf)?;
+        } else if (1..=8).contains(&tag) {
+            return None;
+        } else {
+            skip(wire, tag, &mut buf)?;
+        }
+    }
+    Some(())
+}
+
+/// Varint elements, one or packed.
+fn varints<T>(
+    wire: WireType,
+    buf: &mut &[u8],
+    out: &mut Vec<T>,
+    conv: fn(u64) -> Option<T>,
+) -> Option<()> {
+    match wire {
+        WireType::Varint => out.push(conv(decode_varint(buf).ok()?)?),
+        WireType::LengthDelimited => {
+            let mut packed = delimited(buf)?;
+            while !packed.is_empty() {
+                out.push(conv(decode_varint(&mut packed).ok()?)?);
+            }
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+fn le<const N: usize>(c: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&c[..N]);
+    a
+}
+
+/// Fixed-size elements (float, double), one or packed.
+fn fixed<T, const N: usize>(
+    wire: WireType,
+    buf: &mut &[u8],
+    out: &mut Vec<T>,
+    conv: fn([u8; N]) -> T,
+) -> Option<()> {
+    let one = if N == 4 {
+        WireType::ThirtyTwoBit
+    } else {
+        WireType::SixtyFourBit
+    };
+    let bytes = if wire == one {
+        let (head, tail) = buf.split_at_checked(N)?;
+        *buf = tail;
+        head
+    } else if wire == WireType::LengthDelimited {
+        delimited(buf)?
+    } else {
+        return None;
+    };
+    if bytes.len() % N != 0 {
+        return None;
+    }
+    out.extend(bytes.chunks_exact(N).map(|c| conv(le(c))));
+    Some(())
+}
+
+fn int32(x: u64) -> Option<i64> {
+    let v = x as i64;
+    (i32::MIN as i64..=i32::MAX as i64)
+        .contains(&v)
+        .then_some(v)
+}
+
+fn uint32(x: u64) -> Option<i64> {
+    (x <= u32::MAX as u64).then_some(x as i64)
+}
+
+// ---- a half of the batch ----
+
 /// A half of the batch, checked as `_Tensors` checks it.
 struct Half<'a> {
     ids: Vec<&'a str>,
@@ -197,7 +365,12 @@ struct Half<'a> {
 }
 
 impl<'a> Half<'a> {
-    fn check(msgs: &'a [Msg], header_ids: &[Option<&'a str>], max_rows: i64) -> Option<Self> {
+    fn check(
+        msgs: &[Msg<'a>],
+        arena: &Arena<'a>,
+        header_ids: &[Option<&'a str>],
+        max_rows: i64,
+    ) -> Option<Self> {
         let mut half = Half {
             ids: vec![],
             rows: vec![],
@@ -206,18 +379,19 @@ impl<'a> Half<'a> {
         };
         let first = match msgs.first() {
             None => return Some(half),
-            Some(m) => &m.tensors,
+            Some(m) => arena.tensors(m),
         };
         // one layout: names, datatypes, trailing dimensions alike in every message
         for m in msgs {
-            if m.tensors.len() != first.len() {
+            let ts = arena.tensors(m);
+            if ts.len() != first.len() {
                 return None;
             }
-            for (t, f) in m.tensors.iter().zip(first) {
-                if t.shape.is_empty()
+            for (t, f) in ts.iter().zip(first) {
+                if t.shape.len == 0
                     || t.name != f.name
                     || t.datatype != f.datatype
-                    || t.shape[1..] != f.shape[1..]
+                    || t.shape.dims()[1..] != f.shape.dims()[1..]
                 {
                     return None;
                 }
@@ -227,24 +401,21 @@ impl<'a> Half<'a> {
             return None;
         }
         for (k, t) in first.iter().enumerate() {
-            if first[..k].iter().any(|u| u.name == t.name) || t.shape[1..].contains(&0) {
+            if first[..k].iter().any(|u| u.name == t.name) || t.shape.dims()[1..].contains(&0) {
                 return None;
             }
         }
         for m in msgs {
-            let rows = m.tensors[0].shape[0];
-            if rows <= 0 || rows > max_rows || m.tensors.iter().any(|t| t.shape[0] != rows) {
+            let ts = arena.tensors(m);
+            let rows = ts[0].shape.dims[0];
+            if rows <= 0 || rows > max_rows || ts.iter().any(|t| t.shape.dims[0] != rows) {
                 return None;
             }
             half.rows.push(rows);
         }
         for (m, h) in msgs.iter().zip(header_ids) {
             // the message's own id, else the record's x-request-id
-            let id = if m.id.is_empty() {
-                (*h)?
-            } else {
-                m.id.as_str()
-            };
+            let id = if m.id.is_empty() { (*h)? } else { m.id };
             if id.is_empty() {
                 return None;
             }
@@ -256,7 +427,7 @@ impl<'a> Half<'a> {
         }
         let most = *half.rows.iter().max()? as i128;
         for (k, t) in first.iter().enumerate() {
-            let trailing = &t.shape[1..];
+            let trailing = &t.shape.dims()[1..];
             if trailing.len() >= MAX_DIMS || trailing.iter().any(|&d| d < 0) {
                 return None;
             }
@@ -269,11 +440,11 @@ impl<'a> Half<'a> {
             }
             let width = width as usize;
             let values = if raw {
-                raw_values(msgs, k, &t.datatype, &half.rows, width)?
+                raw_values(msgs, arena, k, t.datatype, &half.rows, width)?
             } else {
-                typed_values(msgs, k, &t.datatype, &half.rows, width)?
+                typed_values(msgs, arena, k, t.datatype, &half.rows, width)?
             };
-            half.sig.push((&t.name, &t.datatype, width));
+            half.sig.push((t.name, t.datatype, width));
             half.flat.push(values);
         }
         Some(half)
@@ -312,135 +483,102 @@ fn lengths_fit(counts: impl Iterator<Item = usize>, rows: &[i64], width: usize) 
         .all(|(c, &r)| c as i128 == r as i128 * width as i128)
 }
 
+/// Field `own`'s values in each message's contents, exactly rows × width of them.
+fn gather<'a, T>(
+    contents: impl Iterator<Item = &'a [u8]>,
+    rows: &[i64],
+    width: usize,
+    own: u32,
+    mut read: impl FnMut(WireType, &mut &'a [u8], &mut Vec<T>) -> Option<()>,
+) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    for (c, &r) in contents.zip(rows) {
+        let want = out.len() + r as usize * width;
+        walk(c, own, |wire, buf| {
+            read(wire, buf, &mut out)?;
+            (out.len() <= want).then_some(())
+        })?;
+        if out.len() != want {
+            return None;
+        }
+    }
+    Some(out)
+}
+
 /// Typed contents of position `k` (`_contents`): only the datatype's field set, as long as
 /// the shape says, every value of the datatype.
 fn typed_values<'a>(
-    msgs: &'a [Msg],
+    msgs: &[Msg<'a>],
+    arena: &Arena<'a>,
     k: usize,
     datatype: &str,
     rows: &[i64],
     width: usize,
 ) -> Option<Values<'a>> {
-    static EMPTY: Contents = Contents {
-        bools: vec![],
-        ints: vec![],
-        int64s: vec![],
-        uints: vec![],
-        uint64s: vec![],
-        fp32s: vec![],
-        fp64s: vec![],
-        bytes: vec![],
+    let cs = || {
+        msgs.iter()
+            .map(|m| arena.tensors(m).get(k).map_or(&[][..], |t| t.contents))
     };
-    let contents: Vec<&Contents> = msgs
-        .iter()
-        .map(|m| m.tensors[k].contents.as_ref().unwrap_or(&EMPTY))
-        .collect();
-    // (field number, its count) of each message: only the datatype's own may be non-empty
-    let own: u8 = match datatype {
-        "BOOL" => 1,
-        "INT8" | "INT16" | "INT32" => 2,
-        "INT64" => 3,
-        "UINT8" | "UINT16" | "UINT32" => 4,
-        "UINT64" => 5,
-        "FP32" => 6,
-        "FP64" => 7,
-        "BYTES" => 8,
-        _ => return None,
+    let ints = |own: u32, conv: fn(u64) -> Option<i64>| {
+        gather(cs(), rows, width, own, |w, b, o| varints(w, b, o, conv))
     };
-    for c in &contents {
-        let sizes = [
-            c.bools.len(),
-            c.ints.len(),
-            c.int64s.len(),
-            c.uints.len(),
-            c.uint64s.len(),
-            c.fp32s.len(),
-            c.fp64s.len(),
-            c.bytes.len(),
-        ];
-        if sizes
-            .iter()
-            .enumerate()
-            .any(|(f, &n)| n > 0 && f as u8 + 1 != own)
-        {
-            return None;
+    Some(match datatype {
+        "BOOL" => Values::Bool(gather(cs(), rows, width, 1, |w, b, o| {
+            varints(w, b, o, |x| (x <= 1).then_some(x == 1))
+        })?),
+        "INT8" => Values::Int(ints(2, |x| int32(x).filter(|v| (-128..=127).contains(v)))?),
+        "INT16" => Values::Int(ints(2, |x| {
+            int32(x).filter(|v| (-32768..=32767).contains(v))
+        })?),
+        "INT32" => Values::Int(ints(2, int32)?),
+        "INT64" => Values::Int(ints(3, |x| Some(x as i64))?),
+        "UINT8" => Values::Int(ints(4, |x| uint32(x).filter(|&v| v <= 255))?),
+        "UINT16" => Values::Int(ints(4, |x| uint32(x).filter(|&v| v <= 65535))?),
+        "UINT32" => Values::Int(ints(4, uint32)?),
+        "UINT64" => Values::UInt(gather(cs(), rows, width, 5, |w, b, o| {
+            varints(w, b, o, Some)
+        })?),
+        "FP32" | "FP64" => {
+            let v = if datatype == "FP32" {
+                gather(cs(), rows, width, 6, |w, b, o| {
+                    fixed(w, b, o, |c: [u8; 4]| f32::from_le_bytes(c) as f64)
+                })?
+            } else {
+                gather(cs(), rows, width, 7, |w, b, o| {
+                    fixed(w, b, o, f64::from_le_bytes)
+                })?
+            };
+            v.iter()
+                .all(|x| x.is_finite())
+                .then_some(Values::Float(v))?
         }
-    }
-    let range = |lo: i64, hi: i64, v: &[i64]| v.iter().all(|x| (lo..=hi).contains(x));
-    let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
-    macro_rules! field {
-        ($f:ident) => {{
-            if !lengths_fit(contents.iter().map(|c| c.$f.len()), rows, width) {
+        "BYTES" => Values::Str(gather(cs(), rows, width, 8, |w, b, o| {
+            if w != WireType::LengthDelimited {
                 return None;
             }
-            contents.iter().flat_map(|c| c.$f.iter())
-        }};
-    }
-    Some(match datatype {
-        "BOOL" => Values::Bool(field!(bools).copied().collect()),
-        "INT8" | "INT16" | "INT32" => {
-            let v: Vec<i64> = field!(ints).map(|&x| x as i64).collect();
-            let ok = match datatype {
-                "INT8" => range(-128, 127, &v),
-                "INT16" => range(-32768, 32767, &v),
-                _ => true,
-            };
-            ok.then_some(Values::Int(v))?
-        }
-        "INT64" => Values::Int(field!(int64s).copied().collect()),
-        "UINT8" | "UINT16" | "UINT32" => {
-            let v: Vec<i64> = field!(uints).map(|&x| x as i64).collect();
-            let ok = match datatype {
-                "UINT8" => range(0, 255, &v),
-                "UINT16" => range(0, 65535, &v),
-                _ => true,
-            };
-            ok.then_some(Values::Int(v))?
-        }
-        "UINT64" => Values::UInt(field!(uint64s).copied().collect()),
-        "FP32" | "FP64" => {
-            let v: Vec<f64> = if datatype == "FP32" {
-                field!(fp32s).map(|&x| x as f64).collect()
-            } else {
-                field!(fp64s).copied().collect()
-            };
-            finite(&v).then_some(Values::Float(v))?
-        }
-        _ => {
-            let v: Option<Vec<&str>> = field!(bytes).map(|b| std::str::from_utf8(b).ok()).collect();
-            Values::Str(v?)
-        }
+            o.push(std::str::from_utf8(delimited(b)?).ok()?);
+            Some(())
+        })?),
+        _ => return None, // FP16 (raw contents only) and unknown datatypes
     })
 }
 
 /// Raw contents of position `k` (`_raw`): little-endian buffers of the right size, no typed
 /// contents beside them; BYTES elements are a 4-byte length and their bytes.
 fn raw_values<'a>(
-    msgs: &'a [Msg],
+    msgs: &[Msg<'a>],
+    arena: &Arena<'a>,
     k: usize,
     datatype: &str,
     rows: &[i64],
     width: usize,
 ) -> Option<Values<'a>> {
-    let typed = |m: &Msg| {
-        m.tensors[k].contents.as_ref().is_some_and(|c| {
-            !(c.bools.is_empty()
-                && c.ints.is_empty()
-                && c.int64s.is_empty()
-                && c.uints.is_empty()
-                && c.uint64s.is_empty()
-                && c.fp32s.is_empty()
-                && c.fp64s.is_empty()
-                && c.bytes.is_empty())
-        })
-    };
-    if msgs.iter().any(typed) {
-        return None;
+    let mut bufs: Vec<&'a [u8]> = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let contents = arena.tensors(m).get(k)?.contents;
+        walk(contents, 0, |_, _| None)?; // no typed contents beside raw ones
+        bufs.push(arena.raws(m).get(k)?);
     }
-    let bufs: Vec<&[u8]> = msgs
-        .iter()
-        .map(|m| m.raw.get(k).map(|b| b.as_slice()))
-        .collect::<Option<_>>()?;
     if datatype == "BYTES" {
         let mut out = Vec::new();
         for (b, &r) in bufs.iter().zip(rows) {
@@ -463,11 +601,6 @@ fn raw_values<'a>(
         return None;
     }
     let elems = || bufs.iter().flat_map(move |b| b.chunks_exact(size));
-    fn le<const N: usize>(c: &[u8]) -> [u8; N] {
-        let mut a = [0u8; N];
-        a.copy_from_slice(c);
-        a
-    }
     Some(match datatype {
         "BOOL" => {
             let v: Option<Vec<bool>> = elems().map(|c| (c[0] <= 1).then_some(c[0] == 1)).collect();
@@ -542,15 +675,17 @@ fn id_length(id: &str, rows: i64) -> usize {
     }
 }
 
-fn columns<'a>(
-    asked_msgs: &'a [Msg],
-    asked_ids: &[Option<&'a str>],
-    answered_msgs: &'a [Msg],
-    answered_ids: &[Option<&'a str>],
-    ask: &Ask<'_>,
-) -> Option<Out<'a>> {
-    let asked = Half::check(asked_msgs, asked_ids, ask.max_rows)?;
-    let answered = Half::check(answered_msgs, answered_ids, ask.max_rows)?;
+/// The batch's records (bytes, response or not, x-request-id) → the checked columns.
+fn columns<'a>(records: &[(&'a [u8], bool, Option<&'a str>)], ask: &Ask<'_>) -> Option<Out<'a>> {
+    let mut arena = Arena::default();
+    let (mut asked, mut answered) = ((vec![], vec![]), (vec![], vec![]));
+    for &(value, response, header_id) in records {
+        let half = if response { &mut answered } else { &mut asked };
+        half.0.push(parse(value, response, &mut arena)?);
+        half.1.push(header_id);
+    }
+    let asked = Half::check(&asked.0, &arena, &asked.1, ask.max_rows)?;
+    let answered = Half::check(&answered.0, &arena, &answered.1, ask.max_rows)?;
     for h in [&asked, &answered] {
         for (id, &r) in h.ids.iter().zip(&h.rows) {
             if id_length(id, r) > ask.max_id_length {
@@ -618,6 +753,21 @@ struct Record<'py> {
 }
 
 /// The record's half and x-request-id from its headers (`_kind`, `header`); None: decline.
+/// Calls `f` on each item of a list, tuple or other iterable (lists and tuples without an
+/// iterator object: one per record would feed Python's garbage collector).
+fn each<'py>(
+    seq: &Bound<'py, PyAny>,
+    mut f: impl FnMut(Bound<'py, PyAny>) -> Option<()>,
+) -> Option<()> {
+    if let Ok(list) = seq.cast::<PyList>() {
+        list.iter().try_for_each(f)
+    } else if let Ok(tuple) = seq.cast::<PyTuple>() {
+        tuple.iter().try_for_each(f)
+    } else {
+        seq.try_iter().ok()?.try_for_each(|x| f(x.ok()?))
+    }
+}
+
 fn headers<'py>(
     headers: &Bound<'py, PyAny>,
     default: bool,
@@ -626,35 +776,33 @@ fn headers<'py>(
     if headers.is_none() {
         return Some((default, None));
     }
-    for item in headers.try_iter().ok()? {
-        let item = item.ok()?;
+    each(headers, |item| {
         let pair = item.cast::<PyTuple>().ok()?;
         if pair.len() != 2 {
             return None;
         }
-        let key = pair.get_item(0).ok()?;
-        let key = key.cast::<PyString>().ok()?.to_str().ok()?;
+        let key = pair.get_borrowed_item(0).ok()?;
+        let key = key.cast::<PyString>().ok()?;
+        let key = key.to_str().ok()?;
         if !key.is_ascii() {
             return None; // str.lower() is Unicode's: leave such keys to Python
         }
-        let value = pair.get_item(1).ok()?;
         if kind.is_none() && key.eq_ignore_ascii_case("seldon-infer-type") {
-            let raw = value.cast::<PyBytes>().ok()?.as_bytes();
-            kind = Some(match raw {
+            let value = pair.get_borrowed_item(1).ok()?;
+            kind = Some(match value.cast::<PyBytes>().ok()?.as_bytes() {
                 REQUEST => false,
                 RESPONSE => true,
                 _ => return None,
             });
         } else if id.is_none() && key.eq_ignore_ascii_case("x-request-id") {
-            if value.is_none() {
-                continue;
-            }
-            let b = value.cast_into::<PyBytes>().ok()?;
-            if !b.as_bytes().is_empty() {
-                id = Some(b);
+            let value = pair.get_item(1).ok()?;
+            if !value.is_none() {
+                let b = value.cast_into::<PyBytes>().ok()?;
+                id = (!b.as_bytes().is_empty()).then_some(b);
             }
         }
-    }
+        Some(())
+    })?;
     Some((kind.unwrap_or(default), id))
 }
 
@@ -667,8 +815,7 @@ fn read<'py>(
     hi: f64,
 ) -> Option<Vec<Record<'py>>> {
     let mut out = Vec::new();
-    for r in records.try_iter().ok()? {
-        let r = r.ok()?;
+    each(records, |r| {
         let value = r
             .getattr(intern!(py, "value"))
             .ok()?
@@ -690,36 +837,25 @@ fn read<'py>(
             header_id,
             seconds,
         });
-    }
+        Some(())
+    })?;
     Some(out)
 }
 
-fn parse(value: &[u8], response: bool) -> Option<Msg> {
-    Some(if response {
-        let m = ModelInferResponse::decode(value).ok()?;
-        Msg {
-            id: m.id,
-            tensors: m.outputs,
-            raw: m.raw,
+/// A bytearray of the values' native bytes (numpy reads it with `frombuffer`, writable).
+fn array<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    v: impl Iterator<Item = T>,
+    bytes: fn(T) -> [u8; N],
+) -> PyResult<Bound<'py, PyAny>> {
+    let v: Vec<T> = v.collect();
+    let out = PyByteArray::new_with(py, v.len() * N, |buf| {
+        for (chunk, &x) in buf.chunks_exact_mut(N).zip(&v) {
+            chunk.copy_from_slice(&bytes(x));
         }
-    } else {
-        let m = ModelInferRequest::decode(value).ok()?;
-        Msg {
-            id: m.id,
-            tensors: m.inputs,
-            raw: m.raw,
-        }
-    })
-}
-
-fn i64s<'py>(py: Python<'py>, v: impl Iterator<Item = i64>) -> Bound<'py, PyByteArray> {
-    let bytes: Vec<u8> = v.flat_map(i64::to_ne_bytes).collect();
-    PyByteArray::new(py, &bytes)
-}
-
-fn f64s<'py>(py: Python<'py>, v: impl Iterator<Item = f64>) -> Bound<'py, PyByteArray> {
-    let bytes: Vec<u8> = v.flat_map(f64::to_ne_bytes).collect();
-    PyByteArray::new(py, &bytes)
+        Ok(())
+    })?;
+    Ok(out.into_any())
 }
 
 /// Each row's record time, or record index, repeated per row of its record.
@@ -784,26 +920,13 @@ pub fn decode_seldon<'py>(
         threshold,
     };
     // the pure part: parse and check (no Python objects; a panic declines)
-    let parsed = catch_unwind(AssertUnwindSafe(|| {
-        let mut halves = (vec![], vec![], vec![], vec![]); // messages and header ids of each half
-        for ((v, &resp), &h) in values.iter().zip(&kinds).zip(&header_ids) {
-            let m = parse(v, resp)?;
-            if resp {
-                halves.2.push(m);
-                halves.3.push(h);
-            } else {
-                halves.0.push(m);
-                halves.1.push(h);
-            }
-        }
-        Some(halves)
-    }));
-    let Ok(Some((q_msgs, q_ids, a_msgs, a_ids))) = parsed else {
-        return Ok(None);
-    };
-    let out = catch_unwind(AssertUnwindSafe(|| {
-        columns(&q_msgs, &q_ids, &a_msgs, &a_ids, &ask)
-    }));
+    let input: Vec<(&[u8], bool, Option<&str>)> = values
+        .iter()
+        .zip(&kinds)
+        .zip(&header_ids)
+        .map(|((&v, &k), &h)| (v, k, h))
+        .collect();
+    let out = catch_unwind(AssertUnwindSafe(|| columns(&input, &ask)));
     let Ok(Some(out)) = out else {
         return Ok(None);
     };
@@ -829,15 +952,15 @@ pub fn decode_seldon<'py>(
     }
     let items: Vec<Bound<'py, PyAny>> = vec![
         PyList::new(py, &asked.ids)?.into_any(),
-        i64s(py, asked.rows.iter().copied()).into_any(),
-        f64s(py, per_row(&q_times, &asked.rows)).into_any(),
+        array(py, asked.rows.iter().copied(), i64::to_ne_bytes)?,
+        array(py, per_row(&q_times, &asked.rows), f64::to_ne_bytes)?,
         cols.into_any(),
         PyList::new(py, &answered.ids)?.into_any(),
-        i64s(py, answered.rows.iter().copied()).into_any(),
-        f64s(py, per_row(&a_times, &answered.rows)).into_any(),
-        f64s(py, out.scores.iter().copied()).into_any(),
+        array(py, answered.rows.iter().copied(), i64::to_ne_bytes)?,
+        array(py, per_row(&a_times, &answered.rows), f64::to_ne_bytes)?,
+        array(py, out.scores.iter().copied(), f64::to_ne_bytes)?,
         PyByteArray::new(py, &out.preds).into_any(),
-        i64s(py, per_row(&a_index, &answered.rows)).into_any(),
+        array(py, per_row(&a_index, &answered.rows), i64::to_ne_bytes)?,
     ];
     Ok(Some(PyTuple::new(py, items)?))
 }
