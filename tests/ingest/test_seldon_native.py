@@ -279,6 +279,22 @@ def test_a_spoiled_batch_is_declined_and_the_careful_path_decides(how: str, raw:
     same(outcome(dec, recs), outcome(standard_decoder(fast=False), recs))
 
 
+@pytest.mark.parametrize("how", SPOILERS)
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+def test_every_record_spoiled_alike_is_declined_where_python_gives_up(how: str, raw: bool) -> None:
+    """No clean majority to differ from: each check must decline on its own."""
+    recs = standard_records(calls(12, n=12), raw=raw)
+    for r in recs:
+        _spoil(r, how)
+    dec = standard_decoder(fast=True)
+    compiled, python = both(dec, recs)
+    if python is None:
+        assert compiled is None
+    elif compiled is not None:
+        assert_same_columns(compiled, python)
+    same(outcome(dec, recs), outcome(standard_decoder(fast=False), recs))
+
+
 def _spoil_native(recs: list[Any], how: str) -> None:
     """Spoilers of what only the compiled path reads itself (headers, times, layouts)."""
     r = recs[3]
