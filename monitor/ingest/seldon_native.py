@@ -4,7 +4,8 @@ Python fast path's (``seldon_fast.py``) columns from one call over the batch's r
 Single-row calls bring two records per decision; read, parsed and checked record by record in
 Python (upb, then numpy per tensor position) they cost several times the monitor-JSON path. The
 compiled function reads the records themselves (not ``rb.values``), so a batch it accepts
-costs no Python per record beyond the objects of its columns. It declines (None) anything
+costs no Python per record beyond the objects of its columns; it computes the rows' keys too
+(:class:`KeyedRowIds`). It declines (None) anything
 unusual, and :class:`~monitor.ingest.seldon_fast.SeldonFast` then decodes the batch in Python.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from monitor.config.serving import Column, TensorMapping
 from monitor.ingest import seldon
@@ -21,6 +23,19 @@ from monitor.ingest.keys import RowIds
 from monitor.ingest.native import native
 
 Place = tuple[str, int | None]
+
+
+class KeyedRowIds(RowIds):
+    """Row ids whose keys the compiled function computed already (as :func:`keys.row_keys`)."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, calls: list[str], rows: npt.NDArray[np.int64], keys: Any) -> None:
+        super().__init__(calls, rows)
+        self._keys = np.frombuffer(keys, dtype=np.uint64)
+
+    def keys(self) -> npt.NDArray[np.uint64]:
+        return self._keys
 
 
 def _place(c: Column | None) -> Place | None:
@@ -75,11 +90,13 @@ class SeldonNative:
             return None
         if out is None:
             return None
-        q_ids, q_rows, q_ts, columns, a_ids, a_rows, a_ts, scores, preds, which = out
-        asked = RowIds(q_ids, np.frombuffer(q_rows, dtype=np.int64))
+        q_ids, q_rows, q_ts, columns, a_ids, a_rows, a_ts, scores, preds, which, q_keys, a_keys = (
+            out
+        )
+        asked = KeyedRowIds(q_ids, np.frombuffer(q_rows, dtype=np.int64), q_keys)
         if not q_ids:
             columns = [[] for _ in range(self.n_attrs)]
-        answered = RowIds(a_ids, np.frombuffer(a_rows, dtype=np.int64))
+        answered = KeyedRowIds(a_ids, np.frombuffer(a_rows, dtype=np.int64), a_keys)
         return (asked, np.frombuffer(q_ts, dtype=np.float64), columns), (
             answered,
             np.frombuffer(a_ts, dtype=np.float64),

@@ -665,6 +665,46 @@ struct Out<'a> {
     preds: Vec<u8>,
 }
 
+// ---- decision keys (`monitor/ingest/keys.py`: FNV-1a over code points, SplitMix64) ----
+
+const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01B3;
+
+fn fnv(h: u64, text: &str) -> u64 {
+    text.chars()
+        .fold(h, |h, c| (h ^ c as u64).wrapping_mul(FNV_PRIME))
+}
+
+fn finish(h: u64, length: u64) -> u64 {
+    let mut h = (h ^ length).wrapping_mul(FNV_PRIME);
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
+}
+
+/// Keys of every row of every call, as `keys.row_keys`: a call of one row is its id (trailing
+/// NULs left out), row `r` of a call of several is `<call>/<r>`.
+fn row_keys(ids: &[&str], rows: &[i64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(rows.iter().sum::<i64>().max(0) as usize);
+    for (id, &n) in ids.iter().zip(rows) {
+        if n == 1 {
+            let id = id.trim_end_matches('\0');
+            out.push(finish(fnv(FNV_OFFSET, id), id.chars().count() as u64));
+            continue;
+        }
+        let prefix = fnv(FNV_OFFSET, id); // the call's id, then "/"
+        let prefix = (prefix ^ '/' as u64).wrapping_mul(FNV_PRIME);
+        let length = id.chars().count() as u64 + 1;
+        for r in 0..n.max(0) {
+            let digits = r.to_string();
+            out.push(finish(fnv(prefix, &digits), length + digits.len() as u64));
+        }
+    }
+    out
+}
+
 /// Characters of a decision id as `RowIds.longest` counts them.
 fn id_length(id: &str, rows: i64) -> usize {
     let n = id.chars().count();
@@ -950,6 +990,8 @@ pub fn decode_seldon<'py>(
             c.iter().map(|&v| to_py(py, v)).collect::<PyResult<_>>()?;
         cols.append(PyList::new(py, items)?)?;
     }
+    let q_keys = row_keys(&asked.ids, &asked.rows);
+    let a_keys = row_keys(&answered.ids, &answered.rows);
     let items: Vec<Bound<'py, PyAny>> = vec![
         PyList::new(py, &asked.ids)?.into_any(),
         array(py, asked.rows.iter().copied(), i64::to_ne_bytes)?,
@@ -961,6 +1003,8 @@ pub fn decode_seldon<'py>(
         array(py, out.scores.iter().copied(), f64::to_ne_bytes)?,
         PyByteArray::new(py, &out.preds).into_any(),
         array(py, per_row(&a_index, &answered.rows), i64::to_ne_bytes)?,
+        array(py, q_keys.into_iter(), u64::to_ne_bytes)?,
+        array(py, a_keys.into_iter(), u64::to_ne_bytes)?,
     ];
     Ok(Some(PyTuple::new(py, items)?))
 }

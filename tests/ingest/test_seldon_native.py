@@ -202,6 +202,7 @@ def assert_same_columns(a: Any, b: Any) -> None:
     for x, y in ((q_a, q_b), (r_a, r_b)):
         assert x.calls == y.calls and x.rows.dtype == y.rows.dtype
         assert np.array_equal(x.rows, y.rows)
+        assert np.array_equal(x.keys(), y.keys()) and x.keys().dtype == np.uint64
     for x, y in ((t_a, t_b), (rt_a, rt_b), (s_a, s_b), (p_a, p_b), (w_a, w_b)):
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)
     assert [[(type(v), v) for v in col] for col in c_a] == [
@@ -400,3 +401,21 @@ def test_arbitrary_bytes_never_raise(values: list[bytes], responses: bool, stamp
     if compiled is not None:
         assert python is not None
         assert_same_columns(compiled, python)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=6),
+    rows=st.lists(st.integers(min_value=1, max_value=12), min_size=6, max_size=6),
+)
+def test_the_row_keys_of_any_ids_are_python_s(ids: list[str], rows: list[int]) -> None:
+    """The compiled path computes the rows' keys itself: FNV-1a over code points (trailing NULs
+    of a one-row call's id left out), as ``keys.row_keys``."""
+    cs = uniform_calls(1, n=len(ids))
+    for c, i, n in zip(cs, ids, rows, strict=False):
+        c["id"] = i
+        c["sex"], c["age"], c["p"] = c["sex"] * n, c["age"] * n, c["p"] * n
+    recs = batch_of(cs, header_id=False)
+    compiled, python = both(make_decoder(MAPPINGS["bytes-int64-fp64"]), recs)
+    assert compiled is not None and python is not None
+    assert_same_columns(compiled, python)
