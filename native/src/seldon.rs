@@ -717,8 +717,10 @@ fn id_length(id: &str, rows: i64) -> usize {
 
 /// The batch's records (bytes, response or not, x-request-id) → the checked columns.
 fn columns<'a>(records: &[(&'a [u8], bool, Option<&'a str>)], ask: &Ask<'_>) -> Option<Out<'a>> {
-    let mut arena = Arena::default();
-    let (mut asked, mut answered) = ((vec![], vec![]), (vec![], vec![]));
+    let n = records.len();
+    let mut arena = Arena { tensors: Vec::with_capacity(2 * n), raws: vec![] };
+    let half = || (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut asked, mut answered) = (half(), half());
     for &(value, response, header_id) in records {
         let half = if response { &mut answered } else { &mut asked };
         half.0.push(parse(value, response, &mut arena)?);
@@ -854,7 +856,7 @@ fn read<'py>(
     lo: f64,
     hi: f64,
 ) -> Option<Vec<Record<'py>>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(records.len().unwrap_or(0));
     each(records, |r| {
         let value = r
             .getattr(intern!(py, "value"))
