@@ -718,7 +718,10 @@ fn id_length(id: &str, rows: i64) -> usize {
 /// The batch's records (bytes, response or not, x-request-id) → the checked columns.
 fn columns<'a>(records: &[(&'a [u8], bool, Option<&'a str>)], ask: &Ask<'_>) -> Option<Out<'a>> {
     let n = records.len();
-    let mut arena = Arena { tensors: Vec::with_capacity(2 * n), raws: vec![] };
+    let mut arena = Arena {
+        tensors: Vec::with_capacity(2 * n),
+        raws: vec![],
+    };
     let half = || (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut asked, mut answered) = (half(), half());
     for &(value, response, header_id) in records {
@@ -919,10 +922,12 @@ fn to_py<'py>(py: Python<'py>, v: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
 
 /// A whole batch of Seldon Core 2 records → `(request ids, their rows (int64 bytes), each
 /// row's time (float64 bytes), the attribute columns, response ids, rows, times, scores
-/// (float64), decisions (uint8), each response row's record index (int64))`, or None to
-/// decline. `responses`: records without a `seldon-infer-type` header are responses (read
-/// from the responses topic). `attrs`: the request columns (None: no columns, the stream
-/// mapping); `score`, `pred`: where the response's are.
+/// (float64), decisions (uint8), each response row's record index (int64), the request rows'
+/// keys and the response rows' keys (uint64))`, or None to decline (the arrays as bytearrays
+/// of native byte order, for `numpy.frombuffer`). `responses`: records without a
+/// `seldon-infer-type` header are responses (read from the responses topic). `lo`, `hi`: the
+/// accepted record times (seconds). `attrs`: the request columns (None: none, the stream
+/// mapping); `score`, `pred`: where the response's are; `threshold`: decides without `pred`.
 #[pyfunction]
 #[pyo3(signature = (records, responses, max_record_bytes, max_rows, max_id_length, lo, hi, attrs, score, pred, threshold))]
 #[allow(clippy::too_many_arguments)]
