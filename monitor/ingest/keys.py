@@ -145,7 +145,7 @@ class RowIds:
 
     def has_nul(self) -> bool:
         """Does an id hold a NUL character (the careful path refuses those)?"""
-        return self._keys is None and "\0" in "".join(self.calls)
+        return "\0" in "".join(self.calls)
 
     def longest(self) -> int:
         """Characters of the longest row id (0 without any)."""

@@ -31,6 +31,7 @@ from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import INTS, MAX_DIMS, MAX_ELEMENTS
 from monitor.ingest.oip_grpc import FIELD, RAW, raw_bytes
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
+from monitor.ingest.seldon_native import SeldonNative
 from monitor.ingest.serving_checks import (
     DECISIONS,
     NUMBERS,
@@ -64,9 +65,18 @@ class SeldonFast:
         self.plan, self.model, self.m = plan, model, mapping
         self.name = plan.models[model].name
         self.responses_topic = responses_topic
+        self.native = SeldonNative(plan, model, mapping, responses_topic)
 
     def decode(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
-        """As :meth:`ServingFast.decode`: the request and response columns, or None."""
+        """As :meth:`ServingFast.decode`: the request and response columns, or None. The
+        compiled path first (``seldon_native.py``), when it is built and takes the batch."""
+        compiled = self.native.decode(rb)
+        if compiled is not None:
+            return compiled
+        return self.decode_python(rb)
+
+    def decode_python(self, rb: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """The Python fast path alone."""
         try:
             small_enough(self.plan, rb)
             return within_limits(self.plan, self._decode(rb))

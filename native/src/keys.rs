@@ -28,13 +28,15 @@ fn finish(h: u64, length: u64) -> u64 {
 }
 
 /// Appends the keys of a call's `rows` row ids to `out` and returns the longest id's length
-/// in code points. The caller has refused ids with a NUL (keys.py leaves trailing ones out).
+/// in code points (as `RowIds.longest`). A one-row call's trailing NULs are not part of its
+/// key (as `keys.id_keys`: checkpoints hold keys of ids whose NULs numpy dropped).
 pub fn row_keys(call: &str, rows: i64, out: &mut Vec<u64>) -> u64 {
-    let (h, n) = fnv(FNV_OFFSET, call);
     if rows == 1 {
+        let (h, n) = fnv(FNV_OFFSET, call.trim_end_matches('\0'));
         out.push(finish(h, n));
-        return n;
+        return call.chars().count() as u64;
     }
+    let (h, n) = fnv(FNV_OFFSET, call);
     let (h, n) = (fnv(h, "/").0, n + 1);
     let mut digits = String::new();
     for r in 0..rows {
@@ -43,5 +45,5 @@ pub fn row_keys(call: &str, rows: i64, out: &mut Vec<u64>) -> u64 {
         let (hr, k) = fnv(h, &digits);
         out.push(finish(hr, n + k));
     }
-    n + (rows - 1).to_string().len() as u64
+    n + (rows - 1).max(0).to_string().len() as u64
 }
