@@ -21,14 +21,7 @@ from monitor.config.serving import TensorMapping
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.keys import RowIds
 from monitor.ingest.oip import DATATYPES, MAX_ELEMENTS
-from monitor.ingest.serving_checks import (
-    DECISIONS,
-    NUMBERS,
-    Decoded,
-    decisions,
-    place,
-    valid_times,
-)
+from monitor.ingest.serving_checks import DECISIONS, NUMBERS, Decoded, place
 from monitor.ingest.serving_layout import Layout
 
 
@@ -52,30 +45,22 @@ def decode(
         layout.response,
         attrs,
         (score, pred),
+        model.threshold,
         model.name,
+        plan.time_bounds(),
         plan.limits.max_record_bytes,
         MAX_ELEMENTS,
     )
     if out is None:
         return None
-    kinds, stamps, q_rows, q_keys, q_long, columns, a_rows, a_keys, a_long, scores, preds = out
-    times = valid_times(plan, np.frombuffer(stamps, dtype=np.float64))
-    is_req = np.frombuffer(kinds, dtype=np.uint8).astype(bool)
-    reqs, resps = np.flatnonzero(is_req), np.flatnonzero(~is_req)
-    q_n = np.frombuffer(q_rows, dtype=np.int64)
-    if not len(reqs):
-        columns = [[] for _ in model.attributes]
+    q_rows, q_keys, q_long, q_ts, columns, a_rows, a_keys, a_long, a_ts, which, s, d = out
+    q_n, a_n = np.frombuffer(q_rows, dtype=np.int64), np.frombuffer(a_rows, dtype=np.int64)
     q = RowIds([], q_n, keys=np.frombuffer(q_keys, dtype=np.uint64), longest=q_long)
-    asked = (q, np.repeat(times[reqs], q_n), columns)
-    if not len(resps):
-        empty, none = np.zeros(0), np.zeros(0, dtype=np.int64)
-        return asked, (RowIds([], []), empty, empty, np.zeros(0, dtype=np.uint8), none)
-    a_n = np.frombuffer(a_rows, dtype=np.int64)
-    s, d = decisions(
-        int(a_n.sum()),
-        None if scores is None else np.frombuffer(scores, dtype=np.float64),
-        None if preds is None else np.frombuffer(preds, dtype=np.int64),
-        model.threshold,
-    )
     a = RowIds([], a_n, keys=np.frombuffer(a_keys, dtype=np.uint64), longest=a_long)
-    return asked, (a, np.repeat(times[resps], a_n), s, d, np.repeat(resps, a_n))
+    return (q, np.frombuffer(q_ts), columns if len(q_n) else [[] for _ in model.attributes]), (
+        a,
+        np.frombuffer(a_ts),
+        np.frombuffer(s),
+        np.frombuffer(d, dtype=np.uint8),
+        np.frombuffer(which, dtype=np.int64),
+    )

@@ -32,6 +32,8 @@ struct Half<'a> {
     columns: Vec<Vec<Value<'a>>>,
     keys: Vec<u64>,
     longest: u64,
+    times: Vec<f64>, // per row: its record's time
+    which: Vec<i64>, // per row: its record's place in the batch
 }
 
 impl Half<'_> {
@@ -41,16 +43,21 @@ impl Half<'_> {
             columns: (0..n_columns).map(|_| Vec::new()).collect(),
             keys: Vec::new(),
             longest: 0,
+            times: Vec::new(),
+            which: Vec::new(),
         }
     }
 
-    /// A call's id and rows (its values went to the columns as it was read).
-    fn add(&mut self, id: &str, rows: i64) -> Res<()> {
+    /// A call's id, rows, time and place (its values went to the columns as it was read).
+    fn add(&mut self, id: &str, rows: i64, time: f64, at: usize) -> Res<()> {
         if id.contains('\0') {
             return Err(Decline); // the careful path refuses it by name
         }
         self.longest = self.longest.max(keys::row_keys(id, rows, &mut self.keys));
         self.rows.push(rows);
+        let n = rows as usize;
+        self.times.extend(std::iter::repeat_n(time, n));
+        self.which.extend(std::iter::repeat_n(at as i64, n));
         Ok(())
     }
 }
@@ -107,6 +114,38 @@ fn py_column<'py>(py: Python<'py>, col: &[Value<'_>]) -> PyResult<Bound<'py, PyL
     PyList::new(py, items)
 }
 
+/// Scores (NaN without a score column) and 0/1 decisions of `n` rows, as
+/// `serving_checks.decisions`: the decision column if mapped, else the score against the
+/// threshold; None (declined) for a score outside [0, 1] or a decision not 0/1.
+fn decide(
+    n: usize,
+    scored: Option<&Vec<Value<'_>>>,
+    decided: Option<&Vec<Value<'_>>>,
+    threshold: Option<f64>,
+) -> Option<(Vec<f64>, Vec<u8>)> {
+    let scores: Vec<f64> = match scored {
+        Some(c) => c.iter().map(number).collect(),
+        None => vec![f64::NAN; n],
+    };
+    if scored.is_some() && !scores.iter().all(|s| (0.0..=1.0).contains(s)) {
+        return None;
+    }
+    let preds = match (decided, threshold) {
+        (Some(c), _) => c
+            .iter()
+            .map(|v| match v {
+                Value::Bool(b) => Some(u8::from(*b)),
+                Value::Int(0) => Some(0),
+                Value::Int(1) => Some(1),
+                _ => None,
+            })
+            .collect::<Option<Vec<u8>>>()?,
+        (None, Some(t)) => scores.iter().map(|s| u8::from(*s >= t)).collect(),
+        (None, None) => return None,
+    };
+    Some((scores, preds))
+}
+
 fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> Bound<'py, PyAny> {
     let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
     PyBytes::new(py, &raw).into_any()
@@ -133,7 +172,7 @@ fn f64_bytes<'py>(py: Python<'py>, v: impl Iterator<Item = f64>) -> Bound<'py, P
 /// decisions (i64 bytes or None))`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (records, request, response, attributes, decisions, model, max_bytes, max_elements))]
+#[pyo3(signature = (records, request, response, attributes, decisions, threshold, model, bounds, max_bytes, max_elements))]
 pub fn decode_oip<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyList>,
@@ -141,7 +180,9 @@ pub fn decode_oip<'py>(
     response: &Bound<'py, PyAny>,
     attributes: Vec<Place>,
     decisions: (Option<Place>, Option<Place>),
+    threshold: Option<f64>,
     model: &str,
+    bounds: (f64, f64),
     max_bytes: usize,
     max_elements: i64,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
@@ -160,11 +201,15 @@ pub fn decode_oip<'py>(
         }
         bodies.push(body);
         let t = r.getattr(stamp)?;
-        times.push(match t.extract::<i64>() {
-            Ok(ms) => ms as f64, // Kafka's milliseconds
-            Err(_) if t.is_none() => f64::NAN,
-            Err(_) => t.extract::<f64>().unwrap_or(f64::NAN),
-        });
+        let ms = match t.extract::<i64>() {
+            Ok(ms) => ms as f64,                              // Kafka's milliseconds
+            Err(_) => t.extract::<f64>().unwrap_or(f64::NAN), // None: no time
+        };
+        let seconds = ms / 1000.0;
+        if !(ms > 0.0 && seconds >= bounds.0 && seconds <= bounds.1) {
+            return Ok(None); // no record time, or out of bounds: the Python paths judge it
+        }
+        times.push(seconds);
     }
     let resp_places: Vec<Place> = [decisions.0, decisions.1].into_iter().flatten().collect();
     let (Some(req_keep), Some(resp_keep)) = (
@@ -175,8 +220,7 @@ pub fn decode_oip<'py>(
     };
     let mut asked = Half::new(attributes.len());
     let mut answered = Half::new(resp_places.len());
-    let mut is_request = Vec::with_capacity(bodies.len());
-    for body in &bodies {
+    for (at, body) in bodies.iter().enumerate() {
         let Ok(text) = std::str::from_utf8(body.as_bytes()) else {
             return Ok(None);
         };
@@ -198,57 +242,42 @@ pub fn decode_oip<'py>(
             _ => return Ok(None), // the record's header, or none: the Python paths
         };
         let done = match (p.inputs, p.outputs) {
-            (Some(rows), None) => asked.add(id, rows),
+            (Some(rows), None) => asked.add(id, rows, times[at], at),
             (None, Some(rows)) => {
                 if p.model_name.as_deref().is_some_and(|m| m != model) {
                     return Ok(None);
                 }
-                answered.add(id, rows)
+                answered.add(id, rows, times[at], at)
             }
             _ => return Ok(None),
         };
         if done.is_err() {
             return Ok(None);
         }
-        is_request.push(u8::from(p.inputs.is_some()));
     }
     let columns = PyList::empty(py);
     for col in &asked.columns {
         columns.append(py_column(py, col)?)?;
     }
     let mut cols = answered.columns.iter();
-    let scores = decisions.0.and_then(|_| cols.next());
-    let preds = decisions.1.and_then(|_| cols.next());
-    let scores = match scores {
-        Some(c) => f64_bytes(py, c.iter().map(number)),
-        None => py.None().into_bound(py),
-    };
-    let preds = match preds {
-        Some(c) => {
-            let mut out = Vec::with_capacity(c.len());
-            for v in c {
-                match v {
-                    Value::Bool(b) => out.push(i64::from(*b)),
-                    Value::Int(i) => out.push(*i),
-                    _ => return Ok(None),
-                }
-            }
-            i64_bytes(py, &out)
-        }
-        None => py.None().into_bound(py),
+    let scored = decisions.0.and_then(|_| cols.next());
+    let decided = decisions.1.and_then(|_| cols.next());
+    let Some((scores, preds)) = decide(answered.times.len(), scored, decided, threshold) else {
+        return Ok(None);
     };
     let items: Vec<Bound<'py, PyAny>> = vec![
-        PyBytes::new(py, &is_request).into_any(),
-        f64_bytes(py, times.into_iter()),
         i64_bytes(py, &asked.rows),
         u64_bytes(py, &asked.keys),
         asked.longest.into_bound_py_any(py)?,
+        f64_bytes(py, asked.times.iter().copied()),
         columns.into_any(),
         i64_bytes(py, &answered.rows),
         u64_bytes(py, &answered.keys),
         answered.longest.into_bound_py_any(py)?,
-        scores,
-        preds,
+        f64_bytes(py, answered.times.iter().copied()),
+        i64_bytes(py, &answered.which),
+        f64_bytes(py, scores.into_iter()),
+        PyBytes::new(py, &preds).into_any(),
     ];
     Ok(Some(PyTuple::new(py, items)?))
 }
