@@ -6,10 +6,12 @@ consecutive offsets) read through ``ConsumerBatch`` as the service reads them: t
 JSON events (one record per decision: the fast decoding path, then ``Engine.apply``), bare Open Inference Protocol JSON (a request and a
 response record per call), KServe's logger CloudEvents (the same with ``ce_*`` headers), and
 Seldon Core 2's protobuf messages (``ModelInferRequest`` / ``ModelInferResponse``).
-The serving paths decode both halves, join them (``HalfJoin``) and apply what met. Calls carry
-``--rows`` decisions each (1: one applicant per call, the hardest case for the serving paths,
-which then read two records per decision). Each path runs on a fresh engine, fastest of three;
-the ratio is the serving rate over the monitor-JSON rate measured in the same run.
+The serving paths decode both halves, join them (``HalfJoin.add``) and apply what met. Calls
+carry ``--rows`` decisions each (1: one applicant per call, the hardest case for the serving
+paths, which then read two records per decision). Bare OIP JSON and Seldon's protobuf are
+decoded by the compiled decoders (``native/``) when they are built, and again with
+``FAIRNESS_MONITOR_NATIVE=0`` (the Python paths) in the same run. Each path runs on a fresh
+engine, fastest of three; the ratio is its rate over the monitor-JSON rate of the same run.
 
 Run: python -m bench.serving_throughput [--decisions N] [--rows R]
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,6 +31,7 @@ from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuil
 from bench.common import T0, best_of
 from monitor.config.spec import parse_config
 from monitor.ingest.events import ConsumerBatch, LabelBatch
+from monitor.ingest.native import native
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest, ModelInferResponse
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
@@ -145,31 +150,59 @@ def _protobuf(cid: str, sex: list[str], age: list[int], p: list[float]) -> tuple
     return req, resp
 
 
-def run_own(records: list[Any]) -> None:
+def run_own(records: list[Any]) -> Engine:
     e = engine(None)
     for i in range(0, len(records), BATCH):
         pb, _ = e.decoder.decode_predictions(ConsumerBatch(records[i : i + BATCH], "t", 0))
         e.apply(0, pb, LabelBatch())
+    return e
 
 
-def run_served(records: list[Any], fmt: str) -> None:
+def run_served(records: list[Any], fmt: str) -> Engine:
     e = engine(fmt)
     dec = ServingDecoder(e.decoder.plan, fmt)
     for i in range(0, len(records), BATCH):
         asked, answered, dead = dec.decode(ConsumerBatch(records[i : i + BATCH], "t", 0))
         assert not dead, dead[0].detail
         apply_served(e, 0, asked, answered, LabelBatch())
+    return e
 
 
-def measure(n: int, rows: int) -> dict[str, float]:
+def python_only(fn: Callable[[], Engine]) -> Callable[[], Engine]:
+    """``fn`` with the compiled decoders turned off (``FAIRNESS_MONITOR_NATIVE=0``)."""
+
+    def run() -> Engine:
+        was = os.environ.get("FAIRNESS_MONITOR_NATIVE")
+        os.environ["FAIRNESS_MONITOR_NATIVE"] = "0"
+        try:
+            return fn()
+        finally:
+            if was is None:
+                del os.environ["FAIRNESS_MONITOR_NATIVE"]
+            else:
+                os.environ["FAIRNESS_MONITOR_NATIVE"] = was
+
+    return run
+
+
+def cases(n: int, rows: int) -> tuple[int, dict[str, Callable[[], Engine]]]:
+    """The decisions, and each path's run over them (returning its engine)."""
     own, oip, ce, sel = traffic(n, rows)
-    cases = {
+    runs: dict[str, Callable[[], Engine]] = {
         "monitor-json": lambda: run_own(own),
         "oip-json": lambda: run_served(oip, "oip-json"),
         "kserve-cloudevents": lambda: run_served(ce, "kserve-cloudevents"),
         "seldon (protobuf)": lambda: run_served(sel, "seldon"),
     }
-    return {name: len(own) / best_of(fn) for name, fn in cases.items()}
+    if native() is not None:
+        runs["oip-json, Python"] = python_only(runs["oip-json"])
+        runs["seldon (protobuf), Python"] = python_only(runs["seldon (protobuf)"])
+    return len(own), runs
+
+
+def measure(n: int, rows: int) -> dict[str, float]:
+    decided, runs = cases(n, rows)
+    return {name: decided / best_of(fn) for name, fn in runs.items()}
 
 
 def main() -> None:
@@ -179,6 +212,8 @@ def main() -> None:
     args = ap.parse_args()
     rates = measure(args.decisions, args.rows)
     base = rates["monitor-json"]
+    if native() is None:
+        print("native/ is not built (no cargo?): the serving paths decode in Python")
     for name, r in rates.items():
         print(f"{name}: {r / 1e3:.1f} k decisions/s ({r / base:.2f}× monitor-json)")
 
