@@ -11,6 +11,8 @@ mod keys;
 mod oip;
 mod payload;
 mod seldon;
+mod seldon_half;
+mod seldon_wire;
 
 #[pymodule]
 fn monitor_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
