@@ -34,6 +34,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Where the reader is, to come back to with [`Self::reset`].
+    pub fn mark(&self) -> (usize, u32) {
+        (self.i, self.depth)
+    }
+
+    pub fn reset(&mut self, mark: (usize, u32)) {
+        (self.i, self.depth) = mark;
+    }
+
     fn ws(&mut self) {
         while let Some(c) = self.b.get(self.i) {
             if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {

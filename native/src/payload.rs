@@ -91,9 +91,10 @@ pub struct Sink<'s, 'a> {
     pub columns: &'s mut [Vec<Value<'a>>],
 }
 
-/// A payload: its id, model name, and the rows of its inputs (a request) or outputs (a
-/// response), whose kept values went to the sinks (a payload that is neither, or both, is
-/// declined by the caller, and with it the batch: the sinks are dropped).
+/// A payload: its id, model name, and the rows of its inputs (a request: any `outputs` it
+/// holds are the outputs it asks for, not read) or of its outputs (a response); their kept
+/// values went to the sinks (a payload that is neither is declined by the caller, and with it
+/// the batch: the sinks are dropped).
 pub struct Payload<'a> {
     pub id: Option<Cow<'a, str>>,
     pub model_name: Option<Cow<'a, str>>,
@@ -132,6 +133,7 @@ pub fn payload<'a>(
         outputs: None,
     };
     let (mut seen_id, mut seen_model, mut seen_in, mut seen_out) = (false, false, false, false);
+    let (mut pushed, mut asked_for) = (None, false);
     r.object()?;
     let mut first = true;
     while let Some(key) = r.key(&mut first)? {
@@ -153,14 +155,44 @@ pub fn payload<'a>(
             "outputs" => {
                 first_time(&mut seen_out)?;
                 if !r.null()? {
-                    p.outputs = Some(tensors(&mut r, response, max)?);
+                    // a response's tensors, or a request's outputs asked for (any JSON, which
+                    // the careful path does not read): known only once the keys are all read
+                    let (mark, before) = (r.mark(), lengths(response));
+                    match tensors(&mut r, response, max) {
+                        Ok(rows) => (p.outputs, pushed) = (Some(rows), Some(before)),
+                        Err(Decline) => {
+                            r.reset(mark);
+                            cut(response, &before);
+                            r.skip()?;
+                            asked_for = true;
+                        }
+                    }
                 }
             }
             _ => r.skip()?,
         }
     }
     r.end()?;
+    if p.inputs.is_some() {
+        if let Some(before) = pushed {
+            cut(response, &before); // a request's outputs asked for: no response values
+        }
+        p.outputs = None;
+    } else if asked_for {
+        return Err(Decline); // outputs that are not the layout's tensors, and no inputs
+    }
     Ok(p)
+}
+
+fn lengths(sink: &Sink<'_, '_>) -> Vec<usize> {
+    sink.columns.iter().map(Vec::len).collect()
+}
+
+/// The sink's columns back to the lengths they had.
+fn cut(sink: &mut Sink<'_, '_>, before: &[usize]) {
+    for (c, &n) in sink.columns.iter_mut().zip(before) {
+        c.truncate(n);
+    }
 }
 
 /// A half's tensors, each of its layout's slot in order, all of as many rows (returned).

@@ -202,3 +202,54 @@ def test_a_declined_batch_leaves_the_layout_and_next_batch_compiled() -> None:
         dec.decode(ConsumerBatch(recs, "s", 0))[0],
         careful.decode(ConsumerBatch(recs, "s", 0))[0],
     )
+
+
+ASKED_FOR = [  # a request's "outputs": what it asks for, which the careful path does not read
+    [{"name": "probabilities"}],
+    [{"name": "probabilities", "parameters": {"binary_data": False}}],
+    {"not": ["a", "list"]},
+    "first",  # before "inputs" in the document
+    "tensors",  # the response's own tensors, in a request: still no response of it
+]
+
+
+@pytest.mark.parametrize(
+    "outputs", ASKED_FOR, ids=["names", "parameters", "object", "first", "tensors"]
+)
+def test_requests_asking_for_outputs_take_the_compiled_path(
+    outputs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests that list the outputs they ask for (as Triton's and KServe's clients do) are
+    read by the compiled path (the Python fast path gives them to the careful path) with the
+    careful path's rows; a response's values never come from a request's outputs."""
+    recs = records(calls(4, n=30), FMT)
+    for r in recs:
+        body = json.loads(r.value)
+        if "inputs" not in body:
+            continue
+        if outputs == "first":
+            body = {"outputs": [{"name": "probabilities"}], **body}
+        elif outputs == "tensors":
+            resp = next(json.loads(x.value) for x in recs if b'"outputs"' in x.value)
+            body["outputs"] = resp["outputs"]
+        else:
+            body["outputs"] = outputs
+        r.value = json.dumps(body).encode()
+    clean = records(calls(4, n=30), FMT)
+    dec, careful = warm(clean), warm(clean, fast=False)
+    assert compiled(dec, recs) is not None
+    got, want = outcome(dec, copy.deepcopy(recs)), outcome(careful, copy.deepcopy(recs))
+    same(got, want)
+    assert len(got[0]) == len(got[1]) > 0 and got[2] == []
+
+
+def test_a_request_asking_for_outputs_in_broken_json_is_declined() -> None:
+    recs = records(calls(4, n=10), FMT)
+    req = next(r for r in recs if b'"inputs"' in r.value)
+    req.value = req.value[:-1] + b', "outputs": [{"name": "p"},]}'
+    clean = records(calls(4, n=10), FMT)
+    dec, careful = warm(clean), warm(clean, fast=False)
+    assert compiled(dec, recs) is None
+    got = outcome(dec, copy.deepcopy(recs))
+    same(got, outcome(careful, copy.deepcopy(recs)))
+    assert len(got[2]) == 1  # the broken record is dead-lettered
