@@ -9,6 +9,7 @@ batch is applied but before any checkpoint, so a restart after the fix reads it 
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -20,9 +21,13 @@ from monitor.config.serving import topic_format
 from monitor.ingest.attribute_events import AttributeDecoder
 from monitor.ingest.events import DeadLetter, RawBatch, RawRecord, Reason
 from monitor.ingest.invalid_guard import InvalidRatioGuard
+from monitor.ingest.native import native
 from monitor.ingest.serving_decode import ServingDecoder
 from monitor.state.engine import Engine
 from monitor.state.served import apply_served
+
+log = logging.getLogger(__name__)
+COMPILED = frozenset({"oip-json", "seldon"})  # the formats native/ decodes
 
 
 class Intake:
@@ -45,6 +50,9 @@ class Intake:
             if fmt == "monitor-json"
             else ServingDecoder(engine.decoder.plan, fmt, kafka.responses_topic)
         )
+        if self.serving is not None:  # an operator asking why single-row calls are slow
+            how = "compiled (native/)" if fmt in COMPILED and native() else "Python"
+            log.info("%s records: %s decoder", fmt, how)
         self.attributes = AttributeDecoder(engine.decoder.plan) if kafka.attributes_topic else None
 
     def apply(self, accepted: Accepted) -> int:
