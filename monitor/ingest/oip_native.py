@@ -1,6 +1,6 @@
 """Bare Open Inference Protocol JSON batches through the compiled decoder
-(``native/src/oip.rs``): the same columns as :meth:`ServingFast._decode`, from a poll's
-records, without a Python object per tensor.
+(``native/src/oip.rs``): the columns of :meth:`ServingFast._decode` (with the rows' keys
+instead of the ids' text), from a poll's records, without a Python object per tensor.
 
 A single-row call is two records per decision, and msgspec's typed structs plus the per-record
 Python around them (ids, rows, columns) cost ~4 µs a decision against the monitor-JSON path's
@@ -20,6 +20,7 @@ import numpy as np
 from monitor.config.serving import TensorMapping
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.keys import RowIds
+from monitor.ingest.native import guarded
 from monitor.ingest.oip import DATATYPES, MAX_ELEMENTS
 from monitor.ingest.serving_checks import DECISIONS, NUMBERS, Decoded, place
 from monitor.ingest.serving_layout import Layout
@@ -39,17 +40,20 @@ def decode(
     ]  # fmt: skip
     score = place(layout.response, m.score, NUMBERS)[:2] if m.score else None
     pred = place(layout.response, m.prediction, DECISIONS)[:2] if m.prediction else None
-    out = native.decode_oip(
-        records if isinstance(records, list) else list(records),
-        layout.request,
-        layout.response,
-        attrs,
-        (score, pred),
-        model.threshold,
-        model.name,
-        plan.time_bounds(),
-        plan.limits.max_record_bytes,
-        MAX_ELEMENTS,
+    out = guarded(
+        "decode_oip",
+        lambda: native.decode_oip(
+            records if isinstance(records, list) else list(records),
+            layout.request,
+            layout.response,
+            attrs,
+            (score, pred),
+            model.threshold,
+            model.name,
+            plan.time_bounds(),
+            plan.limits.max_record_bytes,
+            MAX_ELEMENTS,
+        ),
     )
     if out is None:
         return None

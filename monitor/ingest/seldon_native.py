@@ -19,7 +19,7 @@ from monitor.config.serving import Column, TensorMapping
 from monitor.ingest import seldon
 from monitor.ingest.decode_plan import DecodePlan
 from monitor.ingest.keys import RowIds
-from monitor.ingest.native import native
+from monitor.ingest.native import guarded, native
 
 Place = tuple[str, int | None]
 
@@ -58,8 +58,9 @@ class SeldonNative:
             return None
         lim = self.plan.limits
         lo, hi = self.plan.time_bounds()
-        try:
-            out = mod.decode_seldon(
+        out = guarded(
+            "decode_seldon",
+            lambda: mod.decode_seldon(
                 records,
                 topic == self.responses_topic,
                 lim.max_record_bytes,
@@ -71,9 +72,8 @@ class SeldonNative:
                 self.score,
                 self.pred,
                 self.threshold,
-            )
-        except Exception:  # not the compiled module's signature (an older build): Python decodes
-            return None
+            ),
+        )
         if out is None:
             return None
         q_ids, q_rows, q_ts, columns, a_ids, a_rows, a_ts, scores, preds, which, q_keys, a_keys = (

@@ -253,3 +253,32 @@ def test_a_request_asking_for_outputs_in_broken_json_is_declined() -> None:
     got = outcome(dec, copy.deepcopy(recs))
     same(got, outcome(careful, copy.deepcopy(recs)))
     assert len(got[2]) == 1  # the broken record is dead-lettered
+
+
+def test_a_compiled_decoder_that_raises_leaves_batches_to_python_and_is_said_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compiled function declines by returning None; one that raises is a bug: the batch is
+    decoded by the Python paths all the same (the consumer never dies of it), and the first
+    failure is logged with its traceback, not every batch's."""
+    import logging
+
+    from monitor.ingest import native as native_module
+
+    class Broken:
+        def decode_oip(self, *args: Any) -> Any:
+            raise RuntimeError("a bug")
+
+    monkeypatch.setattr(native_module, "_module", Broken())
+    monkeypatch.setattr(native_module, "_failed", set())
+    recs = records(calls(2, n=10), FMT)
+    dec, careful = warm(recs), warm(recs, fast=False)
+    with caplog.at_level(logging.ERROR, logger="monitor.ingest.native"):
+        got = [outcome(dec, copy.deepcopy(recs)) for _ in range(3)]
+    want = outcome(careful, copy.deepcopy(recs))
+    for g in got:
+        same(g, want)
+    assert [r.getMessage() for r in caplog.records] == [
+        "compiled decoder decode_oip failed; the Python paths decode instead"
+    ]
+    assert caplog.records[0].exc_info is not None
