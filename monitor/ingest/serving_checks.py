@@ -64,12 +64,8 @@ def decisions(
 
 def record_times(plan: DecodePlan, rb: Any) -> npt.NDArray[np.float64]:
     """The records' own times (seconds), all present and in bounds, else give up."""
-    return valid_times(plan, np.asarray(rb.timestamps_ms, dtype=np.float64))
-
-
-def valid_times(plan: DecodePlan, stamps: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Record times in ms (NaN: none) as seconds, all present and in bounds, else give up."""
     lo, hi = plan.time_bounds()
+    stamps = np.asarray(rb.timestamps_ms, dtype=np.float64)  # None is NaN: no record time
     if len(stamps) and not (stamps > 0).all():
         raise GiveUp
     t = stamps / 1000.0

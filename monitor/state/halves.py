@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.ingest.serving_decode import RESPONSE_DTYPE, request_dtype
-from monitor.state.join import SortedTable, blobs, fresh_rows, take_rows
+from monitor.state.join import SortedTable, blobs, take_rows
 
 U64 = npt.NDArray[np.uint64]
 _SALT = np.uint64(0x9E3779B97F4A7C15)  # 2⁶⁴/φ, odd: each model's keys an invertible remix
@@ -77,22 +77,20 @@ class HalfJoin:
         }  # newest time of each kind  # the latest time of a half seen (expiry is measured from it)
 
     def add_requests(self, rows: npt.NDArray[Any]) -> Joined:
-        """Requests (``request_dtype`` rows): those whose response waits are joined."""
-        asked, answers = self._meet(_salted(rows), self.requests, self.responses, "requests")
-        return _joined(asked, answers)
+        """Requests (``request_dtype`` rows) alone: those whose response waits are joined."""
+        return self.add(rows, np.zeros(0, RESPONSE_DTYPE))[1]
 
     def add_responses(self, rows: npt.NDArray[Any]) -> Joined:
-        """Responses (``RESPONSE_DTYPE`` rows): those whose request waits are joined."""
-        answers, asked = self._meet(_salted(rows), self.responses, self.requests, "responses")
-        return _joined(asked, answers)
+        """Responses (``RESPONSE_DTYPE`` rows) alone: those whose request waits are joined."""
+        return self.add(np.zeros(0, request_dtype(self.n_sets)), rows)[0]
 
     def add(self, requests: npt.NDArray[Any], responses: npt.NDArray[Any]) -> list[Joined]:
-        """A poll's halves: what :meth:`add_responses` then :meth:`add_requests` give (the same
-        decisions in the same order, repeats, waiting halves), from one sort of the poll's keys
-        instead of a dozen array passes per half: a call whose two halves are both in the poll
-        (the common case) meets without its response passing through the table. The only
-        difference: at ``max_size`` such a response takes no room, so it evicts no waiting one.
-        """
+        """A poll's halves, the responses' first: ``[responses whose request waited, joined;
+        requests whose response waited or came in the poll, joined]``, each in arrival order.
+        One sort of the poll's keys tells repeats (of the poll, or of a waiting half: the first
+        is kept), the halves that meet, and those that wait; a call whose two halves are both
+        in the poll (the common case) meets without passing through a table, so at
+        ``max_size`` it evicts no waiting half."""
         r, q = _salted(responses), _salted(requests)
         for kind, rows in (("responses", r), ("requests", q)):
             if len(rows):
@@ -140,21 +138,6 @@ class HalfJoin:
             _joined(asked, blobs(r)[a].view(r.dtype)),
             _joined(blobs(q)[hit].view(q.dtype), partners),
         ]
-
-    def _meet(
-        self, rows: npt.NDArray[Any], mine: SortedTable, other: SortedTable, kind: str
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-        """The fresh ``rows`` whose partner waits in ``other``, and those partners (row for
-        row); the rest of ``rows`` wait in ``mine``. ``kind``: ``requests`` or ``responses``."""
-        if len(rows):
-            self.clocks[kind] = max(self.clocks[kind], float(rows["ts"].max()))
-        rows, repeats = fresh_rows(rows, mine)
-        idx = other.find(rows["key"])
-        hit = idx >= 0
-        partners = take_rows(other, idx[hit])  # aligned with rows[hit]: no sort needed
-        self.counts[f"repeated_{kind}"] += repeats
-        self._gone(kind, mine.insert(rows[~hit]))
-        return rows[hit], partners
 
     @property
     def newest(self) -> float:

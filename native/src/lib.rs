@@ -6,6 +6,7 @@
 //! only declines, so what it accepts must decode to exactly what the Python paths give.
 use pyo3::prelude::*;
 
+mod decide;
 mod json;
 mod keys;
 mod oip;

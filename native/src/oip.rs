@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
+use crate::decide::decide;
 use crate::keys;
 use crate::payload::{payload, slots, Sink, Slot, Value};
 
@@ -75,12 +76,20 @@ fn keep(layout: &[Slot], places: &[Place]) -> Option<Vec<Vec<(usize, usize)>>> {
     Some(out)
 }
 
-fn number(v: &Value<'_>) -> f64 {
+/// A row's value as a score (a number) / as a decision (0 or 1), None when it is not one.
+fn score(v: &Value<'_>) -> Option<f64> {
     match v {
-        Value::Bool(b) => f64::from(u8::from(*b)),
-        Value::Int(i) => *i as f64,
-        Value::Float(f) => *f,
-        Value::Text(_) => f64::NAN,
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+fn decision(v: &Value<'_>) -> Option<u8> {
+    match v {
+        Value::Bool(b) => Some(u8::from(*b)),
+        Value::Int(i @ (0 | 1)) => Some(*i as u8),
+        _ => None,
     }
 }
 
@@ -112,38 +121,6 @@ fn py_column<'py>(py: Python<'py>, col: &[Value<'_>]) -> PyResult<Bound<'py, PyL
         });
     }
     PyList::new(py, items)
-}
-
-/// Scores (NaN without a score column) and 0/1 decisions of `n` rows, as
-/// `serving_checks.decisions`: the decision column if mapped, else the score against the
-/// threshold; None (declined) for a score outside [0, 1] or a decision not 0/1.
-fn decide(
-    n: usize,
-    scored: Option<&Vec<Value<'_>>>,
-    decided: Option<&Vec<Value<'_>>>,
-    threshold: Option<f64>,
-) -> Option<(Vec<f64>, Vec<u8>)> {
-    let scores: Vec<f64> = match scored {
-        Some(c) => c.iter().map(number).collect(),
-        None => vec![f64::NAN; n],
-    };
-    if scored.is_some() && !scores.iter().all(|s| (0.0..=1.0).contains(s)) {
-        return None;
-    }
-    let preds = match (decided, threshold) {
-        (Some(c), _) => c
-            .iter()
-            .map(|v| match v {
-                Value::Bool(b) => Some(u8::from(*b)),
-                Value::Int(0) => Some(0),
-                Value::Int(1) => Some(1),
-                _ => None,
-            })
-            .collect::<Option<Vec<u8>>>()?,
-        (None, Some(t)) => scores.iter().map(|s| u8::from(*s >= t)).collect(),
-        (None, None) => return None,
-    };
-    Some((scores, preds))
 }
 
 fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> Bound<'py, PyAny> {
@@ -262,6 +239,10 @@ pub fn decode_oip<'py>(
     let mut cols = answered.columns.iter();
     let scored = decisions.0.and_then(|_| cols.next());
     let decided = decisions.1.and_then(|_| cols.next());
+    let (scored, decided) = (
+        scored.map(|c| c.iter().map(score)),
+        decided.map(|c| c.iter().map(decision)),
+    );
     let Some((scores, preds)) = decide(answered.times.len(), scored, decided, threshold) else {
         return Ok(None);
     };

@@ -20,6 +20,7 @@
 //! path's columns (`tests/ingest/test_seldon_native.py`).
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::decide::decide;
 use crate::keys;
 use crate::seldon_half::{Allowed, Half, Place, Value, REQUEST, RESPONSE};
 use crate::seldon_wire::{parse, Arena};
@@ -84,40 +85,24 @@ fn columns<'a>(records: &[(&'a [u8], bool, Option<&'a str>)], ask: &Ask<'_>) -> 
         }
     }
     let n = answered.n_rows();
-    let (mut scores, mut preds) = (vec![f64::NAN; n], vec![0u8; n]);
-    if n > 0 {
-        if let Some(at) = ask.score {
-            for (s, v) in scores.iter_mut().zip(answered.column(at, Allowed::Number)?) {
-                *s = match v {
-                    Value::Int(x) => x as f64,
-                    Value::UInt(x) => x as f64,
-                    Value::Float(x) => x,
-                    _ => return None,
-                };
-                if !(0.0..=1.0).contains(s) {
-                    return None;
-                }
-            }
-        }
-        if let Some(at) = ask.pred {
-            for (p, v) in preds
-                .iter_mut()
-                .zip(answered.column(at, Allowed::Decision)?)
-            {
-                *p = match v {
-                    Value::Bool(x) => x as u8,
-                    Value::Int(x @ (0 | 1)) => x as u8,
-                    Value::UInt(x @ (0 | 1)) => x as u8,
-                    _ => return None,
-                };
-            }
-        } else {
-            let t = ask.threshold?;
-            for (p, s) in preds.iter_mut().zip(&scores) {
-                *p = (*s >= t) as u8;
-            }
-        }
-    }
+    let (scores, preds) = if n == 0 {
+        (Vec::new(), Vec::new())
+    } else {
+        let scored = match ask.score {
+            Some(at) => Some(answered.column(at, Allowed::Number)?),
+            None => None,
+        };
+        let decided = match ask.pred {
+            Some(at) => Some(answered.column(at, Allowed::Decision)?),
+            None => None,
+        };
+        decide(
+            n,
+            scored.map(|c| c.into_iter().map(score)),
+            decided.map(|c| c.into_iter().map(decision)),
+            ask.threshold,
+        )?
+    };
     Some(Out {
         asked,
         answered,
@@ -127,6 +112,25 @@ fn columns<'a>(records: &[(&'a [u8], bool, Option<&'a str>)], ask: &Ask<'_>) -> 
         scores,
         preds,
     })
+}
+
+/// A row's value as a score (a number) / as a decision (0 or 1), None when it is not one.
+fn score(v: Value<'_>) -> Option<f64> {
+    match v {
+        Value::Int(x) => Some(x as f64),
+        Value::UInt(x) => Some(x as f64),
+        Value::Float(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn decision(v: Value<'_>) -> Option<u8> {
+    match v {
+        Value::Bool(x) => Some(u8::from(x)),
+        Value::Int(x @ (0 | 1)) => Some(x as u8),
+        Value::UInt(x @ (0 | 1)) => Some(x as u8),
+        _ => None,
+    }
 }
 
 /// A record as read from Python: its value, half, x-request-id (None: absent or not UTF-8)
