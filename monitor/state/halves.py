@@ -4,10 +4,12 @@ order (issue 16: KServe's logger, Seldon's inputs/outputs topics, OIP request/re
 
 The same machinery as the delayed-label join (``join.py``): two bounded :class:`SortedTable`
 tables keyed by the 64-bit key of the decision's id (``<request id>/<row>``), one for each half
-still waiting for the other. A batch is matched against the other table with one
-``searchsorted``; what matches leaves as a joined decision, stamped with the *request's* time (the
-moment the decision was asked for); the rest waits. Repeats of a waiting half are counted and
-dropped (the first is kept, as the prediction join keeps the first prediction).
+still waiting for the other. A poll's halves are sorted by key once: a call whose two halves
+are both in the poll meets there, the others are found in the other table with one
+``searchsorted``; what matches leaves as a joined decision, stamped with the *request's* time
+(the moment the decision was asked for); the rest waits. Repeats of a half of the poll or of a
+waiting one are counted and dropped (the first is kept, as the prediction join keeps the first
+prediction).
 
 The halves are keyed by id *and model* (the id's key mixed with the model's index; model 0's
 keys are the ids' keys unchanged): a request id passed on from one served model to another
