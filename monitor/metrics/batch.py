@@ -75,6 +75,7 @@ def _fractions(favourable: int) -> F64:
 
 _MATRIX = {f: _fractions(f) for f in (0, 1)}
 _RATES = 14
+_BOUNDED_AT = np.array([0, 1, 2, 5])  # _BOUNDED's places among the rates
 
 
 def stacked_results(
@@ -94,22 +95,23 @@ def stacked_results(
     ``counts[result, group, cell]``: result ``r`` has ``sizes[r]`` groups (the rest is zero
     padding) and the configured reference group ``references[r]``; ``ranks[result, group]``:
     each group's place in label order, which decides ties (``ties.label_ranks``)."""
-    c = np.moveaxis(counts, -1, 0)  # c[cell] is [result, group]
+    c = counts.transpose(2, 0, 1)  # c[cell] is [result, group]
     n, fav, tp, fp, fn, tn = c[N], c[FAV], c[TP], c[FP], c[FN], c[TN]
-    labelled = tp + fn + fp + tn
+    # the integer fields of GroupMetrics in field order, [field, result, group]
+    ints = np.concatenate([c[:6], (tp + fn + fp + tn)[None]])  # N … TN are cells 0–5
     # every rate in one ratio() call and the bounded rates' Wilson limits in one wilson() call:
     # elementwise, so the numbers are those of the one-at-a-time calls
-    frac = np.moveaxis(counts[..., :6].astype(np.float64) @ _MATRIX[favourable], -1, 0)
+    frac = (counts[..., :6].astype(np.float64) @ _MATRIX[favourable]).transpose(2, 0, 1)
     x, d = frac[:_RATES], frac[_RATES:]
     rates = ratio(x, d)
-    bounded = [0, 1, 2, 5]  # selection rate, TPR, FPR, PPV
+    bounded = _BOUNDED_AT  # selection rate, TPR, FPR, PPV
     lo, hi = wilson(x[bounded], d[bounded], confidence)
     cal = counts[..., CAL : CAL + 3 * score_bins].reshape(*counts.shape[:-1], score_bins, 3)
-    gap = np.abs(cal[..., 1] - cal[..., 2] / SCORE_SCALE).sum(axis=-1)
-    ece = ratio(gap, cal[..., 0].sum(axis=-1))
+    gap = np.add.reduce(np.abs(cal[..., 1] - cal[..., 2] / SCORE_SCALE), axis=-1)
+    ece = ratio(gap, np.add.reduce(cal[..., 0], axis=-1))
     h = hist_cell(score_bins)
     hist = counts[..., h : h + score_bins]
-    scored = hist.sum(axis=-1)
+    scored = np.add.reduce(hist, axis=-1)
     if scores:
         scored_ok = scored >= max(min_samples, 1)
         score_ref = score_references(scored, references, scored_ok, ranks)
@@ -129,10 +131,9 @@ def stacked_results(
     )  # fmt: skip
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
-        bounds = dict(
-            zip(_BOUNDED, zip(lo[:, i, :size], hi[:, i, :size], strict=True), strict=True)
-        )
-        fields: list[Any] = [*c[:6, i, :size], labelled[i, :size], *rates[:, i, :size]]
+        limits = zip(lo[:, i, :size], hi[:, i, :size], strict=True)
+        bounds = dict(zip(_BOUNDED, limits, strict=True))
+        fields: list[Any] = [*ints[:, i, :size], *rates[:, i, :size]]
         gm = GroupMetrics(*fields, *[ece[i, :size], bounds, scored[i, :size], hist[i, :size]])
         out.append((gm, dis))
     return out
@@ -160,8 +161,21 @@ def _disparities(
     ok = eligible & np.isfinite(sr)
     cfg = np.array([-1 if r is None else r for r in references], dtype=np.intp)
     cfg_ok = (cfg >= 0) & ok[rows, np.maximum(cfg, 0)]
-    fallback = (cfg == -1) & ok.any(axis=-1)  # none configured: the highest-rate group
-    highest = extreme(sr, ok, ranks, lowest=False, weight=n)
+    fallback = (cfg == -1) & np.logical_or.reduce(
+        ok, axis=-1
+    )  # none configured: the highest-rate group
+    # the highest selection rate and each bounded rate's top and bottom (see fairness._gap) in
+    # one tie-broken pass: a bottom is the top of the negated rates, ties broken alike
+    floor = max(min_samples, 1)
+    gap_ok = eligible & np.isfinite(rate) & (den >= floor)
+    picked = extreme(
+        np.concatenate([sr[None], rate, -rate]),
+        np.concatenate([ok[None], gap_ok, gap_ok]),
+        ranks,
+        lowest=False,
+        weight=np.concatenate([n[None], den, den]),
+    )
+    highest, top, bottom = picked[0], picked[1:5], picked[5:]
     ref = np.where(cfg_ok, cfg, np.where(fallback, highest, -1))
     ri = np.maximum(ref, 0)
     sr_ref = sr[rows, ri]
@@ -169,30 +183,38 @@ def _disparities(
     impact = np.where(ok & positive[:, None], sr / np.where(positive, sr_ref, 1.0)[:, None], np.nan)
     others = ok.copy()
     others[rows, ri] = False  # the worst group is never the reference itself
-    worst = extreme(impact, others, ranks, lowest=True, weight=n)
-    has_dir = positive & (ok.sum(axis=-1) >= 2)
-    # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
-    gap_ok = eligible & np.isfinite(rate) & (den >= max(min_samples, 1))  # see fairness._gap
-    top = extreme(rate, gap_ok, ranks, lowest=False, weight=den)
-    bottom = extreme(rate, gap_ok, ranks, lowest=True, weight=den)
-    k = np.arange(4)[:, None]
-    pick = np.stack([top, bottom, np.stack([worst] * 4), np.stack([ri] * 4)])  # [4 picks, 4, R]
-    p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))
-    gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
-    gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
-    dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
-    dir_value = impact[rows, worst]
     # average odds difference vs the reference: the group with the largest |.|
     tpr, fpr = rate[1], rate[2]
     per_group = 0.5 * ((fpr - fpr[rows, ri][:, None]) + (tpr - tpr[rows, ri][:, None]))
     aod_ok = eligible & np.isfinite(per_group) & (ref >= 0)[:, None]
     aod_ok[rows, ri] = False
-    aod_g = extreme(np.abs(per_group), aod_ok, ranks, lowest=False)
+    # the lowest impact ratio (most decisions on a tie) and the largest |AOD| (a weight of 0
+    # for all: ties by label), in one pass as above
+    weight = np.zeros((2, *n.shape), dtype=n.dtype)
+    weight[0] = n
+    worst, aod_g = extreme(
+        np.concatenate([-impact[None], np.abs(per_group)[None]]),
+        np.concatenate([others[None], aod_ok[None]]),
+        ranks,
+        lowest=False,
+        weight=weight,
+    )
+    has_dir = positive & (np.add.reduce(ok, axis=-1) >= 2)
+    # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
+    k = np.arange(4)[:, None]
+    pick = np.empty((4, 4, len(rows)), dtype=np.intp)  # [4 picks, 4 rates, R]
+    pick[0], pick[1], pick[2], pick[3] = top, bottom, worst, ri
+    p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))
+    gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
+    gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
+    dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
+    dir_value = impact[rows, worst]
     aod_value = per_group[rows, aod_g]
     dfair = _differential_fairness(fav, n, eligible)
 
     gap_rows = [
-        a.T.tolist() for a in (gap_ok.sum(axis=-1) >= 2, gap_value, gap_lo, gap_hi, bottom, top)
+        a.T.tolist()
+        for a in (np.add.reduce(gap_ok, axis=-1) >= 2, gap_value, gap_lo, gap_hi, bottom, top)
     ]
     per_row = zip(
         sizes,
@@ -202,7 +224,7 @@ def _disparities(
         dir_value.tolist(),
         dir_lo.tolist(),
         dir_hi.tolist(),
-        aod_ok.any(axis=-1).tolist(),
+        np.logical_or.reduce(aod_ok, axis=-1).tolist(),
         aod_g.tolist(),
         aod_value.tolist(),
         dfair.tolist(),
@@ -256,8 +278,8 @@ def _differential_fairness(favourable: I64, n: I64, eligible: Bool) -> F64:
     groups: max over outcomes of max − min of ln P(y | g); NaN with fewer than two groups."""
     f, t = favourable.astype(np.float64), n.astype(np.float64)
     a = 0.5
-    lp = np.log(np.stack([(f + a) / (t + 2 * a), (t - f + a) / (t + 2 * a)]))
-    top = np.where(eligible, lp, -np.inf).max(axis=-1)
-    spread = top - np.where(eligible, lp, np.inf).min(axis=-1)
+    lp = np.log(np.concatenate([((f + a) / (t + 2 * a))[None], ((t - f + a) / (t + 2 * a))[None]]))
+    top = np.maximum.reduce(np.where(eligible, lp, -np.inf), axis=-1)
+    spread = top - np.minimum.reduce(np.where(eligible, lp, np.inf), axis=-1)
     eps = np.maximum(np.maximum(spread[0], spread[1]), 0.0)
-    return np.where(eligible.sum(axis=-1) >= 2, eps, np.nan)
+    return np.where(np.add.reduce(eligible, axis=-1) >= 2, eps, np.nan)

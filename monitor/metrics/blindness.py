@@ -29,6 +29,7 @@ for every bucket boundary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -199,17 +200,44 @@ def blindness(
 ) -> BlindReport:
     """The :class:`BlindReport` of per-group cell arrays (``favourable_class``: which
     prediction ``favourable`` counts, the model's ``favourable``)."""
-    predicted_1 = favourable if favourable_class == 1 else n - favourable
-    lab0, lab1 = fn + tn, tp + fp
-    some = (lab0 + lab1) > 0
-    u0 = some & (lab0 == 0) & (n > predicted_1)
-    u1 = some & (lab1 == 0) & (predicted_1 > 0)
+    u0, u1 = _unlabelled(n, favourable, tp, fp, fn, tn, favourable_class)
     if not (u0.any() or u1.any()):
         return BlindReport((u0, u1), False, _NOTHING.get(len(n)) or _nothing(len(n)))
     c0, c1 = u0.astype(np.int8), u1.astype(np.int8) * 2  # exclusive: some class is labelled
     codes = {"both": tuple((c0 + c1).tolist()), "class0": tuple(c0.tolist()),
              "class1": tuple(c1.tolist())}  # fmt: skip
     return BlindReport((u0, u1), True, codes, {"tp": tp, "fp": fp, "fn": fn, "tn": tn})
+
+
+def _unlabelled(
+    n: I64, favourable: I64, tp: I64, fp: I64, fn: I64, tn: I64, favourable_class: int
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Elementwise (any shape): is predicted class 0 / class 1 without a labelled outcome
+    while the other class has some?"""
+    predicted_1 = favourable if favourable_class == 1 else n - favourable
+    lab0, lab1 = fn + tn, tp + fp
+    some = (lab0 + lab1) > 0
+    return some & (lab0 == 0) & (n > predicted_1), some & (lab1 == 0) & (predicted_1 > 0)
+
+
+def stacked_blindness(
+    counts: I64, sizes: Sequence[int], *, favourable: int = 1
+) -> list[BlindReport]:
+    """:func:`blind_reasons` of every row of ``counts[result, group, cell]`` (row ``r`` has
+    ``sizes[r]`` groups): one elementwise pass, and the per-group codes only for the rows with
+    something blind (rare), so the alert evaluator's nine results per boundary cost one check."""
+    c = counts
+    u0, u1 = _unlabelled(c[..., N], c[..., FAV], c[..., TP], c[..., FP], c[..., FN], c[..., TN],
+                         favourable)  # fmt: skip
+    some_blind: list[bool] = np.logical_or.reduce(u0 | u1, axis=-1).tolist()
+    out = []
+    for i, (size, some) in enumerate(zip(sizes, some_blind, strict=True)):
+        if some:
+            out.append(blind_reasons(counts[i, :size], favourable=favourable))
+        else:
+            codes = _NOTHING.get(size) or _nothing(size)
+            out.append(BlindReport((u0[i, :size], u1[i, :size]), False, codes))
+    return out
 
 
 _NOTHING: dict[int, dict[str, tuple[int, ...]]] = {}

@@ -17,6 +17,7 @@ denominators) — never 0, which would look like a real measurement.
 
 from __future__ import annotations
 
+import functools
 from statistics import NormalDist
 
 import numpy as np
@@ -26,8 +27,10 @@ F64 = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
 
 
+@functools.lru_cache(maxsize=64)
 def z_value(confidence: float) -> float:
-    """Two-sided standard-normal quantile, e.g. 1.96 for 0.95."""
+    """Two-sided standard-normal quantile, e.g. 1.96 for 0.95 (kept: the alert evaluator asks
+    for the same one at every boundary)."""
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
@@ -38,8 +41,9 @@ def _f(x: ArrayLike) -> F64:
 def ratio(num: ArrayLike, den: ArrayLike) -> F64:
     """``num / den`` with NaN (not 0, not inf) where ``den`` is 0."""
     n, d = _f(num), _f(den)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(d > 0, n / np.where(d > 0, d, 1.0), np.nan)
+    out = np.full(n.shape if n.shape == d.shape else np.broadcast_shapes(n.shape, d.shape), np.nan)
+    q: F64 = np.divide(n, d, out=out, where=d > 0)
+    return q
 
 
 def wilson(x: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[F64, F64]:
@@ -49,14 +53,19 @@ def wilson(x: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[F64, F
     """
     x, n = _f(x), _f(n)
     z = z_value(confidence)
+    z2 = z * z
     with np.errstate(divide="ignore", invalid="ignore"):
         p = x / n
-        denom = 1.0 + z * z / n
-        centre = (p + z * z / (2.0 * n)) / denom
-        half = z * np.sqrt(np.maximum(p * (1.0 - p) / n + z * z / (4.0 * n * n), 0.0)) / denom
-        lo = np.where(n > 0, np.clip(centre - half, 0.0, 1.0), np.nan)
-        hi = np.where(n > 0, np.clip(centre + half, 0.0, 1.0), np.nan)
+        denom = 1.0 + z2 / n
+        centre = (p + z2 / (2.0 * n)) / denom
+        half = z * np.sqrt(np.maximum(p * (1.0 - p) / n + z2 / (4.0 * n * n), 0.0)) / denom
+        # both limits in one array: centre + (−half) is centre − half, bit for bit
+        limits = np.minimum(np.maximum(centre + np.multiply.outer(_SIGNS, half), 0.0), 1.0)
+        lo, hi = np.where(n > 0, limits, np.nan)
     return lo, hi
+
+
+_SIGNS = np.array([-1.0, 1.0])
 
 
 def katz_log_ratio(

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from monitor.config.spec import ModelSpec
 from monitor.metrics.batch import stacked_results
-from monitor.metrics.blindness import BlindReport, blind_groups
+from monitor.metrics.blindness import BlindReport, blind_groups, stacked_blindness
 from monitor.metrics.disparities import AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics
 from monitor.metrics.registry import METRICS
@@ -136,6 +136,10 @@ def attribute_results(
         scores=scores,
         ranks=ranks,
     )
+    # what the counts cannot measure, for the model's favourable class: every rule asks
+    fav = spec.favourable
+    blind = stacked_blindness(stacked, sizes, favourable=fav)
     return [
-        AttributeResult(tuple(lab), g, d) for (_, lab, _), (g, d) in zip(items, out, strict=True)
+        AttributeResult(tuple(lab), g, d, _blind={fav: b})
+        for (_, lab, _), (g, d), b in zip(items, out, blind, strict=True)
     ]

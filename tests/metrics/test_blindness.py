@@ -17,6 +17,7 @@ from monitor.metrics.blindness import (
     ONLY_POSITIVE,
     blind_groups,
     blind_reasons,
+    stacked_blindness,
 )
 from monitor.metrics.fairness import disparities, group_metrics
 from monitor.metrics.registry import METRICS
@@ -199,3 +200,33 @@ def test_a_blind_group_whose_rate_is_undefined_leaves_the_gap_measured() -> None
     gm = group_metrics(counts(rows), score_bins=1)
     blind = blind_groups(gm).disparities(disparities(gm, min_samples=1))
     assert "tpr_gap" not in blind and "fpr_gap" in blind
+
+
+@pytest.mark.parametrize("favourable", [0, 1])
+def test_stacked_rows_read_as_each_set_alone(favourable: int) -> None:
+    """The evaluator's stacked check (nine results at once, zero-padded) reports every row as
+    ``blind_reasons`` of that row alone: which classes are unlabelled, the per-group codes and
+    every blind disparity, on random counts where some groups have a class without labels."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        sizes = rng.integers(0, 6, size=rng.integers(1, 6)).tolist()
+        stacked = np.zeros((len(sizes), max([1, *sizes]), n_cells(1)), dtype=np.int64)
+        for i, size in enumerate(sizes):
+            for g in range(size):
+                n = int(rng.integers(0, 12))
+                fav = int(rng.integers(0, n + 1))
+                pos, neg = (fav, n - fav) if favourable == 1 else (n - fav, fav)
+                lab1 = int(rng.integers(0, pos + 1)) * int(rng.random() < 0.7)  # class 1 labelled
+                lab0 = int(rng.integers(0, neg + 1)) * int(rng.random() < 0.7)
+                tp = int(rng.integers(0, lab1 + 1))
+                tn = int(rng.integers(0, lab0 + 1))
+                stacked[i, g, [N, FAV, TP, FP, FN, TN]] = n, fav, tp, lab1 - tp, lab0 - tn, tn
+        got = stacked_blindness(stacked, sizes, favourable=favourable)
+        for i, size in enumerate(sizes):
+            want = blind_reasons(stacked[i, :size], favourable=favourable)
+            assert got[i].any == want.any
+            for u, v in zip(got[i].unlabelled, want.unlabelled, strict=True):
+                assert u.tolist() == v.tolist()
+            for rate in ("tpr", "fpr", "ppv", "npv", "accuracy"):
+                assert got[i].codes(rate).tolist() == want.codes(rate).tolist()
+                assert got[i].reasons(rate) == want.reasons(rate)
