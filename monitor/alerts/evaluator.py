@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.evidence_alerts import EvidenceTracker
-from monitor.alerts.lifecycle import Alert, AlertBook, Transition
+from monitor.alerts.lifecycle import Alert, AlertBook, Key, Transition
 from monitor.alerts.retire import retire
-from monitor.alerts.window_rules import check_rule
+from monitor.alerts.window_rules import alert_key, check_rule
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
 from monitor.metrics.registry import METRICS
@@ -80,7 +80,11 @@ class AlertEvaluator:
         self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
         self._set_cache: dict[int, tuple[int, list[tuple[str, Any, list[str]]]]] = {}
         self._rule_cache: dict[tuple[str, str], list[AlertRule]] = {}
+        self._check_cache: dict[tuple[str, str, str], list[tuple[AlertRule, Any]]] = {}
+        self._floor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
         self._score_rules = any(METRICS[r.metric].interval == "dkw" for r in self.spec.rules)
+        if self.spec.drift.enabled:  # river's import takes ~1.5 s: at start, not in the loop
+            import river.drift  # noqa: F401  (at the first hourly boundary it stalled the poll)
 
     # -- driving -------------------------------------------------------------------------------
     def advance(
@@ -164,21 +168,14 @@ class AlertEvaluator:
         held = self.engine.ring_holds  # never judge a window that has partly left the ring
         windows = [w for w in spec.windows if held(m, k - (w.length + w.lag) // spec.bucket, at=k)]
         gone += [k] * (len(spec.windows) - len(windows))
+        conf, fav = self.config.confidence, spec.favourable
         for w, set_name, result, floors in self._window_results(m, spec, k, sets, windows):
             self._record(spec.name, w, set_name, at, result)
             results.append((w, set_name, result))
-            for rule in self._rules(w, set_name):
-                t = check_rule(
-                    self.book,
-                    rule,
-                    floors.get(rule.min_samples, result),
-                    spec.name,
-                    w,
-                    set_name,
-                    at,
-                    confidence=self.config.confidence,
-                    favourable=spec.favourable,
-                )
+            for rule, made in self._checks(spec.name, w, set_name):
+                r = floors.get(rule.min_samples, result)
+                t = check_rule(self.book, rule, r, spec.name, w, set_name, at, confidence=conf,
+                               favourable=fav, made=made)  # fmt: skip
                 if t is not None:
                     out.append(t)
         d = self.spec.drift
@@ -250,9 +247,7 @@ class AlertEvaluator:
         conf = self.config.confidence
         results = attribute_results(items, spec, confidence=conf, scores=scores)
         floors: list[dict[int, AttributeResult]] = [{} for _ in results]
-        judging = {r.min_samples for w in windows for name, _, _ in live
-                   for r in self._rules(w.name, name)}  # fmt: skip
-        for floor in sorted(judging):
+        for floor in self._floors(tuple(w.name for w in windows), tuple(n for n, _, _ in live)):
             if floor > spec.min_samples:
                 at_floor = replace(spec, min_samples=floor)
                 for f, r in zip(floors, attribute_results(items, at_floor, confidence=conf,
@@ -270,6 +265,27 @@ class AlertEvaluator:
             sets = [(name, *reg.groups_of_set(s)) for s, name in enumerate(reg.set_names)]
             cached = self._set_cache[m] = (len(reg), sets)
         return cached[1]
+
+    def _floors(self, windows: tuple[str, ...], sets: tuple[str, ...]) -> list[int]:
+        """The ``min_samples`` of every rule judging these windows and attribute sets."""
+        floors = self._floor_cache.get((windows, sets))
+        if floors is None:
+            floors = self._floor_cache[(windows, sets)] = sorted(
+                {r.min_samples for w in windows for s in sets for r in self._rules(w, s)}
+            )
+        return floors
+
+    def _checks(
+        self, model: str, window: str, attribute: str
+    ) -> list[tuple[AlertRule, tuple[Key, dict[str, str]]]]:
+        """The rules that apply to one window and attribute set, each with its alert's key and
+        labels (made once: judged at every boundary)."""
+        made = self._check_cache.get((model, window, attribute))
+        if made is None:
+            made = self._check_cache[(model, window, attribute)] = [
+                (r, alert_key(r, model, window, attribute)) for r in self._rules(window, attribute)
+            ]
+        return made
 
     def _rules(self, window: str, attribute: str) -> list[AlertRule]:
         """The configured rules that apply to one window and attribute set."""

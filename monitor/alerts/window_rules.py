@@ -58,7 +58,9 @@ def _labels(rule: AlertRule, model: str, window: str, attribute: str) -> dict[st
 _KEYS: dict[tuple[str, str, str, str, str], tuple[Key, dict[str, str]]] = {}
 
 
-def _key(rule: AlertRule, model: str, window: str, attribute: str) -> tuple[Key, dict[str, str]]:
+def alert_key(
+    rule: AlertRule, model: str, window: str, attribute: str
+) -> tuple[Key, dict[str, str]]:
     """The alert book's key of that alert (as ``AlertBook.observe`` makes it) and its labels,
     made once: every rule is judged at every boundary, and most find nothing (looked up by the
     strings it is made of: hashing the rule itself costs more than the rest of the check)."""
@@ -83,11 +85,13 @@ def check_rule(
     *,
     confidence: float,
     favourable: int = 1,
+    made: tuple[Key, dict[str, str]] | None = None,
 ) -> Transition | None:
-    """One fixed-window rule on one window's result: the lifecycle's next step, if any."""
+    """One fixed-window rule on one window's result: the lifecycle's next step, if any.
+    ``made``: the alert's key and labels (``alert_key``), when the caller keeps them."""
     d = r.disparity(rule.metric)
     value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
-    key, labels = _key(rule, model, window, attribute)
+    key, labels = made if made is not None else alert_key(rule, model, window, attribute)
     active = key in book
     beyond = rule.breached(value, lower, upper)
     if not active and not beyond:

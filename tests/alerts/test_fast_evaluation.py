@@ -132,3 +132,28 @@ def test_fast_evaluation_equals_the_reference(seed: int, parts: int, scores: boo
     assert any(t.alert.state == "firing" for t in fast.history)
     assert any(t.alert.state == "resolved" for t in fast.history)
     assert fast.series == ref.series
+
+
+def test_rivers_import_is_paid_at_start_not_at_the_first_hourly_boundary() -> None:
+    """Importing river takes over a second: done lazily by the first drift detector, it held
+    the service's loop (polls, commits, scrapes) at the first hourly boundary. An evaluator
+    with drift enabled has it imported when it is made; one without drift does not."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from monitor.alerts.evaluator import AlertEvaluator\n"
+        "from monitor.config.spec import parse_config\n"
+        "from monitor.state.engine import Engine\n"
+        "doc = {'models': {'m': {'attributes': {'g': {}}}}, 'alerts': {'drift': {'enabled': %s}}}\n"
+        "cfg = parse_config(doc)\n"
+        "assert 'river' not in sys.modules\n"
+        "AlertEvaluator(cfg, Engine(cfg))\n"
+        "print('river.drift' in sys.modules)\n"
+    )
+    for enabled, want in ((True, "True"), (False, "False")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe % enabled], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == want, out.stderr
