@@ -183,7 +183,8 @@ class WindowSums:
         as_of: int,
     ) -> list[I64]:
         """:meth:`Engine.counts_between` ``(m, start, end, as_of=as_of)`` of each window."""
-        out = np.zeros((len(windows), n_groups, n_cells), dtype=np.int64)
+        out: I64 | None = None  # the first sums read, then the first own array: one pass each
+        own = False  # whether `out` is ours to add to (else it is a ring's sums, kept for later)
         for p, st in partitions.items():
             ring, ledger = st.rings[m], st.ledgers[m]
             ring.grow(n_groups)
@@ -198,10 +199,18 @@ class WindowSums:
                     r.start_journal()
                 else:
                     _read(s, ranges)
-                if future:
+                if out is None:
+                    out, own = (-s.sums, True) if future else (s.sums, False)
+                elif not own:
+                    out, own = (out - s.sums if future else out + s.sums), True
+                elif future:
                     out -= s.sums
                 else:
                     out += s.sums
+        if out is None:
+            out = np.zeros((len(windows), n_groups, n_cells), dtype=np.int64)
+        elif not own:
+            out = out.copy()
         for key in [k for k in self._sums if k[0] not in partitions]:
             del self._sums[key]  # a revoked partition
         return list(out)
