@@ -124,7 +124,8 @@ class LabelLedger:
             i = int(np.searchsorted(c.label_bucket, boundary, "right"))
             if i:
                 gone = c.take(slice(None, i))
-                self._add(gone.take(self.future.is_live(gone.bucket)), -1)
+                live = self.future.is_live(gone.bucket)
+                self._add(gone if live.all() else gone.take(live), -1)
                 known.append(gone)
             if i < len(c.bucket):
                 kept.append(c.take(slice(i, None)))
@@ -133,11 +134,13 @@ class LabelLedger:
 
     def _cells(self, chunks: list[_Chunk]) -> I64:
         """``[group, cell]`` increments of the labels in ``chunks`` (every attribute set)."""
-        out = np.zeros((self.future.n_groups, self.future.n_cells), dtype=np.int64)
-        for c in chunks:
-            flat = c.groups.astype(np.int64) * self.future.n_cells + c.cell[:, None]
-            np.add.at(out.reshape(-1), flat.reshape(-1), 1)
-        return out
+        g, n = self.future.n_groups, self.future.n_cells
+        out = np.zeros(g * n, dtype=np.int64)
+        for c in chunks:  # a bincount of one chunk is the sum (~2x faster than add.at here)
+            flat = (c.groups.astype(np.int64) * n + c.cell[:, None]).reshape(-1)
+            counts = np.bincount(flat, minlength=g * n)  # integer counts: exact
+            out = counts if len(chunks) == 1 else out + counts
+        return out.reshape(g, n)
 
     def arrivals(self, ring: WindowRing, boundary: int) -> I64:
         """``[group, cell]`` increments of the labels that became known at ``boundary``: those

@@ -36,6 +36,10 @@ CELL_NAMES = ("predictions", "favourable", "tp", "fp", "fn", "tn")
 # a window-sum reader's journal is dropped past this many entries per count cell of the ring:
 # by then summing afresh is cheaper, and the journal's memory stays within the ring's
 JOURNAL_LIMIT = 1.0
+# what add() added since a reader's last read, one entry per call: the events' buckets [e] and
+# their flat [group, cell] indices and weights [e, cells per event] (scatter's blocks unrepeated:
+# the reader bins each event's bucket once)
+Journal = list[tuple[I64, I64, I64]]
 
 
 def n_cells(score_bins: int) -> int:
@@ -68,7 +72,7 @@ class WindowRing:
         # whole; buckets the head jumped over held nothing to lose). None: not known (restored)
         self.gone_through: int | None = -(2**62)
         # set by a reader that keeps window sums up to date (window_sums.py): what add() added
-        self.journal: list[tuple[I64, I64, I64]] | None = None
+        self.journal: Journal | None = None
         self.journaled = 0  # entries in it
 
     @property
@@ -146,12 +150,12 @@ class WindowRing:
         cell = groups.astype(np.int64) * self.n_cells + cells  # the index in counts[slot]
         np.add.at(self.counts.reshape(-1), slot * (self.n_groups * self.n_cells) + cell, weights)
         if self.journal is not None:
-            self.journal.append((buckets, cell, weights))
+            self.journal.append((buckets, cell[:, None], weights[:, None]))
             self.journaled += len(buckets)
             if self.journaled > JOURNAL_LIMIT * self.counts.size:  # the reader sums afresh
                 self.journal = None
 
-    def start_journal(self) -> list[tuple[I64, I64, I64]] | None:
+    def start_journal(self) -> Journal | None:
         """Journal what :meth:`add` adds from now on; returns the journal so far (``None``:
         dropped, or never started)."""
         journal, self.journal, self.journaled = self.journal, [], 0
@@ -187,7 +191,7 @@ class WindowRing:
             flat = (base[:, None] + cell.reshape(e, k * m)).reshape(-1)
             np.add.at(self.counts.reshape(-1), flat, w)
             if self.journal is not None:
-                self.journal.append((np.repeat(b, k * m), cell, w))
+                self.journal.append((b, cell.reshape(e, k * m), w.reshape(e, k * m)))
                 self.journaled += len(cell)
                 if self.journaled > JOURNAL_LIMIT * self.counts.size:
                     self.journal = None

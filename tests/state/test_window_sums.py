@@ -5,14 +5,19 @@ Random streams on several partitions: out-of-order and late predictions, jumps o
 (slots reused, old buckets leaving the ring), labels minutes to hours late and labels before
 their predictions (the as-of ledger adds and settles), groups appearing mid-stream, reads that
 skip boundaries or repeat one, partitions revoked and restored from a checkpoint, and a journal
-dropped because it was not read.
+dropped because it was not read. Reads one boundary after the previous one take the sliding
+path (every window one bucket on), the others the general one: both are driven and counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
+import monitor.state.window_sums as window_sums
 import monitor.state.windows as windows
 from monitor.config.spec import parse_config
 from monitor.ingest.events import LabelBatch, PredictionBatch
@@ -91,6 +96,9 @@ def test_window_sums_equal_fresh_sums_at_every_read(
 ) -> None:
     if seed % 4 == 3:  # a journal that outgrows its bound is dropped and the windows resummed
         monkeypatch.setattr(windows, "JOURNAL_LIMIT", 0.0005)
+    taken = {"_slide": 0, "_update": 0}  # both ways of building on the previous read
+    for name in taken:
+        monkeypatch.setattr(window_sums, name, counted(getattr(window_sums, name), taken, name))
     rng = np.random.default_rng(seed)
     engine = engine_for(seed)
     spec = engine.models[0]
@@ -130,3 +138,12 @@ def test_window_sums_equal_fresh_sums_at_every_read(
         incremental += sum(1 for key_ in before if key_ in engine._window_sums[0]._sums)
     assert reads > 100
     assert incremental > reads // 2  # most reads built on the previous one
+    assert min(taken.values()) > 20, taken  # per ring read: both paths are checked
+
+
+def counted(f: Callable[..., Any], taken: dict[str, int], name: str) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        taken[name] += 1
+        return f(*args)
+
+    return call
