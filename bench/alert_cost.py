@@ -14,7 +14,8 @@ run: the evaluator as shipped and the window loop as it was before (each window 
 each result computed alone: ``tests/alerts/reference_evaluator.py``); they must agree on every
 transition (checked here too).
 
-Run: python -m bench.alert_cost [--hours H] [--seed S]
+Run: python -m bench.alert_cost [--hours H] [--seed S] [--parts]
+(``--parts``: CPU ms per boundary in each part of the evaluation, for planning.)
 """
 
 from __future__ import annotations
@@ -148,11 +149,77 @@ def measure(
     return out
 
 
+PARTS = {  # (where, name) of what each part calls at a boundary
+    "stacked results": ("evaluator", "attribute_results"),  # windows and drift cohorts
+    "evidence detectors": ("evidence", "update"),
+    "window sums": ("engine", "windows_as_of"),
+    "fixed-window rule checks": ("evaluator", "check_rule"),
+    "drift detectors": ("evaluator", "check_drift"),
+    "status history": ("instance", "_record"),
+}
+
+
+def parts(*, hours: float = 6.0, warm_hours: float = 25.0, seed: int = 0) -> dict[str, float]:
+    """Where a boundary's evaluation goes: CPU ms per boundary in each part (``PARTS``, timed
+    by wrapping it; the rest is the evaluator's own loop), after ``warm_hours``. For planning:
+    the wrappers cost a little, so the total is a bit above :func:`measure`'s."""
+    import monitor.alerts.evaluator as evaluator_module
+
+    cfg = bench_config()
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    spent = dict.fromkeys([*PARTS, "total"], 0.0)
+    clock = time.thread_time
+
+    def timed(label: str, fn: Any) -> Any:
+        def run(*a: Any, **kw: Any) -> Any:
+            t = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[label] += clock() - t
+
+        return run
+
+    owners = {"evaluator": evaluator_module, "evidence": ev.evidence, "engine": engine,
+              "instance": ev}  # fmt: skip
+    saved = {label: getattr(owners[w], name) for label, (w, name) in PARTS.items()}
+    try:
+        for label, (where, name) in PARTS.items():
+            setattr(owners[where], name, timed(label, saved[label]))
+        preds, labels = traffic(engine, warm_hours + hours, 3000.0, seed)
+        n_buckets = int((warm_hours + hours) * 3600 // BUCKET)
+        edges = T0 + BUCKET * np.arange(n_buckets + 1)
+        pi, li = np.searchsorted(preds.ts, edges), np.searchsorted(labels.ts, edges)
+        judged = 0
+        for b in range(n_buckets):
+            engine.apply(0, preds.take(np.arange(pi[b], pi[b + 1])),
+                         labels.take(np.arange(li[b], li[b + 1])))  # fmt: skip
+            if b == warm_hours * 3600 // BUCKET:
+                spent = dict.fromkeys(spent, 0.0)
+            t = clock()
+            ev.advance()
+            spent["total"] += clock() - t
+            judged += b >= warm_hours * 3600 // BUCKET
+    finally:
+        evaluator_module.attribute_results = saved["stacked results"]
+        evaluator_module.check_rule = saved["fixed-window rule checks"]
+        evaluator_module.check_drift = saved["drift detectors"]
+    out = {k: v / judged * 1e3 for k, v in spent.items()}
+    out["the evaluator's own loop"] = out["total"] - sum(out[k] for k in PARTS)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hours", type=float, default=6.0, help="measured hours (rounds)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--parts", action="store_true", help="where the time goes, per part")
     args = ap.parse_args()
+    if args.parts:
+        for label, ms in parts(hours=args.hours, seed=args.seed).items():
+            print(f"{ms:6.3f} ms  {label}")
+        return
     r = measure(hours=args.hours, seed=args.seed)
     print(json.dumps(r, indent=2, ensure_ascii=False))
     print(
