@@ -34,7 +34,6 @@ decisions (labelled outcomes) in it.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -85,6 +84,7 @@ class ModelEvidence:
         self._layout: tuple[tuple[Any, ...], es.Layout] | None = None
         self._base: tuple[np.ndarray, es.Layout, es.Baseline, selective.Held] | None = None
         self._log_c: tuple[tuple[Any, ...], np.ndarray] | None = None
+        self._draws = es.KeyedDraws()
 
     def grow(self, g: int) -> None:
         """Room for ``g`` groups per set (new slots: no evidence, no history)."""
@@ -320,14 +320,13 @@ class ModelEvidence:
         Drawn in (set, label) order, only where pairs are formed, from a generator keyed by
         (model, block): a replay draws the same pairs as the live monitor."""
         S, G = use.shape
-        ref = np.broadcast_to(obs[np.arange(S), r][:, None], obs.shape)
         ss, gg = self._order
         keep = use[ss, gg]
         ss, gg = ss[keep], gg[keep]
         out = np.zeros((S, G, 3, 4), np.int64)
         if len(ss):
-            rng = np.random.Generator(np.random.Philox(key=_key(self.spec.name, k)))
-            o, rf = obs[ss, gg], ref[ss, gg]
+            rng = self._draws(self.spec.name, k)
+            o, rf = obs[ss, gg], obs[ss, r[ss]]  # g's counts, its reference's
             got = sq.pair_counts(o[..., 0], o[..., 1], rf[..., 0], rf[..., 1], rng)
             out[ss, gg] = np.stack(got, axis=-1)
         return out
@@ -343,8 +342,3 @@ class ModelEvidence:
         which = np.where((a[..., 4] < 8)[..., None], pairs[:, :, 1], pairs[:, :, 2])
         out[..., 4] = sq.reverse_betting(which, self.eo_rev[(a[..., 4] // 4) % 2])
         return np.where(arm >= 0, out, 0.0)
-
-
-def _key(model: str, k: int) -> int:
-    h = int.from_bytes(hashlib.blake2b(model.encode(), digest_size=8).digest(), "little")
-    return (h << 64) | (k & (2**64 - 1))

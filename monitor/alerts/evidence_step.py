@@ -11,6 +11,7 @@ test_evidence_step.py``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -112,3 +113,29 @@ def mixture(log_r: F64, log_w: F64) -> F64:
         out = safe + np.log(r[0] + r[1])
     mixed: F64 = np.where(finite, out, top).T.reshape(s, g, d)  # a copy: C order
     return mixed
+
+
+class KeyedDraws:
+    """``np.random.Generator(np.random.Philox(key=key(model, block)))``, one block after another,
+    with the same draws: a fresh ``Philox`` first seeds itself from the OS's entropy (~70 µs,
+    though the key then replaces that seed); this one is built once and set to each key's
+    initial state (counter 0, nothing buffered)."""
+
+    def __init__(self) -> None:
+        self._bits = np.random.Philox(key=0)
+        self._gen = np.random.Generator(self._bits)
+
+    def __call__(self, model: str, block: int) -> np.random.Generator:
+        h = int.from_bytes(hashlib.blake2b(model.encode(), digest_size=8).digest(), "little")
+        key = (h << 64) | (block & (2**64 - 1))  # Philox's 128-bit key, low word first
+        zeros = np.zeros(4, np.uint64)
+        state = {"counter": zeros, "key": np.array([key & (2**64 - 1), key >> 64], np.uint64)}
+        self._bits.state = {
+            "bit_generator": "Philox",
+            "state": state,
+            "buffer": zeros.copy(),
+            "buffer_pos": 4,
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._gen

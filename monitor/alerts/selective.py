@@ -111,7 +111,6 @@ def hold_runs(
     counts are sent or kept whole; that case takes a shorter path (the same integers, ~20
     fewer numpy calls: the alert evaluation's budget is a millisecond)."""
     h = held_classes(held, favourable) if known is None else known
-    pos, neg = classes(obs)
     w_pos, w_neg = classes(withheld)
     both = withheld + obs  # its selection row: the decisions since the last release
     c_pos, c_neg = classes(both)
@@ -124,7 +123,7 @@ def hold_runs(
         k_pos, k_neg = np.where(release, 0, c_pos), np.where(release, 0, c_neg)
     else:
         long = (long_pos, long_neg)
-        kept = _release(both, obs, (pos, neg, w_pos, w_neg), release, long, favourable, out)
+        kept = _release(both, obs, (w_pos, w_neg), release, long, favourable, out)
         withheld[...] = kept
         k_pos, k_neg = classes(kept)
     run = (k_pos * h.f >= EXPECTED_MISSING) | (k_neg * h.g >= EXPECTED_MISSING)
@@ -136,7 +135,7 @@ def hold_runs(
 def _release(
     both: I64,
     obs: I64,
-    classes_: tuple[I64, I64, I64, I64],
+    run: tuple[I64, I64],
     release: Mask,
     long: tuple[Mask, Mask],
     favourable: int,
@@ -144,7 +143,7 @@ def _release(
 ) -> I64:
     """:func:`hold_runs` with a long run somewhere: which runs are dropped, which weighted;
     writes the counts sent into ``out``; returns what stays held back."""
-    pos, neg, w_pos, w_neg = classes_
+    (pos, neg), (w_pos, w_neg) = classes(obs), run
     long_pos, long_neg = long
     # the other class's share among the decisions made during the run: what it should bring
     # (the blocks held can be lopsided: a detector that resolved forgets its metric's blocks)

@@ -193,7 +193,9 @@ def reverse_arms(z: F64) -> F64:
     return np.stack([betting_terms(np.tile(-zd, (len(STEPS), 1)), STEPS / (-zd).max()) for zd in z])
 
 
-_FROM, _SIGN = np.array([0.0, 1.0]), np.array([1.0, -1.0])  # change_arms: lo and 1 − hi
+# change_arms: lo and 1 − hi as ``_FROM + _SIGN · end``; ``1 − δ`` per bet
+_FROM, _SIGN, _KEEP = np.array([0.0, 1.0]), np.array([1.0, -1.0]), 1 - STEPS
+_FROM2, _SIGN2 = _FROM[:, None], _SIGN[:, None]
 
 
 def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
@@ -209,10 +211,11 @@ def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     # once, ``[..., (lo, hi), step]`` (the arms' order); ``p0 + (−z)·se`` is ``p0 − z·se`` to
     # the bit, ``0 + 1·v`` is ``v`` and ``1 + (−1)·v`` is ``1 − v``
     p0, se = np.asarray(p0, np.float64)[..., None], np.asarray(se, np.float64)[..., None]
-    ends = np.minimum(np.maximum(p0 + np.array([-z, z]) * se, EPS), 1 - EPS)  # = np.clip
-    below = (_FROM + _SIGN * ends)[..., None] * (1 - STEPS)  # lo·(1−δ), (1−hi)·(1−δ)
-    bet = _FROM[:, None] + _SIGN[:, None] * below  # lo·(1−δ), 1 − (1−hi)·(1−δ)
-    q = np.minimum(np.maximum(bet, EPS), 1 - EPS, out=bet)
+    ends = p0 + (-_SIGN * z) * se
+    ends = np.minimum(np.maximum(ends, EPS, out=ends), 1 - EPS, out=ends)  # = np.clip
+    below = (_FROM + _SIGN * ends)[..., None] * _KEEP  # lo·(1−δ), (1−hi)·(1−δ)
+    bet = _FROM2 + _SIGN2 * below  # lo·(1−δ), 1 − (1−hi)·(1−δ)
+    q = np.minimum(np.maximum(bet, EPS, out=bet), 1 - EPS, out=bet)
     p, x = ends[..., None], np.asarray(x, np.float64)[..., None, None]
     n = np.asarray(n, np.float64)[..., None, None]
     out: F64 = x * np.log(q / p) + (n - x) * np.log((1 - q) / (1 - p))  # log_lr_binomial's

@@ -4,6 +4,8 @@ same floats, NaN and infinities where they were, the same dtypes."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -83,3 +85,19 @@ def test_the_standard_error_is_the_plain_formula_to_the_bit() -> None:
         want = np.nan_to_num(p0 * np.sqrt(total), nan=1.0, posinf=1.0)
         assert same(es.standard_error(p0, b, lay, n_h, p_h), want)
         assert same(b.p_base, p_base)
+
+
+def test_keyed_draws_are_a_fresh_philox_of_the_key() -> None:
+    draws, rng = es.KeyedDraws(), np.random.default_rng(4)
+    for block in [0, 1, 493_000, 2**64 - 1, 2**64 + 5]:
+        h = int.from_bytes(hashlib.blake2b(b"credit", digest_size=8).digest(), "little")
+        fresh = np.random.Generator(np.random.Philox(key=(h << 64) | (block & (2**64 - 1))))
+        reused = draws("credit", block)
+        good, bad = rng.integers(0, 60, 40), rng.integers(0, 60, 40)
+        n = np.minimum(rng.integers(1, 90, 40), good + bad)
+        for _ in range(3):  # and on from there, buffered bits and all
+            assert np.array_equal(
+                fresh.hypergeometric(good, bad, n), reused.hypergeometric(good, bad, n)
+            )
+            assert fresh.random() == reused.random()
+            assert fresh.integers(0, 2**31) == reused.integers(0, 2**31)
