@@ -128,12 +128,11 @@ class KeyedDraws:
     def __call__(self, model: str, block: int) -> np.random.Generator:
         h = int.from_bytes(hashlib.blake2b(model.encode(), digest_size=8).digest(), "little")
         key = (h << 64) | (block & (2**64 - 1))  # Philox's 128-bit key, low word first
-        zeros = np.zeros(4, np.uint64)
-        state = {"counter": zeros, "key": np.array([key & (2**64 - 1), key >> 64], np.uint64)}
+        words = np.array([key & (2**64 - 1), key >> 64], np.uint64)
         self._bits.state = {
             "bit_generator": "Philox",
-            "state": state,
-            "buffer": zeros.copy(),
+            "state": {"counter": np.zeros(4, np.uint64), "key": words},
+            "buffer": np.zeros(4, np.uint64),
             "buffer_pos": 4,
             "has_uint32": 0,
             "uinteger": 0,
