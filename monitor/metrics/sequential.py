@@ -209,7 +209,8 @@ def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     most 1 unless the baseline is off by more than ``z`` standard errors."""
     # the same numbers in fewer numpy calls (~2 µs each on these small arrays): both ends at
     # once, ``[..., (lo, hi), step]`` (the arms' order); ``p0 + (−z)·se`` is ``p0 − z·se`` to
-    # the bit, ``0 + 1·v`` is ``v`` and ``1 + (−1)·v`` is ``1 − v``
+    # the bit, ``1 + (−1)·v`` is ``1 − v`` and ``0 + 1·v`` is ``v`` (v ≥ EPS·(1 − δ) > 0);
+    # the null's end needs no clip again (log_lr_binomial's: it is clipped already)
     p0, se = np.asarray(p0, np.float64)[..., None], np.asarray(se, np.float64)[..., None]
     ends = p0 + (-_SIGN * z) * se
     ends = np.minimum(np.maximum(ends, EPS, out=ends), 1 - EPS, out=ends)  # = np.clip
