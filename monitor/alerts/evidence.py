@@ -34,12 +34,12 @@ decisions (labelled outcomes) in it.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
 import numpy as np
 
+from monitor.alerts import evidence_step as es
 from monitor.alerts import selective
 from monitor.config.evidence import EvidenceSpec
 from monitor.config.spec import ModelSpec
@@ -49,7 +49,6 @@ from monitor.state.windows import FAV, FN, FP, TN, TP, N
 
 DETECTORS = ("selection_rate", "tpr", "fpr", "four_fifths", "equalized_odds")
 J = 16  # arms: change 2 directions × 4 bets; four-fifths 2 × 4; equalized odds 2 rates × 2 × 4
-KAPPA = 20.0  # pseudo-counts shrinking the reference's trailing-hour rate to its baseline
 BLOCK = 3600  # seconds per baseline block
 STATE = ("log_r", "rec", "arm", "frozen", "since", "pool", "withheld")  # group axis 1
 HISTORY = ("blocks", "recent")  # per block / bucket; group axis 2
@@ -81,6 +80,11 @@ class ModelEvidence:
         self._order = np.zeros((2, 0), np.int64)  # (set, slot) in label order
         self.grow(0)
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        # kept between buckets (evidence_step.py): per references and groups, per baseline
+        self._layout: tuple[tuple[Any, ...], es.Layout] | None = None
+        self._base: tuple[np.ndarray, es.Layout, es.Baseline, selective.Held] | None = None
+        self._log_c: tuple[tuple[Any, ...], np.ndarray] | None = None
+        self._draws = es.KeyedDraws()
 
     def grow(self, g: int) -> None:
         """Room for ``g`` groups per set (new slots: no evidence, no history)."""
@@ -135,8 +139,12 @@ class ModelEvidence:
         """``log c`` per detector kind for the K detectors there are now (3 for a reference,
         5 for the others): a change detector steps per bucket, a pair test per block."""
         k = sum(5 * len(x) - 2 for x in self.labels if x)
-        steps = [self.spec.bucket] * 3 + [self.block] * 2
-        return np.log([sq.threshold(k, budget.per, budget.pages, b) for b in steps])
+        if self._log_c is None or self._log_c[0] != (k, budget.per, budget.pages):
+            steps = [self.spec.bucket] * 3 + [self.block] * 2
+            c = np.log([sq.threshold(k, budget.per, budget.pages, b) for b in steps])
+            c.flags.writeable = False  # kept while K and the budget stay: shared by the steps
+            self._log_c = ((k, budget.per, budget.pages), c)
+        return self._log_c[1]
 
     def baseline(self, cur: int) -> tuple[np.ndarray, np.ndarray]:
         """(baseline sums, all held blocks' sums) ``[set, group, metric, (x, n)]``."""
@@ -170,50 +178,46 @@ class ModelEvidence:
         cur = ((k - 1) * self.spec.bucket) // self.block
         self.first = cur if self.first < 0 else self.first
         base, held = self.baseline(cur)
-        obs, blind = selective.hold_runs(a["withheld"], obs, held, self.spec.favourable)
         self._choose_refs(base)
-        has_ref, r, s_ = self.refs >= 0, np.maximum(self.refs, 0), np.arange(S)
-        is_ref = (np.arange(G)[None, :] == r[:, None]) & has_ref[:, None]
-        live = np.zeros((S, G), bool)
-        for s, labels in enumerate(self.labels):
-            live[s, : len(labels)] = True
+        lay, b, known = self._kept(base, held, G)
+        obs, blind = selective.hold_runs(a["withheld"], obs, held, self.spec.favourable, known)
+        r, s_, is_ref3, any_blind = lay.r, lay.s_, lay.is_ref3, blind.any()
         hour = a["recent"].sum(axis=0)  # stale slots are zeroed by _store
+        hr = hour[s_, r]  # the reference's trailing hour [S, 3, 2]
+        firing, frozen = a["arm"] >= 0, a["frozen"]
+        any_firing, frozen_now = firing.any(), frozen == frozen  # a firing change's baseline
+        any_frozen = frozen_now.any()
         with np.errstate(divide="ignore", invalid="ignore"):
-            p_base = base[..., 0] / base[..., 1]  # [S, G, 3]
-            pr_base = p_base[s_, r]  # [S, 3]
-            pr_now = (hour[s_, r, :, 0] + KAPPA * pr_base) / (hour[s_, r, :, 1] + KAPPA)
-            rho = np.where(is_ref[..., None], p_base, p_base / pr_base[:, None, :])
-            rho = np.where(np.isnan(a["frozen"]), rho, a["frozen"])
-            p0 = np.where(is_ref[..., None], rho, rho * pr_now[:, None, :])
-        n_base = base[..., 1]
-        ready = (n_base >= self.ev.min_baseline) & (n_base[s_, r] >= self.ev.min_baseline)[:, None]
-        alive = np.zeros((S, G, 5), bool)
-        alive[..., :3] = (ready | ~np.isnan(a["frozen"])) & np.isfinite(p0) & (p0 > 0) & (p0 < 1)
-        alive[..., 1:3] &= ~blind[..., None]
-        # the reference's own rate changed: reported once, as its own; the others pause
-        ref_busy = (a["arm"][s_, r, :3] >= 0) & has_ref[:, None]
-        alive[..., :3] &= ~(ref_busy[:, None, :] & ~is_ref[..., None])
-        alive[..., 3:] = (~is_ref & ~blind[s_, r][:, None])[..., None]
-        alive[..., 3] = ~is_ref
-        alive &= (has_ref[:, None] & live)[..., None]
-        alive[..., 4] &= ~blind
-        p0c = np.minimum(np.maximum(np.where(p0 == p0, p0, 0.5), 1e-6), 1 - 1e-6)
+            pr_now = (hr[..., 0] + es.KAPPA * b.pr_base) / (hr[..., 1] + es.KAPPA)
+            rho = np.where(frozen_now, frozen, b.rho) if any_frozen else b.rho
+            p0 = np.where(is_ref3, rho, rho * pr_now[:, None, :])
+        change = (p0 > 0) & (p0 < 1)  # finite, a rate that can change
+        change &= (b.ready | frozen_now) if any_frozen else b.ready
+        if any_blind:
+            change[..., 1:] &= ~blind[..., None]
+        if any_firing:  # the reference's own rate changed: reported once, as its own; others pause
+            ref_busy = firing[s_, r, :3] & lay.has_ref[:, None]
+            change &= ~(ref_busy[:, None, :] & ~is_ref3)
+        change &= lay.live_ref[..., None]
+        alive = np.empty((S, G, 5), bool)
+        alive[..., :3], alive[..., 3] = change, lay.others
+        alive[..., 4] = lay.others & ~blind & ~blind[s_, r][:, None] if any_blind else lay.others
+        p0c = np.where(p0 == p0, p0, 0.5)
+        p0c = np.minimum(np.maximum(p0c, 1e-6, out=p0c), 1 - 1e-6, out=p0c)
         x, n = obs[..., 0], obs[..., 1]
-        se = self._se(p0c, p_base, base, r, is_ref, (hour[s_, r, :, 1], pr_now))
+        se = es.standard_error(p0c, b, lay, hr[..., 1], pr_now)
         pairs = np.zeros((S, G, 3, 4), np.int64)
-        step = alive & (n > 0)[..., [0, 1, 2, 0, 0]]
-        lr = a["log_r"]
-        before = lr[..., :3, :8].copy() if (a["arm"][..., :3] >= 0).any() else None
-        lr[..., :3, :8] = sq.sr_step(
-            lr[..., :3, :8], sq.change_arms(x, n, p0c, se, self.ev.baseline_z), step[..., :3, None]
-        )
-        step[..., 3:] = False
+        step = np.zeros((S, G, 5), bool)  # the pair tests': set once a block is complete
+        np.logical_and(alive[..., :3], n > 0, out=step[..., :3])
+        lr, e = a["log_r"], sq.change_arms(x, n, p0c, se, self.ev.baseline_z)
+        before = lr[..., :3, :8].copy() if any_firing and firing[..., :3].any() else None
+        sq.sr_step_into(lr[..., :3, :8], e, step[..., :3, None])
         if cur != self.pool_block:  # a block is complete: its pair tests
             # blind by what the block's outcomes hold (runs of one class wait outside it): a
             # run going on now must not void the file of outcomes released in the block
-            seen = ~selective.blind_held(a["pool"]) & has_ref[:, None] & live
-            alive[..., 4] = ~is_ref & seen & seen[s_, r][:, None]
-            pairs = self._pairs(a["pool"], r, live & ~is_ref & has_ref[:, None], cur)
+            seen = ~selective.blind_held(a["pool"]) & lay.live_ref
+            alive[..., 4] = ~lay.is_ref & seen & seen[s_, r][:, None]
+            pairs = self._pairs(a["pool"], r, lay.others, cur)
             a["pool"][:] = 0
             self.pool_block = cur
             log_e = np.full((S, G, 2, J), -np.inf)
@@ -224,25 +228,26 @@ class ModelEvidence:
             step[..., 4] = alive[..., 4] & (pairs[:, :, 1:].sum((-1, -2)) > 0)
             lr[..., 3:, :] = sq.sr_step(lr[..., 3:, :], log_e, step[..., 3:, None])
         a["pool"] += obs
-        log_c, tot = self.log_c(budget), sq.log_mixture(a["log_r"], self.logw)
+        log_c, tot = self.log_c(budget), es.mixture(a["log_r"], self.logw)
         cap = log_c + self.ev.margin
-        if (firing := a["arm"] >= 0).any():
+        resolved = np.zeros((S, G, 5), bool)
+        if any_firing:  # else none resolves, none is over its cap: nothing to do
             if before is not None:  # a firing change's bet, re-sized while its evidence is
                 capped = sq.log_mixture(before, w := self.logw[:3, :8]) >= cap[:3] - 1e-9
                 hold = ~capped | (a["rec"][..., :3] > 0)  # at its cap, no recovery evidence
                 a["arm"][..., :3] = sq.sized_arms(a["arm"][..., :3], before + w, hold)
             rec_e = self._recovery(x, n, p0c, se, pairs, a["arm"])
             a["rec"] = np.where(firing & step, np.maximum(0.0, a["rec"] + rec_e), a["rec"])
-        resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
-        over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
-        a["log_r"] -= over[..., None]
-        tot = tot - over
+            resolved = firing & (a["rec"] >= math.log(self.ev.resolve_odds))
+            over = np.where(firing & ~resolved & (tot > cap), tot - cap, 0.0)
+            a["log_r"] -= over[..., None]
+            tot = tot - over
         if (gone := selective.ended(held, obs, blind)).any():  # blind from the start, now whole
             a["blocks"][:, gone, 1:], a["recent"][:, gone, 1:], self._cache = 0, 0, None
         self._store(cur, obs, k)
         fired = ~firing & alive & (tot >= log_c)
         out = {"fired": fired, "resolved": resolved, "tot": tot, "log_c": log_c, "base": base}
-        out |= {"p_base": p_base, "p0": p0, "held": held, "alive": alive, "blind": blind}
+        out |= {"p_base": b.p_base, "p0": p0, "held": held, "alive": alive, "blind": blind}
         # the hour the pages quote ends at the boundary: this bucket's counts in it (the
         # detectors' p_r,t is the hour before the bucket, one bucket older: a review)
         return out | {"hour": a["recent"].sum(axis=0)}
@@ -280,6 +285,7 @@ class ModelEvidence:
             a["blocks"][slot], a["block_ids"][slot] = 0, cur
         a["blocks"][slot] += obs
         stale = (a["recent_ids"] >= 0) & (a["recent_ids"] <= k - 1 - self.nr)
+        stale[(k - 1) % self.nr] = False  # written below
         if stale.any():
             a["recent"][stale], a["recent_ids"][stale] = 0, -1
         a["recent"][(k - 1) % self.nr], a["recent_ids"][(k - 1) % self.nr] = obs, k - 1
@@ -297,40 +303,33 @@ class ModelEvidence:
             if n.max() >= self.ev.min_baseline:  # most decisions; a tie: the first label
                 self.refs[s] = min(np.flatnonzero(n == n.max()), key=lambda i: labels[i])
 
+    def _kept(self, base: np.ndarray, held: np.ndarray, g: int) -> tuple[Any, ...]:
+        """The step's :class:`~es.Layout`, :class:`~es.Baseline` and :class:`~selective.Held`,
+        computed afresh only when the references, the groups or the baseline changed."""
+        key = (tuple(self.refs.tolist()), tuple(len(x) for x in self.labels), g)
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, es.layout(self.refs, [len(x) for x in self.labels], g))
+        lay = self._layout[1]
+        if self._base is None or self._base[0] is not base or self._base[1] is not lay:
+            b = es.baseline(base, lay, self.ev.min_baseline)
+            self._base = (base, lay, b, selective.held_classes(held, self.spec.favourable))
+        return lay, self._base[2], self._base[3]
+
     def _pairs(self, obs: np.ndarray, r: np.ndarray, use: np.ndarray, k: int) -> np.ndarray:
         """Pair-type counts of g with its reference (selection, TPR, FPR): [S, G, 3, 4].
         Drawn in (set, label) order, only where pairs are formed, from a generator keyed by
         (model, block): a replay draws the same pairs as the live monitor."""
         S, G = use.shape
-        ref = np.broadcast_to(obs[np.arange(S), r][:, None], obs.shape)
         ss, gg = self._order
         keep = use[ss, gg]
         ss, gg = ss[keep], gg[keep]
         out = np.zeros((S, G, 3, 4), np.int64)
         if len(ss):
-            rng = np.random.Generator(np.random.Philox(key=_key(self.spec.name, k)))
-            o, rf = obs[ss, gg], ref[ss, gg]
+            rng = self._draws(self.spec.name, k)
+            o, rf = obs[ss, gg], obs[ss, r[ss]]  # g's counts, its reference's
             got = sq.pair_counts(o[..., 0], o[..., 1], rf[..., 0], rf[..., 1], rng)
             out[ss, gg] = np.stack(got, axis=-1)
         return out
-
-    @staticmethod
-    def _se(p0: Any, p_base: Any, base: Any, r: Any, is_ref: Any, now: tuple[Any, Any]) -> Any:
-        """Standard error of ``p0 = p_g,base / p_r,base · p_r,t`` (delta method: the three
-        factors are independent, so their relative variances add); of ``p_g,base`` for a
-        reference. ``p_r,t``'s share matters as much as the baselines': with two large groups
-        the reference's hour is as noisy as g's own, and a bet against a ``p0`` that wanders by
-        that much gains evidence on a fair stream (left out, one of five 8-day runs paged on an
-        unchanged group). ``now``: the reference's trailing-hour n and ``p_r,t`` per [set,
-        metric]; the shrunk rate's variance is ``n·p(1−p)/(n + κ)²``."""
-        S, (n_h, p_h) = len(r), now
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = (1 - p_base) / (p_base * base[..., 1])  # relative variance of a binomial rate
-            rel_now = n_h * (1 - p_h) / (p_h * (n_h + KAPPA) ** 2)  # [S, 3]
-            total = np.where(
-                is_ref[..., None], rel, rel + (rel[np.arange(S), r] + rel_now)[:, None]
-            )
-        return np.nan_to_num(p0 * np.sqrt(total), nan=1.0, posinf=1.0)
 
     def _recovery(
         self, x: Any, n: Any, p0: Any, se: Any, pairs: np.ndarray, arm: np.ndarray
@@ -343,8 +342,3 @@ class ModelEvidence:
         which = np.where((a[..., 4] < 8)[..., None], pairs[:, :, 1], pairs[:, :, 2])
         out[..., 4] = sq.reverse_betting(which, self.eo_rev[(a[..., 4] // 4) % 2])
         return np.where(arm >= 0, out, 0.0)
-
-
-def _key(model: str, k: int) -> int:
-    h = int.from_bytes(hashlib.blake2b(model.encode(), digest_size=8).digest(), "little")
-    return (h << 64) | (k & (2**64 - 1))

@@ -30,6 +30,8 @@ States saved before runs were held back may hold one class only: ``ended`` drops
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -74,7 +76,25 @@ def decided_negative(counts: I64, favourable: int) -> npt.NDArray[np.float64]:
     return out
 
 
-def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64, Mask]:
+class Held(NamedTuple):
+    """What :func:`hold_runs` reads of the blocks held (``held``): it changes once a block, so
+    the detectors keep it between buckets (:func:`held_classes`)."""
+
+    pos: I64  # labelled outcomes predicted positive, negative (:func:`classes`)
+    neg: I64
+    f: npt.NDArray[np.float64]  # negative_share
+    g: npt.NDArray[np.float64]  # 1 − f
+
+
+def held_classes(held: I64, favourable: int) -> Held:
+    """:class:`Held` of ``held``."""
+    f = negative_share(held, favourable)
+    return Held(*classes(held), f, 1.0 - f)
+
+
+def hold_runs(
+    withheld: I64, obs: I64, held: I64, favourable: int, known: Held | None = None
+) -> tuple[I64, Mask]:
     """One bucket's detector counts ``obs`` with its labelled outcomes held back while they
     are of one predicted class (``withheld``: the run so far and, in its selection row, the
     decisions since the last release; updated in place), and which groups are blind now.
@@ -84,14 +104,47 @@ def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64,
     of the other class's share of it (``d·L / (1 − d)`` for ``L`` positives, ``d`` the share
     of predicted negatives among the decisions since the last release: the classes were
     delivered apart), else dropped (labels were selective, then whole again); released, the
-    two classes are weighted as the decisions since the last release stand (:func:`weighted`)."""
-    f = negative_share(held, favourable)
-    pos, neg = classes(obs)
+    two classes are weighted as the decisions since the last release stand (:func:`weighted`).
+    ``known``: :func:`held_classes` of ``held`` if the caller keeps it.
+
+    Per bucket of a whole-label stream no run is long: nothing is dropped or weighted, and the
+    counts are sent or kept whole; that case takes a shorter path (the same integers, ~20
+    fewer numpy calls: the alert evaluation's budget is a millisecond)."""
+    h = held_classes(held, favourable) if known is None else known
     w_pos, w_neg = classes(withheld)
     both = withheld + obs  # its selection row: the decisions since the last release
     c_pos, c_neg = classes(both)
     release = (c_pos > 0) & (c_neg > 0)
-    long_pos, long_neg = w_pos * f >= EXPECTED_MISSING, w_neg * (1.0 - f) >= EXPECTED_MISSING
+    long_pos, long_neg = w_pos * h.f >= EXPECTED_MISSING, w_neg * h.g >= EXPECTED_MISSING
+    out = obs.copy()
+    if not (long_pos.any() or long_neg.any()):  # none dropped, none weighted
+        out[..., 1:, :] = np.where(release[..., None, None], both[..., 1:, :], 0)
+        withheld[...] = np.where(release[..., None, None], 0, both)
+        k_pos, k_neg = np.where(release, 0, c_pos), np.where(release, 0, c_neg)
+    else:
+        long = (long_pos, long_neg)
+        kept = _release(both, obs, (w_pos, w_neg), release, long, favourable, out)
+        withheld[...] = kept
+        k_pos, k_neg = classes(kept)
+    run = (k_pos * h.f >= EXPECTED_MISSING) | (k_neg * h.g >= EXPECTED_MISSING)
+    all_pos, all_neg = h.pos + k_pos, h.neg + k_neg  # classes(held + kept)
+    blind: Mask = (all_pos + all_neg > 0) & ((all_pos == 0) | (all_neg == 0))  # blind_held
+    return out, blind | run  # one class in all labelled so far: blind too
+
+
+def _release(
+    both: I64,
+    obs: I64,
+    run: tuple[I64, I64],
+    release: Mask,
+    long: tuple[Mask, Mask],
+    favourable: int,
+    out: I64,
+) -> I64:
+    """:func:`hold_runs` with a long run somewhere: which runs are dropped, which weighted;
+    writes the counts sent into ``out``; returns what stays held back."""
+    (pos, neg), (w_pos, w_neg) = classes(obs), run
+    long_pos, long_neg = long
     # the other class's share among the decisions made during the run: what it should bring
     # (the blocks held can be lopsided: a detector that resolved forgets its metric's blocks)
     dn = decided_negative(both, favourable)
@@ -107,12 +160,8 @@ def hold_runs(withheld: I64, obs: I64, held: I64, favourable: int) -> tuple[I64,
     sent = np.where(r & ~d, both, np.where(d & m, obs, 0))
     kept = np.where(~r, both, np.where(d & ~m, obs, 0))  # a dropped run's bucket starts a run
     kept[release, 0, :] = 0  # decisions count afresh from a release
-    withheld[...] = kept
-    out = obs.copy()
     out[..., 1:, :] = sent[..., 1:, :]
-    k_pos, k_neg = classes(kept)
-    run = (k_pos * f >= EXPECTED_MISSING) | (k_neg * (1.0 - f) >= EXPECTED_MISSING)
-    return out, blind_held(held + kept) | run  # one class in all labelled so far: blind too
+    return kept
 
 
 def weighted(counts: I64, favourable: int) -> I64:

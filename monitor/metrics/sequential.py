@@ -140,14 +140,29 @@ def sr_step(log_r: F64, log_e: F64, step: Any) -> F64:
     return out
 
 
+def sr_step_into(log_r: F64, log_e: F64, step: Any) -> None:
+    """:func:`sr_step` written into ``log_r`` (a view of the state) where ``step``: the same
+    numbers without the temporary :func:`sr_step` returns and its caller copies in."""
+    grown = np.logaddexp(0.0, log_r)
+    grown += log_e
+    np.copyto(log_r, grown, where=step)
+
+
 def log_mixture(log_r: F64, log_w: F64) -> F64:
-    """``log Σ_j w_j R^j`` over the last axis (``log_w``: −inf for an arm that is not there)."""
+    """``log Σ_j w_j R^j`` over the last axis (``log_w``: −inf for an arm that is not there).
+
+    The maximum is taken over the arms laid out first: numpy reduces a short last axis one row
+    at a time (~60 ns a row), a leading one in whole rows; a maximum does not depend on the
+    order it is taken in. The sum stays ``np.sum`` over the last axis: its order of additions
+    (pairwise) is part of the numbers."""
     x = log_r + log_w
-    top = np.max(x, axis=-1)
-    safe = np.where(np.isfinite(top), top, 0.0)
+    by_arm = x.reshape(-1, x.shape[-1]).T.copy()
+    top = np.maximum.reduce(by_arm, axis=0).reshape(x.shape[:-1])
+    finite = np.isfinite(top)
+    safe = np.where(finite, top, 0.0)
     with np.errstate(divide="ignore"):
         out: F64 = safe + np.log(np.sum(np.exp(x - safe[..., None]), axis=-1))
-    return np.where(np.isfinite(top), out, top)
+    return np.where(finite, out, top)
 
 
 # -- the arms of the monitor's detectors ------------------------------------------------------
@@ -178,6 +193,11 @@ def reverse_arms(z: F64) -> F64:
     return np.stack([betting_terms(np.tile(-zd, (len(STEPS), 1)), STEPS / (-zd).max()) for zd in z])
 
 
+# change_arms: lo and 1 − hi as ``_FROM + _SIGN · end``; ``1 − δ`` per bet
+_FROM, _SIGN, _KEEP = np.array([0.0, 1.0]), np.array([1.0, -1.0]), 1 - STEPS
+_FROM2, _SIGN2 = _FROM[:, None], _SIGN[:, None]
+
+
 def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     """Log likelihood-ratio e-values ``[..., 2·len(STEPS)]`` of ``x`` of ``n``: bets
     ``q = p_lo·(1−δ)`` against ``p_lo = p0 − z·se`` (the rate falls) and
@@ -187,14 +207,20 @@ def change_arms(x: Any, n: Any, p0: Any, se: Any, z: float = 2.0) -> F64:
     ratio's mean is ``(p·q/p0 + (1−p)(1−q)/(1−p0))^n``, above 1 whenever the true rate is on
     the bet's side of ``p0``: betting from the far end of ``p0``'s interval keeps the mean at
     most 1 unless the baseline is off by more than ``z`` standard errors."""
+    # the same numbers in fewer numpy calls (~2 µs each on these small arrays): both ends at
+    # once, ``[..., (lo, hi), step]`` (the arms' order); ``p0 + (−z)·se`` is ``p0 − z·se`` to
+    # the bit, ``1 + (−1)·v`` is ``1 − v`` and ``0 + 1·v`` is ``v`` (v ≥ EPS·(1 − δ) > 0);
+    # the null's end needs no clip again (log_lr_binomial's: it is clipped already)
     p0, se = np.asarray(p0, np.float64)[..., None], np.asarray(se, np.float64)[..., None]
-    lo = np.clip(p0 - z * se, EPS, 1 - EPS)
-    hi = np.clip(p0 + z * se, EPS, 1 - EPS)
-    d = np.concatenate([STEPS, STEPS])
-    down = np.arange(2 * len(STEPS)) < len(STEPS)
-    ref = np.where(down, lo, hi)
-    q = np.where(down, lo * (1 - d), 1 - (1 - hi) * (1 - d))
-    return log_lr_binomial(np.asarray(x)[..., None], np.asarray(n)[..., None], q, ref)
+    ends = p0 + (-_SIGN * z) * se
+    ends = np.minimum(np.maximum(ends, EPS, out=ends), 1 - EPS, out=ends)  # = np.clip
+    below = (_FROM + _SIGN * ends)[..., None] * _KEEP  # lo·(1−δ), (1−hi)·(1−δ)
+    bet = _FROM2 + _SIGN2 * below  # lo·(1−δ), 1 − (1−hi)·(1−δ)
+    q = np.minimum(np.maximum(bet, EPS, out=bet), 1 - EPS, out=bet)
+    p, x = ends[..., None], np.asarray(x, np.float64)[..., None, None]
+    n = np.asarray(n, np.float64)[..., None, None]
+    out: F64 = x * np.log(q / p) + (n - x) * np.log((1 - q) / (1 - p))  # log_lr_binomial's
+    return out.reshape(*out.shape[:-2], 2 * len(STEPS))
 
 
 def sized_arms(arm: Any, evidence: Any, hold: Any) -> Any:
