@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.drift_alerts import blind_metrics, check_drift, drift_cohorts, in_ring
 from monitor.alerts.evidence_alerts import EvidenceTracker
-from monitor.alerts.lifecycle import Alert, AlertBook, Key, Transition
+from monitor.alerts.lifecycle import Alert, AlertBook, Transition
 from monitor.alerts.retire import retire
-from monitor.alerts.window_rules import alert_key, check_rule
+from monitor.alerts.window_rules import RuleCheck, alert_key
 from monitor.config.rules import AlertRule
 from monitor.config.spec import Config, ModelSpec
 from monitor.metrics.registry import METRICS
@@ -80,7 +80,7 @@ class AlertEvaluator:
         self.evidence = EvidenceTracker(config, engine)  # anytime-valid detectors per group
         self._set_cache: dict[int, tuple[int, list[tuple[str, Any, list[str]]]]] = {}
         self._rule_cache: dict[tuple[str, str], list[AlertRule]] = {}
-        self._check_cache: dict[tuple[str, str, str], list[tuple[AlertRule, Any]]] = {}
+        self._check_cache: dict[tuple[str, str, str], list[RuleCheck]] = {}
         self._floor_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
         self._score_rules = any(METRICS[r.metric].interval == "dkw" for r in self.spec.rules)
         if self.spec.drift.enabled:  # river's import takes ~1.5 s: at start, not in the loop
@@ -168,14 +168,11 @@ class AlertEvaluator:
         held = self.engine.ring_holds  # never judge a window that has partly left the ring
         windows = [w for w in spec.windows if held(m, k - (w.length + w.lag) // spec.bucket, at=k)]
         gone += [k] * (len(spec.windows) - len(windows))
-        conf, fav = self.config.confidence, spec.favourable
         for w, set_name, result, floors in self._window_results(m, spec, k, sets, windows):
             self._record(spec.name, w, set_name, at, result)
             results.append((w, set_name, result))
-            for rule, made in self._checks(spec.name, w, set_name):
-                r = floors.get(rule.min_samples, result)
-                t = check_rule(self.book, rule, r, spec.name, w, set_name, at, confidence=conf,
-                               favourable=fav, made=made)  # fmt: skip
+            for check in self._checks(spec, w, set_name):
+                t = check(self.book, floors.get(check.rule.min_samples, result), at)
                 if t is not None:
                     out.append(t)
         d = self.spec.drift
@@ -275,16 +272,16 @@ class AlertEvaluator:
             )
         return floors
 
-    def _checks(
-        self, model: str, window: str, attribute: str
-    ) -> list[tuple[AlertRule, tuple[Key, dict[str, str]]]]:
+    def _checks(self, spec: ModelSpec, window: str, attribute: str) -> list[RuleCheck]:
         """The rules that apply to one window and attribute set, each with its alert's key and
         labels (made once: judged at every boundary)."""
-        made = self._check_cache.get((model, window, attribute))
+        made = self._check_cache.get((spec.name, window, attribute))
         if made is None:
-            made = self._check_cache[(model, window, attribute)] = [
-                (r, alert_key(r, model, window, attribute)) for r in self._rules(window, attribute)
-            ]
+            made = self._check_cache[(spec.name, window, attribute)] = [
+                RuleCheck(r, window, alert_key(r, spec.name, window, attribute),
+                          confidence=self.config.confidence, favourable=spec.favourable)
+                for r in self._rules(window, attribute)
+            ]  # fmt: skip
         return made
 
     def _rules(self, window: str, attribute: str) -> list[AlertRule]:

@@ -95,6 +95,8 @@ class AlertBook:
         """``key``: the labels' key, if the caller has it made (``Alert.key``); ``subject``:
         what the alert is about now (None: as before), read back with :meth:`subject`."""
         key = tuple(sorted(labels.items())) if key is None else key
+        if self.stays(key, breached, recovered, at, for_, value, annotations, subject):
+            return None
         cur = self._active.get(key)
         if subject is not None and (cur is not None or breached):
             self._subjects[key] = subject
@@ -111,25 +113,47 @@ class AlertBook:
                 self._unwritten.pop(key, None)
                 self._subjects.pop(key, None)
                 return None
-            if at - cur.since >= for_:
-                self._unwritten.pop(key, None)
-                new = replace(
-                    cur, state="firing", at=at, value=value, annotations=_written(annotations)
-                )
-                self._active[key] = new
-                return Transition(new, "pending")
-            self._keep(key, cur, value, annotations)
-            return None
-        # firing
-        if recovered:
-            notes, last = _written(annotations), self.get(key)  # the last text, written
-            del self._active[key]
-            self._subjects.pop(key, None)
-            kept = last.annotations if last is not None else cur.annotations
-            resolved = replace(cur, state="resolved", at=at, value=value, annotations=notes or kept)
-            return Transition(resolved, "firing")
+            self._unwritten.pop(key, None)  # breached for ``for_`` (else it stayed)
+            new = replace(
+                cur, state="firing", at=at, value=value, annotations=_written(annotations)
+            )
+            self._active[key] = new
+            return Transition(new, "pending")
+        # firing, and recovered (else it stayed)
+        notes, last = _written(annotations), self.get(key)  # the last text, written
+        del self._active[key]
+        self._subjects.pop(key, None)
+        kept = last.annotations if last is not None else cur.annotations
+        resolved = replace(cur, state="resolved", at=at, value=value, annotations=notes or kept)
+        return Transition(resolved, "firing")
+
+    def stays(
+        self,
+        key: Key,
+        breached: bool,
+        recovered: bool,
+        at: float,
+        for_: float,
+        value: float,
+        annotations: Notes,
+        subject: tuple[str, ...] | None = None,
+    ) -> bool:
+        """:meth:`observe`'s step for an active alert that this evaluation leaves in its state
+        (pending, not yet for ``for_``; firing, not recovered): kept with the new numbers and
+        True. False (nothing done): the alert is not active, or it changes state. Positional,
+        called first: most evaluations of an active alert keep it (issue 14)."""
+        cur = self._active.get(key)
+        if cur is None:
+            return False
+        if cur.state == "pending":
+            if not breached or at - cur.since >= for_:
+                return False
+        elif recovered:
+            return False
+        if subject is not None:
+            self._subjects[key] = subject
         self._keep(key, cur, value, annotations)
-        return None
+        return True
 
     def subject(self, key: Key) -> tuple[str, ...] | None:
         """What an active alert was last about (None: not told, e.g. restored)."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from math import isfinite, nan
 from typing import Any
 
 from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
+from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
@@ -89,63 +91,102 @@ def check_rule(
 ) -> Transition | None:
     """One fixed-window rule on one window's result: the lifecycle's next step, if any.
     ``made``: the alert's key and labels (``alert_key``), when the caller keeps them."""
-    d = r.disparity(rule.metric)
-    value, lower, upper = _finite(d.value), _finite(d.lower), _finite(d.upper)
-    key, labels = made if made is not None else alert_key(rule, model, window, attribute)
-    active = key in book
-    beyond = rule.breached(value, lower, upper)
-    if not active and not beyond:
-        return None  # the common case, judged first and cheaply: nothing to tell or describe
-    lo, hi = d.low_group, d.high_group
-    basis = d.basis or rule.metric
-    enough = compared_enough(rule, r, d)
-    breached = enough and beyond
-    if not active and not breached:
-        return None
-    blind = None
-    if enough and METRICS[rule.metric].needs_labels:  # selective labels: nothing to judge
-        blind = r.blind(favourable).disparities(r.disparities).get(rule.metric)
-        enough, breached = enough and blind is None, breached and blind is None
+    made = made if made is not None else alert_key(rule, model, window, attribute)
+    return RuleCheck(rule, window, made, confidence=confidence, favourable=favourable)(book, r, at)
+
+
+class RuleCheck:
+    """:func:`check_rule` of one rule on one window and attribute set, with what it reads of
+    the rule and the registry looked up once: the evaluator keeps one per rule and judges it
+    at every boundary (issue 14: most checks find nothing or keep a firing alert as it is)."""
+
+    __slots__ = ("conf", "fav", "field", "key", "labels", "needs_labels", "rule", "window")
+
+    def __init__(
+        self,
+        rule: AlertRule,
+        window: str,
+        made: tuple[Key, dict[str, str]],
+        *,
+        confidence: float,
+        favourable: int,
+    ) -> None:
+        self.rule, self.window, (self.key, self.labels) = rule, window, made
+        self.field = METRICS[rule.metric].attribute  # the AttributeDisparities field it reads
+        self.needs_labels = METRICS[rule.metric].needs_labels
+        self.conf, self.fav = confidence, favourable
+
+    def __call__(self, book: AlertBook, r: AttributeResult, at: float) -> Transition | None:
+        rule, key = self.rule, self.key
+        d: Disparity = getattr(r.disparities, self.field)
+        value, lower, upper = d.value, d.lower, d.upper  # NaN when not finite (_finite)
+        value = value if isfinite(value) else nan
+        lower = lower if isfinite(lower) else nan
+        upper = upper if isfinite(upper) else nan
+        active = key in book
+        beyond = rule.breached(value, lower, upper)
+        if not active and not beyond:
+            return None  # the common case, judged first and cheaply: nothing to tell or describe
+        lo, hi = d.low_group, d.high_group
+        basis = d.basis or rule.metric
+        enough = compared_enough(rule, r, d)
+        breached = enough and beyond
         if not active and not breached:
             return None
-    # resolving needs evidence of recovery (the symmetric test on the interval); too few
-    # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
-    recovered = enough and rule.recovered(value, lower, upper)
-    quiet = _quiet_pair(book, key, rule, r, basis) if active and not breached else None
-    if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
-        enough = recovered = False
-    ann: Notes
-    subject = None  # the compared pair, when these numbers judge one
-    if enough and lo is not None and hi is not None and r.labels[lo]:
-        numbers, pair = (value, lower, upper), (lo, hi)
-        ann = partial(_annotations, rule, r, basis, numbers, pair, confidence, recovered)
-        subject = (r.labels[lo], r.labels[hi], basis)
-    elif (cur := book.get(key)) is not None:
-        # keep the last judged numbers; say that the current window cannot judge
-        ann = dict(cur.annotations)
-        ann["data"] = (
-            f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
-            if blind is not None
-            else f"insufficient data: {quiet} has fewer than {rule.min_samples} samples in "
-            f"window {window} at {at:.0f}; the alert stays as it was"
-            if quiet is not None
-            else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
-            f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
+        blind = None
+        if enough and self.needs_labels and (report := r.blind(self.fav)).any:
+            # selective labels: nothing to judge (nothing blind, the common case: no lookup)
+            blind = report.disparities(r.disparities).get(rule.metric)
+            enough, breached = enough and blind is None, breached and blind is None
+            if not active and not breached:
+                return None
+        # resolving needs evidence of recovery (the symmetric test on the interval); too few
+        # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
+        recovered = enough and rule.recovered(value, lower, upper)
+        quiet = _quiet_pair(book, key, rule, r, basis) if active and not breached else None
+        if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
+            enough = recovered = False
+        ann: Notes
+        subject = None  # the compared pair, when these numbers judge one
+        if enough and lo is not None and hi is not None and r.labels[lo]:
+            numbers, pair = (value, lower, upper), (lo, hi)
+            ann = partial(_annotations, rule, r, basis, numbers, pair, self.conf, recovered)
+            subject = (r.labels[lo], r.labels[hi], basis)
+        elif (cur := book.get(key)) is not None:
+            # keep the last judged numbers; say that the current window cannot judge
+            ann = dict(cur.annotations)
+            ann["data"] = _no_judgement(rule, self.window, at, blind, quiet)
+            value = cur.value
+        else:
+            ann = {}
+        if active and book.stays(key, breached, recovered, at, rule.for_, value, ann, subject):
+            return None  # on as it was, with these numbers (most active alerts, every boundary)
+        return book.observe(
+            name=rule.name,
+            labels=self.labels,
+            key=key,
+            breached=breached,
+            recovered=recovered,
+            at=at,
+            for_=rule.for_,
+            value=value,
+            annotations=ann,
+            subject=subject,
         )
-        value = cur.value
-    else:
-        ann = {}
-    return book.observe(
-        name=rule.name,
-        labels=labels,
-        key=key,
-        breached=breached,
-        recovered=recovered,
-        at=at,
-        for_=rule.for_,
-        value=value,
-        annotations=ann,
-        subject=subject,
+
+
+def _no_judgement(
+    rule: AlertRule, window: str, at: float, blind: BlindReason | None, quiet: str | None
+) -> str:
+    """Why the current window cannot judge an active alert (its ``data`` annotation)."""
+    return (
+        f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
+        if blind is not None
+        else f"insufficient data: {quiet} has fewer than {rule.min_samples} samples in "
+        f"window {window} at {at:.0f}; the alert stays as it was"
+        if quiet is not None
+        else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
+        f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
     )
 
 
@@ -167,11 +208,14 @@ def _quiet_pair(
     # the other rate since, whose denominators say nothing of the paged group (a review)
     paged = subject[2]
     den = r.denominators(paged if paged in METRICS else basis)
-    for role, name in zip(("group", "reference group"), subject[:2], strict=True):
+    for role, name in (("group", subject[0]), ("reference group", subject[1])):
         if not name:
             continue
-        i = r.labels.index(name) if name in r.labels else None
-        if i is None or den[i] < rule.min_samples:
+        try:  # one scan of the labels (checked at every boundary a firing alert is not breached)
+            short = den[r.labels.index(name)] < rule.min_samples
+        except ValueError:  # not among this window's groups
+            short = True
+        if short:
             return f"{role} {name} of the page"
     return None
 

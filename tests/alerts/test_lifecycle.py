@@ -74,3 +74,22 @@ def test_a_pending_alert_that_clears_leaves_nothing_behind() -> None:
     observe(book, 60, lambda: {"summary": "y"}, for_=300)
     assert observe(book, 120, {}, breached=False, for_=300) is None
     assert book.active == {} and observe(book, 180, {}, breached=False) is None
+
+
+def test_an_alert_kept_on_is_about_what_its_last_evaluation_judged() -> None:
+    """``stays`` (an active alert left in its state, the path most evaluations take) keeps the
+    subject too: a firing alert whose compared pair moved is checked on the new pair."""
+    book = AlertBook()
+    key = tuple(sorted(LABELS.items()))
+    steps = [(0, ("b", "a", "tpr")), (30, ("c", "a", "tpr")), (60, None), (90, ("d", "a", "fpr"))]
+    for at, subject in steps:  # pending, pending (kept), firing, firing (kept)
+        t = book.observe(
+            name="R", labels=LABELS, breached=True, recovered=False, at=at, for_=60,
+            value=at, annotations={"summary": "x"}, key=key, subject=subject,
+        )  # fmt: skip
+        assert (t is None) == (at in (30, 90))
+        assert book.subject(key) == (subject or steps[1][1])
+    assert not book.stays(key, False, True, 120, 60, 1.0, {}, ("e", "a", "tpr"))  # recovers
+    assert book.subject(key) == ("d", "a", "fpr")
+    assert book.stays(key, True, False, 120, 60, 1.0, {}, ("e", "a", "tpr"))
+    assert book.subject(key) == ("e", "a", "tpr")
