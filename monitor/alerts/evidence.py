@@ -52,6 +52,7 @@ J = 16  # arms: change 2 directions × 4 bets; four-fifths 2 × 4; equalized odd
 BLOCK = 3600  # seconds per baseline block
 STATE = ("log_r", "rec", "arm", "frozen", "since", "pool", "withheld")  # group axis 1
 HISTORY = ("blocks", "recent")  # per block / bucket; group axis 2
+DECIDED, LABELLED = np.array([FAV, N]), np.array([TP, FN, FP, TN])  # observe's cells (made once)
 
 
 class ModelEvidence:
@@ -164,7 +165,7 @@ class ModelEvidence:
         cb = engine.counts_between(m, k - 1, k, as_of=k)
         arr = engine.label_arrivals(m, k)[: len(cb)]
         c = np.zeros((cb.shape[0] + 1, 6), np.int64)  # the last row: "no such group"
-        c[:-1, :2], c[:-1, 2:] = cb[:, [FAV, N]], arr[:, [TP, FN, FP, TN]]
+        c[:-1, :2], c[:-1, 2:] = cb[:, DECIDED], arr[:, LABELLED]
         c[:-1, 3] += c[:-1, 2]  # TP + FN: labelled positives
         c[:-1, 5] += c[:-1, 4]  # FP + TN: labelled negatives
         out: np.ndarray = c[idx].reshape(*idx.shape, 3, 2)

@@ -244,8 +244,13 @@ class Engine:
 
     def label_arrivals(self, m: int, k: int) -> I64:
         """``[group, cell]`` label increments that became known at boundary ``k``."""
-        by_arrival = self.models[m].label_time == "arrival"  # then: simply bucket k - 1
-        return arrivals(self.partitions.values(), m, k, self.counts_between(m, k - by_arrival, k))
+        if self.models[m].label_time == "arrival":  # then: simply bucket k - 1
+            return arrivals(self.partitions.values(), m, k, self.counts_between(m, k - 1, k))
+        g = len(self.registries[m])  # else the ledgers' (no bucket to sum: the empty range
+        for st in self.partitions.values():  # counts_between(m, k, k) was, every boundary)
+            st.rings[m].grow(g)
+        zeros = np.zeros((g, n_cells(self.models[m].score_bins)), dtype=np.int64)
+        return arrivals(self.partitions.values(), m, k, zeros)
 
     def windows_as_of(self, m: int, windows: list[tuple[int, int]], as_of: int) -> list[I64]:
         """:meth:`counts_between` ``(m, start, end, as_of=as_of)`` of several windows, kept up to
