@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bench.alert_cost as ac
 import monitor.alerts.evaluator as evaluator_module
+from monitor.alerts.window_rules import RuleCheck
 
 
 def test_both_evaluators_judge_alike_and_every_round_is_timed() -> None:
@@ -17,7 +18,7 @@ def test_both_evaluators_judge_alike_and_every_round_is_timed() -> None:
 
 
 def test_parts_add_up_and_the_wrappers_are_undone() -> None:
-    before = (evaluator_module.attribute_results, evaluator_module.check_rule,
+    before = (evaluator_module.attribute_results, RuleCheck.__call__,
               evaluator_module.check_drift)  # fmt: skip
     p = ac.parts(hours=1.0, warm_hours=25.0, seed=1)
     named = [k for k in p if k not in ("total", "the evaluator's own loop")]
@@ -25,6 +26,6 @@ def test_parts_add_up_and_the_wrappers_are_undone() -> None:
     # every part ran in the measured hour (the drift detectors judge once an hour)
     assert all(p[k] > 0 for k in named), p
     assert 0 <= p["the evaluator's own loop"] < p["total"]
-    after = (evaluator_module.attribute_results, evaluator_module.check_rule,
+    after = (evaluator_module.attribute_results, RuleCheck.__call__,
              evaluator_module.check_drift)  # fmt: skip
     assert after == before
