@@ -47,9 +47,13 @@ def wait_state(
         got = reached(store)
         return (got,) if done(got) else None
 
-    (got,) = wait_for(
-        check, timeout, lambda: f"the state topic to reach it (at {reached(store)})", every=0.3
-    )
+    def said() -> str:  # a stall of a live replica leaves no other trace: its log's last lines
+        logs = [(p.log.name, p.log.read_text() if p.log.exists() else "") for p in procs]
+        tails = [f"\n--- {name}, last lines ---\n" + "\n".join(text.splitlines()[-15:])
+                 for name, text in logs]  # fmt: skip
+        return f"the state topic to reach it (at {reached(store)}){''.join(tails)}"
+
+    (got,) = wait_for(check, timeout, said, every=0.3)
     return got
 
 
