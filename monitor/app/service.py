@@ -17,6 +17,7 @@ double-counts an event. A checkpoint that cannot be written does not stop the se
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import signal
@@ -303,6 +304,8 @@ def run_service(config: Config) -> int:
     monitor = Monitor(config)
     signal.signal(signal.SIGTERM, monitor.on_signal)
     signal.signal(signal.SIGINT, monitor.on_signal)
+    if hasattr(signal, "SIGUSR1"):  # a monitor that seems stuck: every thread's stack, and on
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # (docs/runbook.md)
     monitor.start_http()
     try:
         return monitor.run()

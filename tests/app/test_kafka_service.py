@@ -168,6 +168,11 @@ def test_sigterm_exits_cleanly_with_a_checkpoint_and_resumes(kafka, tmp_path: Pa
     target = end_offsets(kafka.bootstrap, [pred, lab])
     m = MonitorProcess(tmp_path, kafka.bootstrap, pred=pred, lab=lab).start()
     m.wait_ready()
+    # SIGUSR1 (runbook: "the monitor seems stuck"): every thread's stack in the log, and on
+    m.signal(signal.SIGUSR1)
+    m.wait_log(r"Thread 0x[0-9a-f]+ \(most recent call first\):\n(  File .*\n)+", timeout=30)
+    assert "monitor/app/service.py" in m.log.read_text(), "the main loop's stack is in it"
+    assert m.proc is not None and m.proc.poll() is None, "SIGUSR1's default would end it"
     wait_progress(m.checkpoint, 0.2 * sum(target.values()), procs=[m])  # heavy consumption
     t = time.monotonic()
     m.signal(signal.SIGTERM)

@@ -4,6 +4,7 @@ which restores every partition from the state topic; the counts equal `replay`'s
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import uuid
@@ -47,9 +48,15 @@ def wait_state(
         got = reached(store)
         return (got,) if done(got) else None
 
-    def said() -> str:  # a stall of a live replica leaves no other trace: its log's last lines
+    def said() -> str:  # a stall of a live replica leaves no other trace: its threads' stacks
+        live = [p for p in procs if p.proc is not None and p.proc.poll() is None]
+        for p in live:  # (SIGUSR1: faulthandler's dump into its log) and its log's last lines
+            p.signal(signal.SIGUSR1)
+        for p in live:  # the dumps written (a failure message: no wait can fail it)
+            with contextlib.suppress(AssertionError):
+                p.wait_log(r"most recent call first", timeout=5)
         logs = [(p.log.name, p.log.read_text() if p.log.exists() else "") for p in procs]
-        tails = [f"\n--- {name}, last lines ---\n" + "\n".join(text.splitlines()[-15:])
+        tails = [f"\n--- {name}, last lines ---\n" + "\n".join(text.splitlines()[-60:])
                  for name, text in logs]  # fmt: skip
         return f"the state topic to reach it (at {reached(store)}){''.join(tails)}"
 
