@@ -27,9 +27,12 @@ TYPES = {"request": b"proto/InferModelRequest", "response": b"proto/InferModelRe
 
 
 def decoder(*, fast: bool, mapping: str = MAPPING) -> ServingDecoder:
-    text = MODEL.replace(
-        "    min_samples: 5\n", "    min_samples: 5\n" + mapping.format(fmt="seldon")
-    )
+    return seldon_decoder(mapping.format(fmt="seldon"), fast=fast)
+
+
+def seldon_decoder(mapping: str, *, fast: bool = True) -> ServingDecoder:
+    """A Seldon decoder for ``mapping`` as written (``input:`` YAML, no ``{fmt}`` to fill)."""
+    text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + mapping)
     text += "kafka: {predictions_topic: in, responses_topic: out}\n"
     engine = Engine(parse_config(yaml.safe_load(text)), clock=lambda: T0 + 86_400)
     dec = ServingDecoder(engine.decoder.plan, "seldon", "out")

@@ -13,11 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.config.spec import parse_config
 from monitor.ingest import native as native_module
 from monitor.ingest.events import ConsumerBatch
 from monitor.ingest.native import native
@@ -25,14 +23,12 @@ from monitor.ingest.open_inference_grpc_pb2 import ModelInferRequest as Req
 from monitor.ingest.open_inference_grpc_pb2 import ModelInferResponse as Resp
 from monitor.ingest.seldon_fast import SeldonFast
 from monitor.ingest.serving_decode import ServingDecoder
-from monitor.state.engine import Engine
 from tests.app.test_serving_kafka import calls
 from tests.helpers import T0
-from tests.ingest.test_seldon_fast import SPOILERS, _spoil
+from tests.ingest.test_seldon_fast import SPOILERS, _spoil, seldon_decoder
 from tests.ingest.test_seldon_fast import decoder as standard_decoder
 from tests.ingest.test_seldon_fast import records as standard_records
 from tests.ingest.test_serving_fast import outcome, same
-from tests.kafka_helpers import MODEL
 
 
 def test_the_compiled_module_is_built() -> None:
@@ -83,14 +79,7 @@ MAPPINGS = {
 }
 
 
-def make_decoder(mapping: str, *, fast: bool = True) -> ServingDecoder:
-    text = MODEL.replace("    min_samples: 5\n", "    min_samples: 5\n" + mapping)
-    text += "kafka: {predictions_topic: in, responses_topic: out}\n"
-    engine = Engine(parse_config(yaml.safe_load(text)), clock=lambda: T0 + 86_400)
-    dec = ServingDecoder(engine.decoder.plan, "seldon", "out")
-    if not fast:
-        dec.fast = None
-    return dec
+make_decoder = seldon_decoder  # its mappings hold YAML braces: written out, not formatted
 
 
 def _raw(datatype: str, values: list[Any]) -> bytes:
