@@ -50,9 +50,10 @@ from monitor.state.engine import Engine
 
 # seeds per scenario in the default run (a few minutes in all with --jobs 2)
 DEFAULT_SEEDS = {"fair": 1, "small-drop": 4, "large-drop": 2, "tpr-drop": 2, "dir-slide": 2}
-DEFAULT_SEEDS |= {"fair-denials-daily": 1, "tpr-drop-denials-daily": 1}
+DEFAULT_SEEDS |= {"fair-denials-daily": 1, "tpr-drop-denials-daily": 1, "fair-six": 1}
 ORDER = (
     "fair",
+    "fair-six",
     "fair-denials-daily",
     "small-drop",
     "large-drop",

@@ -118,10 +118,15 @@ class Scenario:
 
 LARGE, SMALL = 1200.0, 40.0
 TWO = (("big", LARGE), ("small", SMALL))
+# six groups of falling size, as an attribute with a few large and several small values has
+SIX = (("a", LARGE), ("b", 400.0), ("c", 150.0), ("d", 80.0), ("e", SMALL), ("f", SMALL))
 SCENARIOS = {
     s.name: s
     for s in (
         Scenario("fair", 30, TWO, about="fair 30-day streams"),
+        Scenario(
+            "fair-six", 30, SIX, about="fair 30-day streams of six groups, 1,200 to 40 an hour"
+        ),
         Scenario(
             "fair-denials-daily",
             30,

@@ -12,6 +12,7 @@ from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
+from monitor.metrics.intervals import ci_text
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -150,7 +151,8 @@ class RuleCheck:
         subject = None  # the compared pair, when these numbers judge one
         if enough and lo is not None and hi is not None and r.labels[lo]:
             numbers, pair = (value, lower, upper), (lo, hi)
-            ann = partial(_annotations, rule, r, basis, numbers, pair, self.conf, recovered)
+            ci = ci_text(self.conf, d.pairs)  # "95% CI over 15 pairs": the pair is the extreme one
+            ann = partial(_annotations, rule, r, basis, numbers, pair, ci, recovered)
             subject = (r.labels[lo], r.labels[hi], basis)
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
@@ -234,7 +236,7 @@ def _annotations(
     basis: str,
     numbers: tuple[float, float, float],
     pair: tuple[int, int],
-    confidence: float,
+    ci: str,
     recovered: bool,
 ) -> dict[str, str]:
     """What a page says: both groups' rates and sizes, the disparity with its interval (written
@@ -256,8 +258,7 @@ def _annotations(
         "description": (
             f"{rate} {lo_name}: {g_rate} (n={g_n}, {second}={g_lab}); "
             f"{hi_name}: {r_rate} (n={r_n}, {second}={r_lab}); "
-            f"{rule.metric} {_fmt(value)}, {confidence:.0%} CI "
-            f"[{_fmt(lower)}, {_fmt(upper)}]"
+            f"{rule.metric} {_fmt(value)}, {ci} [{_fmt(lower)}, {_fmt(upper)}]"
         ),
         "value": _fmt(value),
         "ci_lower": _fmt(lower),

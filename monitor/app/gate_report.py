@@ -19,6 +19,7 @@ from pathlib import Path
 
 from monitor.app.gate import GateResult
 from monitor.app.gate_rules import Check, GroupRow
+from monitor.metrics.intervals import ci_text
 from monitor.metrics.registry import METRICS
 from monitor.outputs.report import printable
 
@@ -62,7 +63,7 @@ def headline(c: Check, confidence: float) -> str:
     verdict = f"{past} {where}" if c.status == "fail" else f", bound {r.op}"
     metric = r.metric if c.basis in ("", r.metric) else f"{r.metric} (its {c.basis})"
     return (
-        f"{metric} {_f(c.value)}, {confidence:.0%} CI [{_f(c.lower)}, {_f(c.upper)}]"
+        f"{metric} {_f(c.value)}, {ci_text(confidence, c.pairs)} [{_f(c.lower)}, {_f(c.upper)}]"
         f"{verdict} {r.bound}{pair}"
     )
 

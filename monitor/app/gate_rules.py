@@ -49,6 +49,7 @@ class Check:
     groups: tuple[GroupRow, ...]
     note: str
     basis: str = ""  # the registry metric the numbers are (the EOD: its larger gap)
+    pairs: int = 1  # the pairs its pair was chosen from (its interval holds over all of them)
 
     @property
     def insufficient_groups(self) -> list[GroupRow]:
@@ -140,7 +141,7 @@ def judge(
     low, high = (None, None) if status == "blind" else (d.low_group, d.high_group)
     return Check(
         where[0], where[1], rule, status, value, lower, upper, jr.name(low), jr.name(high),
-        tuple(row for _, row in rows), note, d.basis,
+        tuple(row for _, row in rows), note, d.basis, d.pairs,
     )  # fmt: skip
 
 
@@ -176,7 +177,7 @@ def _larger_gap(
     note = "; ".join(f"{c.rule.metric}: {c.note}" for c in parts if c.note)  # a blind gap says so
     return Check(
         where[0], where[1], rule, status, larger("value"), larger("lower"), larger("upper"),
-        top.low_group, top.high_group, rows, note, top.rule.metric,
+        top.low_group, top.high_group, rows, note, top.rule.metric, top.pairs,
     )  # fmt: skip
 
 

@@ -24,7 +24,15 @@ import numpy.typing as npt
 
 from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Disparity
 from monitor.metrics.fairness import GroupMetrics, eod_interval
-from monitor.metrics.intervals import mover_from_limits, newcombe_from_limits, ratio, wilson
+from monitor.metrics.intervals import (
+    compared_z,
+    comparisons,
+    mover_from_limits,
+    newcombe_from_limits,
+    ratio,
+    wilson,
+    wilson_z,
+)
 from monitor.metrics.registry import FOUR_FIFTHS
 from monitor.metrics.score_parity import parity, worst_distances
 from monitor.metrics.score_parity import references as score_references
@@ -126,8 +134,8 @@ def stacked_results(
         for i, (r, z) in enumerate(zip(score_ref.tolist(), sizes, strict=True))
     ]
     ds = _disparities(
-        n, fav, rates[bounded], d[bounded], lo, hi, references, sizes, min_samples, score_rows,
-        ranks,
+        n, fav, rates[bounded], x[bounded], d[bounded], references, sizes, min_samples,
+        score_rows, ranks, confidence,
     )  # fmt: skip
     out = []
     for i, (size, dis) in enumerate(zip(sizes, ds, strict=True)):
@@ -143,18 +151,19 @@ def _disparities(
     n: I64,
     fav: I64,
     rate: F64,
+    num: F64,
     den: F64,
-    lo: F64,
-    hi: F64,
     references: Sequence[int | None],
     sizes: Sequence[int],
     min_samples: int,
     score_rows: list[tuple[Any, ...]],
     ranks: I64,
+    confidence: float,
 ) -> list[AttributeDisparities]:
-    """The across-group comparison of each row; ``rate``, ``den``, ``lo``, ``hi``:
-    ``[4, result, group]`` selection rate, TPR, FPR, PPV, their denominators and Wilson limits
-    (the intervals' ingredients)."""
+    """The across-group comparison of each row; ``rate``, ``num``, ``den``:
+    ``[4, result, group]`` selection rate, TPR, FPR, PPV, their numerators and denominators
+    (the intervals' ingredients: each compared pair's Wilson limits at the level that holds
+    over every pair it was chosen from, ``intervals.adjusted``)."""
     rows = np.arange(n.shape[0])
     eligible = n >= max(min_samples, 1)
     sr = rate[0]
@@ -204,7 +213,18 @@ def _disparities(
     k = np.arange(4)[:, None]
     pick = np.empty((4, 4, len(rows)), dtype=np.intp)  # [4 picks, 4 rates, R]
     pick[0], pick[1], pick[2], pick[3] = top, bottom, worst, ri
-    p, lp, up = (a[k, rows, pick] for a in (rate, lo, hi))
+    p, xp, dp = (a[k, rows, pick] for a in (rate, num, den))
+    # each pair's level: a gap's pair is the extreme one of its judged groups' G(G − 1)/2, the
+    # DIR's of G(G − 1)/2 (or G − 1 against a configured reference); two groups: the level
+    judged, compared = np.add.reduce(gap_ok, axis=-1).tolist(), np.add.reduce(ok, axis=-1).tolist()
+    gap_pairs = [[comparisons(g, reference=False) for g in per_rate] for per_rate in judged]
+    dir_pairs = [
+        comparisons(g, reference=c) for g, c in zip(compared, cfg_ok.tolist(), strict=True)
+    ]
+    z = np.empty((4, 4, len(rows)))
+    z[0] = z[1] = [[compared_z(confidence, m) for m in per_rate] for per_rate in gap_pairs]
+    z[2] = z[3] = [compared_z(confidence, m) for m in dir_pairs]
+    lp, up = wilson_z(xp, dp, z)
     gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
     gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
     dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
@@ -228,18 +248,20 @@ def _disparities(
         aod_g.tolist(),
         aod_value.tolist(),
         dfair.tolist(),
+        dir_pairs,
+        list(zip(*gap_pairs, strict=True)),
         *gap_rows,
         strict=True,
     )
     out = []
-    for i, (size, r, h_dir, w, dv, dl, du, h_aod, g, av, df, h, v, l_, u, g_lo, g_hi) in enumerate(
-        per_row
-    ):
+    for i, row in enumerate(per_row):
+        size, r, h_dir, w, dv, dl, du, h_aod, g, av, df, dm, gm, h, v, l_, u, g_lo, g_hi = row
         spd, tpr_gap, fpr_gap, ppv_gap = (
-            Disparity(v[j], l_[j], u[j], g_lo[j], g_hi[j], basis) if h[j] else NAN_DISPARITY
+            Disparity(v[j], l_[j], u[j], g_lo[j], g_hi[j], basis, gm[j]) if h[j] else NAN_DISPARITY
             for j, basis in enumerate(_GAPS)
         )
-        dir_ = Disparity(dv, dl, du, w, r, "disparate_impact_ratio") if h_dir else NAN_DISPARITY
+        basis = "disparate_impact_ratio"
+        dir_ = Disparity(dv, dl, du, w, r, basis, dm) if h_dir else NAN_DISPARITY
         if h[1] and h[2]:  # the larger gap (the TPR gap on a tie), a maximum's interval
             eod = eod_interval(
                 fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap, tpr_gap, fpr_gap

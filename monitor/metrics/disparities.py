@@ -27,6 +27,9 @@ class Disparity(msgspec.Struct, frozen=True):
     low_group: int | None = None  # the disadvantaged / lowest-rate group
     high_group: int | None = None  # the reference / highest-rate group
     basis: str = ""  # the registry metric these numbers are (tpr_gap or fpr_gap for the EOD)
+    # how many pairs of groups this one was chosen from: the interval holds over all of them
+    # (``intervals.adjusted``; 1: two groups, or a single comparison)
+    pairs: int = 1
 
     @property
     def defined(self) -> bool:

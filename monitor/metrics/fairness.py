@@ -29,6 +29,8 @@ import numpy.typing as npt
 
 from monitor.metrics.disparities import NAN_DISPARITY, AttributeDisparities, Disparity
 from monitor.metrics.intervals import (
+    adjusted,
+    comparisons,
     katz_log_ratio,
     mover_ratio,
     newcombe_diff,
@@ -159,14 +161,17 @@ def _gap(
     """max − min of ``rate`` over eligible groups whose own denominator reaches ``floor``
     (min_samples: a group of many decisions and three labelled positives has a TPR of 0 or 1,
     would be one end of every TPR gap, and its pair could never be judged), Newcombe interval
-    for that pair."""
+    for that pair at the level that holds over every pair it was chosen from
+    (:func:`~monitor.metrics.intervals.adjusted`)."""
     ok = eligible & np.isfinite(rate) & (den >= floor)
     if ok.sum() < 2:
         return NAN_DISPARITY
     hi = _pick(rate, ok, rank, lowest=False, weight=den)
     lo = _pick(rate, ok, rank, lowest=True, weight=den)
     value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
-    return Disparity(value, *_pair_diff(num, den, hi, lo, confidence), lo, hi, basis)
+    pairs = comparisons(int(ok.sum()), reference=False)
+    level = adjusted(confidence, pairs)
+    return Disparity(value, *_pair_diff(num, den, hi, lo, level), lo, hi, basis, pairs)
 
 
 def eod_interval(eod: Disparity, tpr_gap: Disparity, fpr_gap: Disparity) -> Disparity:
@@ -241,10 +246,13 @@ def disparities(
                 others = ok & (np.arange(len(ok)) != ref)
                 worst = _pick(impact, others, rank, lowest=True, weight=m.n)
             ci = katz_log_ratio if ratio_method == "katz-log" else mover_ratio
-            lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], confidence)
-            dir_ = Disparity(
-                float(impact[worst]), float(lo), float(hi), worst, ref, "disparate_impact_ratio"
-            )
+            # the lowest of G groups against a configured reference: one of G − 1 pairs; against
+            # the highest rate: the extreme pair of all G(G − 1)/2
+            pairs = comparisons(int(ok.sum()), reference=reference is not None)
+            level = adjusted(confidence, pairs)
+            lo, hi = ci(m.favourable[worst], m.n[worst], m.favourable[ref], m.n[ref], level)
+            basis = "disparate_impact_ratio"
+            dir_ = Disparity(float(impact[worst]), float(lo), float(hi), worst, ref, basis, pairs)
     floor = max(min_samples, 1)
     tpr_gap = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence, floor, rank)
     fpr_gap = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence, floor, rank)

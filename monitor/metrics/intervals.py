@@ -51,8 +51,13 @@ def wilson(x: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[F64, F
 
     centre = (p + z²/2n) / (1 + z²/n);  half-width = z·√(p(1−p)/n + z²/4n²) / (1 + z²/n)
     """
+    return wilson_z(x, n, z_value(confidence))
+
+
+def wilson_z(x: ArrayLike, n: ArrayLike, z: float | F64) -> tuple[F64, F64]:
+    """:func:`wilson` at the normal quantile ``z`` (a number, or an array that broadcasts with
+    ``x`` and ``n``: each pair of a stack at its own level, see :func:`compared_z`)."""
     x, n = _f(x), _f(n)
-    z = z_value(confidence)
     z2 = z * z
     with np.errstate(divide="ignore", invalid="ignore"):
         p = x / n
@@ -63,6 +68,34 @@ def wilson(x: ArrayLike, n: ArrayLike, confidence: float = 0.95) -> tuple[F64, F
         limits = np.minimum(np.maximum(centre + np.multiply.outer(_SIGNS, half), 0.0), 1.0)
         lo, hi = np.where(n > 0, limits, np.nan)
     return lo, hi
+
+
+def comparisons(groups: int, *, reference: bool) -> int:
+    """How many pairs a disparity of ``groups`` compared groups chose its pair from: the
+    most and the least of them (a gap; a ratio to the highest rate) any of the G(G−1)/2
+    pairs, the least against a configured reference one of G − 1."""
+    return max(groups - 1, 1) if reference else max(groups * (groups - 1) // 2, 1)
+
+
+def adjusted(confidence: float, pairs: int) -> float:
+    """The level of each pair's interval so that all ``pairs`` hold together at
+    ``confidence`` (Bonferroni 1936): 1 − (1 − confidence)/m. The pair a disparity reports is
+    the most extreme of m: at the plain level its interval would miss the truth far more often
+    than 1 − confidence (with six groups of equal rates, the default rules paged ~10 times per
+    90 days). One pair (two groups): ``confidence`` itself, to the bit."""
+    return confidence if pairs <= 1 else 1.0 - (1.0 - confidence) / pairs
+
+
+def ci_text(confidence: float, pairs: int) -> str:
+    """How a page names a disparity's interval: ``95% CI``, or ``95% CI over 4 pairs`` when
+    its pair was the most extreme of several (:func:`adjusted`)."""
+    return f"{confidence:.0%} CI" + (f" over {pairs} pairs" if pairs > 1 else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def compared_z(confidence: float, pairs: int) -> float:
+    """:func:`z_value` of :func:`adjusted` (kept: asked per attribute set at every boundary)."""
+    return z_value(adjusted(confidence, pairs))
 
 
 _SIGNS = np.array([-1.0, 1.0])

@@ -59,6 +59,7 @@ from monitor.outputs.promql_disparities import (
     summed,
 )
 from monitor.outputs.promql_health import HEALTH_GROUP, SELECTIVE_LABELS
+from monitor.outputs.promql_levels import pair_level_rules
 from monitor.outputs.promql_scores import score_rules
 
 # max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
@@ -261,7 +262,8 @@ _Dumper.add_representer(str, _str)
 def rules_yaml(config: Config, *, source: str) -> str:
     """The whole rules file for ``config`` (``source``: the config path, for the header)."""
     z = z_for(config.confidence)
-    recording = _parameters(config) + _sums() + _rates(z) + disparate_impact_rules()
+    recording = _parameters(config) + _sums() + _rates(z) + pair_level_rules(config.confidence)
+    recording += disparate_impact_rules()
     for metric in GAPS:
         recording += gap_rules(metric)
     recording += equalized_odds_rules() + blind_rules(GAPS)

@@ -41,18 +41,25 @@ def most(values: str, den: str, *, lowest: bool) -> str:
     )
 
 
+def wilson_limit(p: str, n: str, z: str, sign: str) -> str:
+    """One Wilson limit of ``p`` over ``n`` decisions at the normal quantile series ``z`` (all
+    three per (model, window, attribute)): (p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n)
+    clamped to [0, 1]."""
+    return (
+        f"clamp(\n  (\n    {p} + {z} ^ 2 / 2 / {n}\n"
+        f"    {sign} {z} * sqrt({p} * (1 - {p}) / {n} + {z} ^ 2 / 4 / {n} ^ 2)\n"
+        f"  ) / (1 + {z} ^ 2 / {n}),\n  0, 1)\n"
+    )
+
+
 def pair_rules(metric: str, high: str, low: str, rate: str, cells: tuple[str, ...]) -> list[Any]:
-    """Per (model, window, attribute): the two compared groups' rate, limits and samples."""
+    """Per (model, window, attribute): the two compared groups' rate, samples and Wilson limits
+    at the pair's level (``fairness:<metric>_z:value``)."""
     fam = RATE_FAMILY[rate].name
     out = []
     for side, chosen in (("high", high), ("low", low)):
         out.append(rec(f"fairness:{metric}_{side}_group:ratio", chosen))
-        for what, series in (
-            ("rate", f"fairness:{fam}:ratio"),
-            ("lower", f"fairness:{fam}_lower:ratio"),
-            ("upper", f"fairness:{fam}_upper:ratio"),
-            ("samples", summed(cells)),
-        ):
+        for what, series in (("rate", f"fairness:{fam}:ratio"), ("samples", summed(cells))):
             out.append(
                 rec(
                     f"fairness:{metric}_{side}_{what}:{'sum' if what == 'samples' else 'ratio'}",
@@ -60,6 +67,10 @@ def pair_rules(metric: str, high: str, low: str, rate: str, cells: tuple[str, ..
                     f"  and on ({GROUP}) fairness:{metric}_{side}_group:ratio)\n",
                 )
             )
+        p, n = f"fairness:{metric}_{side}_rate:ratio", f"fairness:{metric}_{side}_samples:sum"
+        z = f"fairness:{metric}_z:value"
+        for what, sign in (("lower", "-"), ("upper", "+")):
+            out.append(rec(f"fairness:{metric}_{side}_{what}:ratio", wilson_limit(p, n, z, sign)))
     out.append(
         rec(
             f"fairness:{metric}_samples:min",
