@@ -29,7 +29,7 @@ from monitor.config.label_settle import label_settle
 from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import blind_reasons
-from monitor.metrics.intervals import z_value
+from monitor.metrics.intervals import compared_z
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 from monitor.state.view import CountsView
@@ -143,7 +143,6 @@ def check_drift(
     trend's time to the bound counts to the configured ``rules``' bound (:func:`drift_bound`)."""
     out = []
     # a two-sided interval of the configured confidence spans 2·z standard errors
-    z = z_value(confidence)
     if cohort is None:
         cohort = DriftCohort(int(at) // d.bucket - 1, int(at) // d.bucket, d.bucket, d.metrics)
     t_end = cohort.until
@@ -157,6 +156,7 @@ def check_drift(
         disp = r.disparity(metric)
         value = math.nan if metric in blind else _finite(disp.value)
         lo, hi = disp.lower, disp.upper
+        z = compared_z(confidence, disp.pairs)  # the interval's own level (its pair's)
         se = (hi - lo) / (2 * z) if math.isfinite(lo) and math.isfinite(hi) else math.nan
         signal = tracker.update(t_end, value, se, drift_bound(rules, metric, attribute))
         labels = {

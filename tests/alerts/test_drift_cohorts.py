@@ -339,3 +339,35 @@ def test_a_resolved_drift_notice_says_it_recovered_not_the_firing_text() -> None
     assert resolved.annotations["summary"].startswith("recovered: disparate_impact_ratio")
     assert "hours_to_bound" not in resolved.annotations
     assert f"{resolved.value:.3f}" in resolved.annotations["summary"]
+
+
+def test_the_standard_error_drift_reads_is_the_pairs_not_the_levels_of_many_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gap's interval holds over every pair it was chosen from (wider with more groups:
+    ``intervals.adjusted``); the drift detector reads a standard error off it with that
+    interval's own z, so the same pair of counts gives it about the same standard error
+    whether two or six groups were compared (read with the plain z, six groups' would be ~1.5×
+    as large, and drift would see changes later)."""
+    spec = model_config(["1h"]).models["m"]
+    pair = [
+        {N: 400, FAV: 200, TP: 150, FP: 50, FN: 50, TN: 150},
+        {N: 400, FAV: 200, TP: 130, FP: 70, FN: 70, TN: 130},
+    ]
+    middle = {N: 400, FAV: 200, TP: 140, FP: 60, FN: 60, TN: 140}  # between: the pair stays
+    seen: list[float] = []
+    real = DriftTracker.update
+
+    def spy(self: DriftTracker, t: float, value: float, se: float = math.nan, bound: float | None = None) -> object:  # fmt: skip
+        seen.append(se)
+        return real(self, t, value, se, bound)
+
+    monkeypatch.setattr(DriftTracker, "update", spy)
+    for groups in (pair, [*pair, *[middle] * 4]):
+        labels = [f"g{i}" for i in range(len(groups))]
+        r = attribute_result(cell_counts(*groups), labels, spec, "s", confidence=0.95)
+        assert r.disparities.tpr_gap.pairs == len(groups) * (len(groups) - 1) // 2
+        check_drift(AlertBook(), {}, {}, DriftSpec(min_values=3), r, "m", "s", T0 + 9 * 3600,
+                    confidence=0.95, cohort=DriftCohort(1, 2, 3600, ("tpr_gap",)))  # fmt: skip
+    two, six = seen
+    assert math.isfinite(two) and abs(six / two - 1) < 0.1, (two, six)
