@@ -130,9 +130,11 @@ def render(snap: Snapshot, *, confidence: float) -> str:
                         fam.add("metric_blind", BLIND_HELP, reason, 1.0)
                         continue
                     fam.add(f"{m.family}_ratio", m.help, base, disp.value)
-                    doc = f"Lower confidence bound: {m.help}"
+                    # the pair is the most extreme of several: its interval holds over all
+                    level = "confidence bound over every pair compared (Bonferroni)"
+                    doc = f"Lower {level}: {m.help}"
                     fam.add(f"{m.family}_lower_ratio", doc, base, disp.lower)
-                    doc = f"Upper confidence bound: {m.help}"
+                    doc = f"Upper {level}: {m.help}"
                     fam.add(f"{m.family}_upper_ratio", doc, base, disp.upper)
                 if gm.scored.any():
                     cal = ms.windows[cal_window].counts[gidx][keep]
