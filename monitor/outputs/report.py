@@ -68,6 +68,7 @@ def _disp(d: Disparity, r: AttributeResult, blind: BlindReason | None) -> dict[s
         "low_group": r.name(d.low_group) if shown else None,  # a blind one compares nothing
         "high_group": r.name(d.high_group) if shown else None,  # ("A vs A": a review)
         "blind": None if blind is None else blind.text,
+        "pairs": d.pairs,  # the pairs it was chosen from: its interval holds over all of them
     }
 
 
