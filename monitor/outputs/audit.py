@@ -3,9 +3,8 @@
 Everything is in one file: tables are HTML, plots are inline SVG, the data behind them is
 embedded as JSON; no script, stylesheet or font is fetched from anywhere. The tables are built
 from the same report structure as ``replay --format json`` (each number also carries its exact
-value in ``data-value``), so the two always agree. A blind metric (selective labels) shows
-its reason, "blind: selective labels", in place of the number (``data-blind`` holds the
-sentence), never a value that reads as good news.
+value in ``data-value``), so the two always agree. A blind metric shows its reason ("blind:
+selective labels", also in ``data-blind``) in place of a number that would read as good news.
 """
 
 from __future__ import annotations
@@ -127,9 +126,10 @@ def _disparity_table(window: str, attr: str, a: dict[str, Any], confidence: floa
     rows = []
     for key, label in DISPARITY_ROWS:
         d = a[key]
-        low = d["value"] is not None and d["value"] < FOUR_FIFTHS
-        breach = key == "disparate_impact_ratio" and low
-        groups = f"{d['low_group']} vs {d['high_group']}" if d["low_group"] else "–"
+        v = d["value"]
+        breach = key == "disparate_impact_ratio" and v is not None and v < FOUR_FIFTHS
+        of = f" (most extreme of {d['pairs']} pairs)" if d.get("pairs", 1) > 1 else ""
+        groups = f"{d['low_group']} vs {d['high_group']}{of}" if d["low_group"] else "–"
         if d.get("blind"):
             numbers = _blind_cell(d["blind"], attrs=' data-field="value"') + "".join(
                 f'<td data-value="" data-field="{f}"></td>' for f in ("lower", "upper")

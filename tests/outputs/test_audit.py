@@ -156,6 +156,19 @@ def test_report_numbers_equal_replay_json(sim: tuple[Path, Path]) -> None:
     assert a["ppv_gap"]["blind"] is None and a["disparate_impact_ratio"]["blind"] is None
     blind_cells = re.findall(r'data-field="(tpr|fpr)" class="blind">blind: selective labels<', text)
     assert len(blind_cells) == 2 * 8 * 2  # TPR and FPR × 8 groups × the 2 windows with labels
+    # a pair picked from many says so: its interval holds over all of them (Bonferroni)
+    named = 0
+    for w, wrep in report["models"]["lending"]["windows"].items():
+        for attr, ar in wrep["attributes"].items():
+            for metric in ("disparate_impact_ratio", "statistical_parity_difference"):
+                d = ar[metric]
+                if d["low_group"] is None:
+                    continue
+                of = f" (most extreme of {d['pairs']} pairs)" if d["pairs"] > 1 else ""
+                cell = f"<td>{html.escape(d['low_group'] + ' vs ' + d['high_group'] + of)}</td>"
+                assert cell in text, (w, attr, metric, cell)
+                named += d["pairs"] > 1
+    assert named >= 2  # the 4-group attribute, in each window with data
     fired = re.findall(r'data-alert="(\w+)" data-state="firing"', text)
     assert fired == [a["name"] for a in report["alerts"] if a["state"] == "firing"]
     assert "FourFifthsRule" in fired and "FairnessDrift" in fired
