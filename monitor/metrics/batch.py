@@ -124,7 +124,7 @@ def stacked_results(
         scored_ok = scored >= max(min_samples, 1)
         score_ref = score_references(scored, references, scored_ok, ranks)
         ks, w1, margin = parity(hist, score_ref, scored_ok, confidence)
-        worst = worst_distances(ks, w1, margin, score_ref, score_bins, ranks)
+        worst = worst_distances(ks, w1, margin, score_ref, score_bins, ranks, confidence)
     else:  # not asked for (the alert evaluator without score rules): undefined
         score_ref = np.full(len(sizes), -1)
         ks = w1 = margin = np.full(scored.shape, np.nan)

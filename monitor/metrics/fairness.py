@@ -272,7 +272,7 @@ def disparities(
     score_ref = references(m.scored[None], [reference], scored_ok[None], rank[None])
     ks, w1, margin = parity(m.score_histogram[None], score_ref, scored_ok[None], confidence)
     bins = m.score_histogram.shape[1]
-    worst_ks, worst_w1 = worst_distances(ks, w1, margin, score_ref, bins, rank[None])[0]
+    worst_ks, worst_w1 = worst_distances(ks, w1, margin, score_ref, bins, rank[None], confidence)[0]
     return AttributeDisparities(
         eligible=eligible,
         reference=ref,

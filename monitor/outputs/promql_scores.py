@@ -11,8 +11,10 @@ the CDF is ``Σ replicas bucket / Σ replicas scored`` and everything after is e
   most (on a tie, ``topk`` may pick another group
   than the monitor's first index: same distances to the others, maybe another reference);
 * ``KS_g = max_le |F_g − F_ref|``, ``W1_g = Σ_{le < 1} |F_g − F_ref| / B``;
-* ``ε_n = √(ln(4/α) / 2n)``; the worst group's interval is ``KS ± (ε_g + ε_ref)`` (W1:
-  ``× (1 − 1/B)``), clipped to [0, 1]; ``_samples:min`` is the smaller scored count of the two.
+* ``ε_n = √(ln(4/α) / 2n)``; the worst group's interval is ``KS ± (ε_g + ε_ref)·s`` (W1:
+  ``× (1 − 1/B)``), clipped to [0, 1], with ``s = √(ln(2(m+1)/α) / ln(4/α))`` for the m
+  groups compared with the reference (the worst of m holds over all of them:
+  ``score_parity.compared_scale``); ``_samples:min`` is the smaller scored count of the two.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ELIGIBLE = "fairness:eligible_scored:sum"
 REF = "fairness:score_reference:info"
 GAP = "fairness:score_cdf_gap:ratio"
 MARGIN = "fairness:score_margin:ratio"
+SCALE = "fairness:score_pairs_scale:ratio"
 
 
 def _rec(name: str, expr: str) -> dict[str, Any]:
@@ -36,7 +39,8 @@ def _rec(name: str, expr: str) -> dict[str, Any]:
 def score_rules(confidence: float, default_min_samples: int) -> list[dict[str, Any]]:
     """The recording rules of ``score_ks_distance`` and ``score_wasserstein_distance`` (and of
     each group's distances, the reference and the margins they rest on)."""
-    half_log = math.log(4.0 / (1.0 - confidence)) / 2.0
+    log4 = math.log(4.0 / (1.0 - confidence))  # ln(4/α)
+    half_log = log4 / 2.0
     cdf = "fairness:score_cdf:ratio"
     out = [
         _rec(
@@ -73,13 +77,19 @@ def score_rules(confidence: float, default_min_samples: int) -> list[dict[str, A
             f"(sqrt({half_log!r} / {SCORED}) and on ({GROUP}) {REF})\n"
             f"and on ({GROUP}) fairness:group_score_ks_distance:ratio\n",
         ),
+        _rec(
+            SCALE,
+            f"sqrt(({math.log(2.0 / (1.0 - confidence))!r} + ln(count by ({ATTR}) "
+            f"(fairness:group_score_ks_distance:ratio) + 1)) / {log4!r})",
+        ),
     ]
-    for name, factor in (
+    for name, margin in (
         ("score_ks_distance", MARGIN),
         ("score_wasserstein_distance", f"{MARGIN} * (1 - 1 / fairness:score_bins:count)"),
     ):
         per_group = f"fairness:group_{name}:ratio"
         worst = f"topk by ({ATTR}) (1, {per_group})"
+        factor = f"({margin}) * on ({ATTR}) group_left {SCALE}"
         out += [
             _rec(f"fairness:{name}:ratio", f"max by ({ATTR}) ({per_group})"),
             _rec(

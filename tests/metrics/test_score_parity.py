@@ -104,6 +104,42 @@ def test_the_dkw_interval_covers_the_true_binned_distance() -> None:
         assert low >= 0.95 or k == runs, (name, k, low)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_the_worst_groups_interval_holds_over_every_group_compared(seed: int) -> None:
+    """The worst of m groups is the most extreme of m distances: its interval is DKW's with all
+    m + 1 CDFs (the m groups and the reference) within ``√(ln(2(m+1)/α) / 2n)`` at once; one
+    compared group: the one-pair ``√(ln(4/α) / 2n)``. Computed here from the counts alone."""
+    rng = np.random.default_rng(seed)
+    bins, groups, floor = int(rng.choice([4, 10, 20])), int(rng.integers(2, 9)), 25
+    hists = np.stack([rng.multinomial(int(rng.integers(5, 400)), rng.dirichlet(np.ones(bins)))
+                      for _ in range(groups)])  # fmt: skip
+    n = hists.sum(axis=1)
+    conf = float(rng.choice([0.9, 0.95, 0.99]))
+    d = attribute_result(
+        counts_from(hists), [f"g{i}" for i in range(groups)], spec(bins, floor), "g",
+        confidence=conf,
+    ).disparities  # fmt: skip
+    eligible = np.flatnonzero(n >= floor)
+    if len(eligible) < 2:
+        assert np.isnan(d.score_ks_distance.value)
+        return
+    ref = int(eligible[np.argmax(n[eligible])])
+    m = len(eligible) - 1
+    alpha = 1 - conf
+    eps = np.sqrt(np.log(2 * (m + 1) / alpha) / (2 * n))
+    for dist, shrink in ((d.score_ks_distance, 1.0), (d.score_wasserstein_distance, 1 - 1 / bins)):
+        w = dist.low_group
+        assert dist.high_group == ref and dist.pairs == m
+        half = (eps[w] + eps[ref]) * shrink
+        assert dist.lower == pytest.approx(max(dist.value - half, 0.0), rel=1e-12, abs=1e-15)
+        assert dist.upper == pytest.approx(min(dist.value + half, 1.0), rel=1e-12, abs=1e-15)
+    # each group's own margin is the one-pair one
+    one = np.sqrt(np.log(4 / alpha) / (2 * n))
+    for g in eligible:
+        if g != ref:
+            assert d.score_margin[g] == pytest.approx(one[g] + one[ref], rel=1e-12)
+
+
 def _event(i: int, t: float, group: str, score: float) -> RawRecord:
     ev = {"prediction_id": f"p{i}", "model_id": "m", "timestamp": t,
           "attributes": {"g": group}, "prediction": int(score >= 0.5), "score": round(score, 6)}  # fmt: skip
