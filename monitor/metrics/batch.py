@@ -227,6 +227,11 @@ def _disparities(
     lp, up = wilson_z(xp, dp, z)
     gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
     gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
+    # the equalized-odds difference: the TPR and FPR gaps again, at the level over both
+    eod_pairs = [t + f for t, f in zip(gap_pairs[1], gap_pairs[2], strict=True)]
+    z_eod = np.array([compared_z(confidence, m) for m in eod_pairs])
+    le, ue = wilson_z(xp[:2, 1:3], dp[:2, 1:3], z_eod)
+    eod_lo, eod_hi = newcombe_from_limits(p[0, 1:3], le[0], ue[0], p[1, 1:3], le[1], ue[1])
     dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
     dir_value = impact[rows, worst]
     aod_value = per_group[rows, aod_g]
@@ -250,12 +255,16 @@ def _disparities(
         dfair.tolist(),
         dir_pairs,
         list(zip(*gap_pairs, strict=True)),
+        eod_pairs,
+        eod_lo.T.tolist(),
+        eod_hi.T.tolist(),
         *gap_rows,
         strict=True,
     )
     out = []
     for i, row in enumerate(per_row):
-        size, r, h_dir, w, dv, dl, du, h_aod, g, av, df, dm, gm, h, v, l_, u, g_lo, g_hi = row
+        size, r, h_dir, w, dv, dl, du, h_aod, g, av, df, dm, gm, em, el, eu, *gaps = row
+        h, v, l_, u, g_lo, g_hi = gaps
         spd, tpr_gap, fpr_gap, ppv_gap = (
             Disparity(v[j], l_[j], u[j], g_lo[j], g_hi[j], basis, gm[j]) if h[j] else NAN_DISPARITY
             for j, basis in enumerate(_GAPS)
@@ -263,9 +272,7 @@ def _disparities(
         basis = "disparate_impact_ratio"
         dir_ = Disparity(dv, dl, du, w, r, basis, dm) if h_dir else NAN_DISPARITY
         if h[1] and h[2]:  # the larger gap (the TPR gap on a tie), a maximum's interval
-            eod = eod_interval(
-                fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap, tpr_gap, fpr_gap
-            )
+            eod = eod_interval(fpr_gap if fpr_gap.value > tpr_gap.value else tpr_gap, el, eu, em)
         else:
             eod = tpr_gap if h[1] else fpr_gap if h[2] else NAN_DISPARITY
         aod = (

@@ -140,9 +140,31 @@ def gap_rules(metric: str) -> list[dict[str, Any]]:
 
 def equalized_odds_rules() -> list[dict[str, Any]]:
     """The larger of the TPR and FPR gaps (the TPR gap on a tie, as the monitor), with that
-    gap's samples and the interval of a maximum (the larger of each limit)."""
+    gap's samples and the interval of a maximum: the larger of each limit of the two gaps'
+    Newcombe intervals at the level over both gaps' pairs (``fairness.eod_interval``); with
+    one gap defined, that gap's own interval."""
     m = "equalized_odds_difference"
-    out = [
+    z = f"fairness:{m}_z:value"
+    out = []
+    for gap in ("tpr_gap", "fpr_gap"):
+        lim = {}
+        for side in ("high", "low"):
+            p, n = f"fairness:{gap}_{side}_rate:ratio", f"fairness:{gap}_{side}_samples:sum"
+            for what, sign in (("lower", "-"), ("upper", "+")):
+                lim[side, what] = f"fairness:{m}_{gap}_{side}_{what}:ratio"
+                out.append(rec(lim[side, what], wilson_limit(p, n, z, sign)))
+        p1, p2 = f"fairness:{gap}_high_rate:ratio", f"fairness:{gap}_low_rate:ratio"
+        d = f"fairness:{gap}:ratio"
+        l1, u1, l2, u2 = (lim[s, w] for s in ("high", "low") for w in ("lower", "upper"))
+        out.append(
+            rec(f"fairness:{m}_{gap}_lower:ratio",
+                f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
+        )  # fmt: skip
+        out.append(
+            rec(f"fairness:{m}_{gap}_upper:ratio",
+                f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
+        )  # fmt: skip
+    out += [
         rec(
             f"fairness:{m}_tpr:selected",
             f"fairness:tpr_gap:ratio unless on ({ATTR})"
@@ -162,8 +184,11 @@ def equalized_odds_rules() -> list[dict[str, Any]]:
             rec(
                 f"fairness:{m}{what}:ratio",
                 f"max by ({ATTR}) (\n"
-                f'  label_replace(fairness:tpr_gap{what}:ratio, "gap", "tpr", "", "")\n'
-                f'  or label_replace(fairness:fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n',
+                f'  label_replace(fairness:{m}_tpr_gap{what}:ratio, "gap", "tpr", "", "")\n'
+                f'  or label_replace(fairness:{m}_fpr_gap{what}:ratio, "gap", "fpr", "", "")\n)\n'
+                f"and on ({ATTR}) fairness:tpr_gap:ratio and on ({ATTR}) fairness:fpr_gap:ratio\n"
+                f"or on ({ATTR}) fairness:tpr_gap{what}:ratio\n"
+                f"or on ({ATTR}) fairness:fpr_gap{what}:ratio\n",
             )
         )
     return out

@@ -72,6 +72,8 @@ def pair_counts() -> dict[str, str]:
         if m.interval == "newcombe" and m.rate and m.attribute == name:
             c = f"count by ({ATTR}) (fairness:{RATE_FAMILY[m.rate].name}_judged:ratio)"
             pairs[name] = f"{c} * ({c} - 1) / 2"
+    # the larger of the TPR and FPR gaps: both gaps' intervals at the level over both's pairs
+    pairs["equalized_odds_difference"] = f"({pairs['tpr_gap']})\n  + ({pairs['fpr_gap']})"
     return pairs
 
 

@@ -16,7 +16,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 
 from monitor.metrics.fairness import disparities, group_metrics
 from monitor.metrics.intervals import newcombe_diff
-from monitor.state.windows import FAV, N, n_cells
+from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
 from tests.metrics.test_fairness_reference import counts_of, random_dataset
 
 MIN_SAMPLES = 5
@@ -73,6 +73,24 @@ def test_intervals_are_at_the_bonferroni_level_of_the_pairs_compared(
             assert (gap.lower, gap.upper) == (float(plain[0]), float(plain[1]))
     else:
         assert np.isnan(gap.value)
+    # the equalized-odds difference, the larger of the TPR and FPR gaps: each gap's Newcombe
+    # interval at the level over both gaps' pairs, the interval of a maximum
+    neg = m.fp + m.tn
+    judged_f = int((eligible & (neg >= MIN_SAMPLES)).sum())
+    eod = d.equalized_odds_difference
+    if judged >= 2 and judged_f >= 2:
+        both = judged * (judged - 1) // 2 + judged_f * (judged_f - 1) // 2
+        limits = [
+            confint_proportions_2indep(
+                x[g.high_group], den[g.high_group], x[g.low_group], den[g.low_group],
+                method="newcomb", compare="diff", alpha=(1 - conf) / both,
+            )
+            for g, x, den in ((d.tpr_gap, m.tp, pos), (d.fpr_gap, m.fp, neg))
+        ]  # fmt: skip
+        want = [max(lim[0] for lim in limits), max(lim[1] for lim in limits)]
+        np.testing.assert_allclose([eod.lower, eod.upper], want, rtol=1e-9, atol=1e-12)
+        assert eod.pairs == both
+        assert eod.value == max(d.tpr_gap.value, d.fpr_gap.value)
     # the DIR: the lowest selection rate against the reference (configured: G − 1 pairs; the
     # highest rate: the extreme pair of G(G − 1)/2)
     dir_ = d.disparate_impact
@@ -123,3 +141,27 @@ def test_the_reported_pair_misses_the_truth_at_most_as_often_as_the_level_says()
     share, plain, n = _miss_rates(conf, 3000, 6)
     assert _wilson(share, n)[1] <= 1 - conf, (share, plain)
     assert _wilson(plain, n)[0] > 2 * (1 - conf), (share, plain)
+
+
+def test_a_significant_equalized_odds_rule_is_no_more_trigger_happy_than_one_on_a_gap() -> None:
+    """Two groups whose TPR gap and FPR gap are both exactly 0.1 (the default bound): the
+    equalized-odds difference (their maximum) is 0.1 too, and a significant rule on it fires
+    (its lower limit above 0.1) in about α/2 of 10,000 draws, as a rule on either gap does
+    (measured 2.4 %: its lower 95 % bound not above α/2; Newcombe is approximate, so not
+    below it either). The maximum of the two gaps' lower limits at their own level fires in
+    about α (4.4 %: the union of two α/2 errors, its lower 95 % bound above α/2)."""
+    conf, draws, bound = 0.95, 10_000, 0.1
+    rng = np.random.default_rng(11)
+    pos = neg = np.array([300, 300])
+    new = old = 0
+    for _ in range(draws):
+        tp, fp = rng.binomial(pos, [0.8, 0.7]), rng.binomial(neg, [0.3, 0.2])
+        c = np.zeros((2, n_cells(1)), dtype=np.int64)
+        c[:, TP], c[:, FN], c[:, FP], c[:, TN] = tp, pos - tp, fp, neg - fp
+        c[:, FAV], c[:, N] = tp + fp, pos + neg
+        d = disparities(group_metrics(c, score_bins=1), min_samples=MIN_SAMPLES, confidence=conf)
+        new += d.equalized_odds_difference.lower > bound
+        old += max(d.tpr_gap.lower, d.fpr_gap.lower) > bound
+    alpha = 1 - conf
+    assert _wilson(new / draws, draws)[0] <= alpha / 2, new
+    assert _wilson(old / draws, draws)[0] > alpha / 2, old

@@ -86,7 +86,10 @@ def test_the_equalized_odds_difference_knows_its_gap(
     r = attribute_result(counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
     eod = r.disparities.equalized_odds_difference
     assert eod.basis == basis
-    assert eod == r.disparity(basis)  # the same numbers and groups as the gap it is
+    gap = r.disparity(basis)  # the same value and groups as the gap it is
+    assert (eod.value, eod.low_group, eod.high_group) == (gap.value, gap.low_group, gap.high_group)
+    # its interval holds over both gaps' pairs: wider than the gap's own
+    assert eod.pairs == 2 and eod.lower < gap.lower and eod.upper > gap.upper
     assert r.disparities.tpr_gap.basis == "tpr_gap" and r.disparities.fpr_gap.basis == "fpr_gap"
     assert r.disparity("disparate_impact_ratio").basis == "disparate_impact_ratio"
 

@@ -262,6 +262,74 @@ def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
+def test_the_equalized_odds_interval_in_promql_is_the_monitors_on_random_tables(
+    tmp_path: Path,
+) -> None:
+    """The generated ``fairness:equalized_odds_difference_lower/upper:ratio`` against
+    ``metrics/fairness.py`` on 30 random attribute sets of 2–5 groups: the larger of each limit of
+    the TPR and FPR gaps' intervals, each at the level over both gaps' pairs (its z by AS241 in
+    PromQL), through promtool. promtool compares exactly; float rounding differs in the last
+    bits, so a mismatch is read off its report and must be within 1e-9 (relative)."""
+    import re
+
+    import numpy as np
+
+    from monitor.metrics.fairness import disparities, group_metrics
+    from tests.metrics.test_blindness import counts
+
+    cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 5}}})
+    (tmp_path / "rules.yml").write_text(rules_yaml(cfg, source="x.yaml"))
+    rng = np.random.default_rng(23)
+    names = ("predictions", "favourable_predictions", "true_positives", "false_positives",
+             "false_negatives", "true_negatives")  # fmt: skip
+    series, want = [], {}
+    for t in range(30):
+        rows = []
+        for _ in range(int(rng.integers(2, 6))):
+            tp, fp, fn, tn = (int(x) for x in rng.integers(3, 90, 4))
+            rows.append((tp + fp + fn + tn, tp + fp, tp, fp, fn, tn))
+        d = disparities(group_metrics(counts(rows), score_bins=1), min_samples=5)
+        eod = d.equalized_odds_difference
+        want[f"t{t}"] = (eod.lower, eod.upper, eod.pairs)
+        for i, row in enumerate(rows):
+            for name, v in zip(names, row, strict=True):
+                labels = f'model="m",window="1h",attribute="t{t}",group="g{i}"'
+                series.append({"series": f"fairness_{name}{{{labels}}}", "values": f"{v}x5"})
+    assert sum(p > 2 for _, _, p in want.values()) >= 15  # most compare more than two groups
+    checks = [
+        {"expr": f"fairness:equalized_odds_difference{what}:ratio", "eval_time": "3m",
+         "exp_samples": [
+             {"labels": f'fairness:equalized_odds_difference{what}:ratio'
+                        f'{{model="m",window="1h",attribute="{a}"}}',
+              "value": float(v[k])} for a, v in want.items()]}
+        for k, what in enumerate(("_lower", "_upper"))
+    ]  # fmt: skip
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
+    }
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool (Debian package prometheus)")
+    assert exe is not None
+    r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)  # fmt: skip
+    if r.returncode == 0:
+        return
+    sample = re.compile(r'__name__="fairness:equalized_odds_difference(_lower|_upper):ratio"'
+                        r'[^}]*attribute="(t\d+)"[^}]*\} ([-0-9.eE+]+)')  # fmt: skip
+    out = r.stdout + r.stderr  # promtool reports failures on stderr
+    reported = [part.split("exp:")[0].split("expr:")[0] for part in out.split("got:")[1:]]
+    got = {(m[0], m[1]): float(m[2]) for part in reported for m in sample.findall(part)}
+    assert got, out[-3000:]
+    for (what, a), v in got.items():
+        expected = want[a][0 if what == "_lower" else 1]
+        assert v == pytest.approx(expected, rel=1e-9, abs=1e-12), (a, what, v, expected)
+    for what in {w for w, _ in got}:  # a limit promtool reports, it reports for every set
+        assert {a for w, a in got if w == what} == set(want), out[-3000:]
+
+
 def test_a_rule_above_a_models_min_samples_is_warned_about(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
