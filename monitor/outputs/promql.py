@@ -18,7 +18,9 @@ written once more in PromQL:
 * the disparate impact ratio compares the lowest-rate group with the configured reference group
   (else the highest-rate one), with the MOVER-R interval from both groups' Wilson limits
   (Donner & Zou 2012); gaps are max − min with Newcombe's hybrid score interval (1998, method
-  10); the equalized-odds difference is the larger gap with that gap's interval;
+  10); the equalized-odds difference is the larger gap with a maximum's interval (both gaps'
+  at the level over both gaps' pairs); every compared pair's Wilson limits are at the level
+  that holds over the pairs it was chosen from (``promql_levels.py``);
 * selective labels as ``metrics/blindness.py`` decides them, per group from the summed cells
   and the model's favourable class: a label-based alert neither fires nor resolves while its
   metric is blind (``promql_disparities.blind_rules``);
