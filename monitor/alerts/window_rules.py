@@ -12,7 +12,7 @@ from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
-from monitor.metrics.intervals import ci_text
+from monitor.metrics.intervals import adjusted, ci_text, newcombe_diff
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -152,7 +152,8 @@ class RuleCheck:
         if enough and lo is not None and hi is not None and r.labels[lo]:
             numbers, pair = (value, lower, upper), (lo, hi)
             ci = ci_text(self.conf, d.pairs)  # "95% CI over 15 pairs": the pair is the extreme one
-            ann = partial(_annotations, rule, r, basis, numbers, pair, ci, recovered)
+            level = adjusted(self.conf, d.pairs)
+            ann = partial(_annotations, rule, r, basis, numbers, pair, (ci, level), recovered)
             subject = (r.labels[lo], r.labels[hi], basis)
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
@@ -222,12 +223,18 @@ def _quiet_pair(
     return None
 
 
-def _gap(r: AttributeResult, metric: str) -> str:
+def _gap(r: AttributeResult, metric: str, level: float) -> str:
+    """One gap of an equalized-odds page, its interval at the page's ``level`` (the one over
+    both gaps' pairs, whose limits the difference's are the larger of): the proof is there."""
     d = r.disparity(metric)
-    if not d.defined or d.low_group is None or d.high_group is None:
+    hi, lo = d.high_group, d.low_group
+    if not d.defined or lo is None or hi is None:
         return f"{metric} –"
-    pair = f"{r.labels[d.low_group]} vs {r.labels[d.high_group]}"
-    return f"{metric} {_fmt(d.value)} [{_fmt(d.lower)}, {_fmt(d.upper)}] {pair}"
+    g = r.groups
+    num, den = (g.tp, g.tp + g.fn) if metric == "tpr_gap" else (g.fp, g.fp + g.tn)
+    lower, upper = newcombe_diff(num[hi], den[hi], num[lo], den[lo], level)
+    pair = f"{r.labels[lo]} vs {r.labels[hi]}"
+    return f"{metric} {_fmt(d.value)} [{_fmt(float(lower))}, {_fmt(float(upper))}] {pair}"
 
 
 def _annotations(
@@ -236,7 +243,7 @@ def _annotations(
     basis: str,
     numbers: tuple[float, float, float],
     pair: tuple[int, int],
-    ci: str,
+    interval: tuple[str, float],
     recovered: bool,
 ) -> dict[str, str]:
     """What a page says: both groups' rates and sizes, the disparity with its interval (written
@@ -244,8 +251,7 @@ def _annotations(
     # a score-distribution distance has no rate of its own: its groups' selection rates are
     # quoted (often equal: what the distance sees that the rate does not) and their scored counts
     rate = METRICS[basis].rate or "selection_rate"
-    value, lower, upper = numbers
-    lo, hi = pair
+    (value, lower, upper), (lo, hi), (ci, level) = numbers, pair, interval
     g_rate, r_rate = _fmt(r.value(rate, lo)), _fmt(r.value(rate, hi))
     g_n, r_n = int(r.groups.n[lo]), int(r.groups.n[hi])
     g_lab, r_lab = int(r.groups.labelled[lo]), int(r.groups.labelled[hi])
@@ -274,7 +280,7 @@ def _annotations(
     }
     if rule.metric == "equalized_odds_difference":  # a maximum: its lower limit may be the
         # other gap's, between other groups; the page shows both, each with its own pair
-        ann["gaps"] = "; ".join(_gap(r, g) for g in ("tpr_gap", "fpr_gap"))
+        ann["gaps"] = "; ".join(_gap(r, g, level) for g in ("tpr_gap", "fpr_gap"))
     if METRICS[rule.metric].needs_labels:
         ann["base_rates"] = (
             f"{lo_name}: {_fmt(r.value('prevalence', lo))}, "
