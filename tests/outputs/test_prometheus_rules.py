@@ -196,6 +196,37 @@ def test_blindness_follows_each_models_favourable_class(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+COUNTS = ("predictions", "favourable_predictions", "true_positives", "false_positives",
+          "false_negatives", "true_negatives")  # fmt: skip
+
+
+def table_series(attribute: str, rows: list[tuple[int, ...]]) -> list[dict[str, str]]:
+    """promtool input series of one attribute set of model m, window 1h: one group per row of
+    (n, favourable, TP, FP, FN, TN), held for 5 minutes."""
+    return [
+        {"series": f'fairness_{name}{{model="m",window="1h",attribute="{attribute}",group="g{i}"}}',
+         "values": f"{v}x5"}
+        for i, row in enumerate(rows) for name, v in zip(COUNTS, row, strict=True)
+    ]  # fmt: skip
+
+
+def promtool_tables(
+    tmp_path: Path, series: list[dict[str, str]], checks: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` of ``checks`` over ``series`` with the rules in rules.yml."""
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
+    }
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool (Debian package prometheus)")
+    assert exe is not None
+    return subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+
+
 @pytest.mark.parametrize(("min_samples", "top"), [(1, 13), (3, 25)])
 def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
     tmp_path: Path, min_samples: int, top: int
@@ -215,8 +246,6 @@ def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
     cfg = parse_config({"models": {"m": model}})
     (tmp_path / "rules.yml").write_text(rules_yaml(cfg, source="x.yaml"))
     rng = np.random.default_rng(7 + min_samples)
-    names = ("predictions", "favourable_predictions", "true_positives", "false_positives",
-             "false_negatives", "true_negatives")  # fmt: skip
     gaps = ("tpr_gap", "fpr_gap", "ppv_gap", "equalized_odds_difference")
     series, expected = [], {g: [] for g in gaps}
     for t in range(60):
@@ -234,10 +263,7 @@ def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
         for gap in gaps:
             if gap in blind:
                 expected[gap].append(f"t{t}")
-        for i, row in enumerate(rows):
-            for name, v in zip(names, row, strict=True):
-                labels = f'model="m",window="1h",attribute="t{t}",group="g{i}"'
-                series.append({"series": f"fairness_{name}{{{labels}}}", "values": f"{v}x5"})
+        series += table_series(f"t{t}", rows)
     # both answers occur often; PPV blind means no labelled predicted positive: no PPV at all
     assert min(len(expected[g]) for g in gaps[:2]) >= 5 and len(expected["tpr_gap"]) < 55
     assert expected["ppv_gap"] == []
@@ -247,18 +273,8 @@ def test_gap_blindness_in_promql_is_the_monitors_on_random_tables(
              "value": 1} for a in attrs]}
         for gap, attrs in expected.items()
     ]  # fmt: skip
-    doc = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
-    }
-    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
-    exe = shutil.which("promtool")
-    require(exe is not None, "promtool (Debian package prometheus)")
-    assert exe is not None
     for _ in range(3):  # ties: a rule that depended on topk's pick would differ between runs
-        r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
-                           cwd=tmp_path, timeout=120)  # fmt: skip
+        r = promtool_tables(tmp_path, series, checks)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
@@ -280,8 +296,6 @@ def test_the_equalized_odds_interval_in_promql_is_the_monitors_on_random_tables(
     cfg = parse_config({"models": {"m": {"attributes": {"g": {}}, "min_samples": 5}}})
     (tmp_path / "rules.yml").write_text(rules_yaml(cfg, source="x.yaml"))
     rng = np.random.default_rng(23)
-    names = ("predictions", "favourable_predictions", "true_positives", "false_positives",
-             "false_negatives", "true_negatives")  # fmt: skip
     series, want = [], {}
     for t in range(30):
         rows = []
@@ -291,10 +305,7 @@ def test_the_equalized_odds_interval_in_promql_is_the_monitors_on_random_tables(
         d = disparities(group_metrics(counts(rows), score_bins=1), min_samples=5)
         eod = d.equalized_odds_difference
         want[f"t{t}"] = (eod.lower, eod.upper, eod.pairs)
-        for i, row in enumerate(rows):
-            for name, v in zip(names, row, strict=True):
-                labels = f'model="m",window="1h",attribute="t{t}",group="g{i}"'
-                series.append({"series": f"fairness_{name}{{{labels}}}", "values": f"{v}x5"})
+        series += table_series(f"t{t}", rows)
     assert sum(p > 2 for _, _, p in want.values()) >= 15  # most compare more than two groups
     checks = [
         {"expr": f"fairness:equalized_odds_difference{what}:ratio", "eval_time": "3m",
@@ -304,17 +315,7 @@ def test_the_equalized_odds_interval_in_promql_is_the_monitors_on_random_tables(
               "value": float(v[k])} for a, v in want.items()]}
         for k, what in enumerate(("_lower", "_upper"))
     ]  # fmt: skip
-    doc = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}],
-    }
-    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
-    exe = shutil.which("promtool")
-    require(exe is not None, "promtool (Debian package prometheus)")
-    assert exe is not None
-    r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=120)  # fmt: skip
+    r = promtool_tables(tmp_path, series, checks)
     if r.returncode == 0:
         return
     sample = re.compile(r'__name__="fairness:equalized_odds_difference(_lower|_upper):ratio"'
