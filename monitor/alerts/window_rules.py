@@ -12,7 +12,8 @@ from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
-from monitor.metrics.intervals import adjusted, ci_text, newcombe_diff
+from monitor.metrics.fairness import error_gap_limits
+from monitor.metrics.intervals import adjusted, ci_text
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -227,14 +228,11 @@ def _gap(r: AttributeResult, metric: str, level: float) -> str:
     """One gap of an equalized-odds page, its interval at the page's ``level`` (the one over
     both gaps' pairs, whose limits the difference's are the larger of): the proof is there."""
     d = r.disparity(metric)
-    hi, lo = d.high_group, d.low_group
-    if not d.defined or lo is None or hi is None:
+    if not d.defined or d.low_group is None or d.high_group is None:
         return f"{metric} –"
-    g = r.groups
-    num, den = (g.tp, g.tp + g.fn) if metric == "tpr_gap" else (g.fp, g.fp + g.tn)
-    lower, upper = newcombe_diff(num[hi], den[hi], num[lo], den[lo], level)
-    pair = f"{r.labels[lo]} vs {r.labels[hi]}"
-    return f"{metric} {_fmt(d.value)} [{_fmt(float(lower))}, {_fmt(float(upper))}] {pair}"
+    lower, upper = error_gap_limits(r.groups, d, level)
+    pair = f"{r.labels[d.low_group]} vs {r.labels[d.high_group]}"
+    return f"{metric} {_fmt(d.value)} [{_fmt(lower)}, {_fmt(upper)}] {pair}"
 
 
 def _annotations(

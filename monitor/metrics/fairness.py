@@ -157,21 +157,19 @@ def _gap(
     confidence: float,
     floor: int,
     rank: I64,
-    also: int = 0,
 ) -> Disparity:
     """max − min of ``rate`` over eligible groups whose own denominator reaches ``floor``
     (min_samples: a group of many decisions and three labelled positives has a TPR of 0 or 1,
     would be one end of every TPR gap, and its pair could never be judged), Newcombe interval
     for that pair at the level that holds over every pair it was chosen from
-    (:func:`~monitor.metrics.intervals.adjusted`), and ``also`` more (the other gap's, for the
-    equalized-odds difference)."""
+    (:func:`~monitor.metrics.intervals.adjusted`)."""
     ok = eligible & np.isfinite(rate) & (den >= floor)
     if ok.sum() < 2:
         return NAN_DISPARITY
     hi = _pick(rate, ok, rank, lowest=False, weight=den)
     lo = _pick(rate, ok, rank, lowest=True, weight=den)
     value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
-    pairs = comparisons(int(ok.sum()), reference=False) + also
+    pairs = comparisons(int(ok.sum()), reference=False)
     level = adjusted(confidence, pairs)
     return Disparity(value, *_pair_diff(num, den, hi, lo, level), lo, hi, basis, pairs)
 
@@ -189,6 +187,16 @@ def eod_interval(
     own interval: a precise FPR gap of 0.25 [0.23, 0.27] beside a noisy TPR gap of 0.30
     [0.06, 0.49] never paged a significant rule at 0.1."""
     return msgspec.structs.replace(eod, lower=max(lower), upper=max(upper), pairs=pairs)
+
+
+def error_gap_limits(m: GroupMetrics, gap: Disparity, level: float) -> tuple[float, float]:
+    """The Newcombe limits of a TPR or FPR gap's pair (``gap.basis``) at ``level``: the
+    equalized-odds difference takes both gaps' at the level over both gaps' pairs, and its
+    page shows them."""
+    hi, lo = gap.high_group, gap.low_group
+    assert hi is not None and lo is not None
+    num, den = (m.tp, m.tp + m.fn) if gap.basis == "tpr_gap" else (m.fp, m.fp + m.tn)
+    return _pair_diff(num, den, hi, lo, level)
 
 
 def _pair_diff(num: I64, den: I64, a: int, b: int, confidence: float) -> tuple[float, float]:
@@ -263,13 +271,11 @@ def disparities(
     defined = [d for d in (tpr_gap, fpr_gap) if not np.isnan(d.value)]
     # the worst case; it keeps the basis of the gap it is (tpr_gap on a tie)
     eod = max(defined, key=lambda d: d.value) if defined else NAN_DISPARITY
-    if len(defined) == 2:  # each gap again at the level over both gaps' pairs
+    if len(defined) == 2:  # each gap's pair again at the level over both gaps' pairs
         both = tpr_gap.pairs + fpr_gap.pairs
-        t = _gap("tpr_gap", m.tpr, m.tp, m.tp + m.fn, eligible, confidence, floor, rank,
-                 fpr_gap.pairs)  # fmt: skip
-        f = _gap("fpr_gap", m.fpr, m.fp, m.fp + m.tn, eligible, confidence, floor, rank,
-                 tpr_gap.pairs)  # fmt: skip
-        eod = eod_interval(eod, (t.lower, f.lower), (t.upper, f.upper), both)
+        (tl, tu), (fl, fu) = (error_gap_limits(m, g, adjusted(confidence, both))
+                              for g in (tpr_gap, fpr_gap))  # fmt: skip
+        eod = eod_interval(eod, (tl, fl), (tu, fu), both)
     aod = NAN_DISPARITY
     if ref is not None:
         per_group = 0.5 * ((m.fpr - m.fpr[ref]) + (m.tpr - m.tpr[ref]))

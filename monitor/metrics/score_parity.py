@@ -145,12 +145,12 @@ def worst_distances(
         g = extreme(d, ok, rank, lowest=False)
         v, e = d[rows, g], m[rows, g] * scale
         lo, hi = np.maximum(v - e, 0.0), np.minimum(v + e, 1.0)
-        cols = zip((np.count_nonzero(ok, axis=-1) > 0).tolist(), v.tolist(), lo.tolist(), hi.tolist(), g.tolist(),
-                   ref.tolist(), compared.tolist(), strict=True)  # fmt: skip
+        cols = zip(v.tolist(), lo.tolist(), hi.tolist(), g.tolist(), ref.tolist(),
+                   compared.tolist(), strict=True)  # fmt: skip
         picks.append(
             [
-                Disparity(a, b, c, gi, ri, name, max(k, 1)) if has else NAN_DISPARITY
-                for has, a, b, c, gi, ri, k in cols
+                Disparity(a, b, c, gi, ri, name, k) if k > 0 else NAN_DISPARITY
+                for a, b, c, gi, ri, k in cols
             ]
         )
     return list(zip(picks[0], picks[1], strict=True))
