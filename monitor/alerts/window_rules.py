@@ -14,7 +14,7 @@ from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.fairness import error_gap_limits
 from monitor.metrics.intervals import adjusted, ci_text
-from monitor.metrics.registry import METRICS
+from monitor.metrics.registry import METRICS, RATE_FAMILY
 from monitor.metrics.results import AttributeResult
 
 GAP_NOTE = (
@@ -235,6 +235,19 @@ def _gap(r: AttributeResult, metric: str, level: float) -> str:
     return f"{metric} {_fmt(d.value)} [{_fmt(lower)}, {_fmt(upper)}] {pair}"
 
 
+def _counted(r: AttributeResult, rate: str, g: int) -> str:
+    """``"x of d; "``: the counts one group's rate rests on (its numerator and denominator
+    cells, ``registry.RATE_FAMILY``). The page quotes them because ``n`` counts every decision
+    while a TPR or FPR rests on the labelled positives or negatives alone: "FPR 0.000" of 458
+    decisions reads as solid; "0 of 34" says how sure it is (as the evidence pages do)."""
+    fam = RATE_FAMILY.get(rate)
+    if fam is None:
+        return ""
+    x = sum(int(getattr(r.groups, c)[g]) for c in fam.numerator)
+    d = sum(int(getattr(r.groups, c)[g]) for c in fam.counts)
+    return f"{x} of {d}; "
+
+
 def _annotations(
     rule: AlertRule,
     r: AttributeResult,
@@ -257,11 +270,12 @@ def _annotations(
     if not METRICS[basis].rate:
         second, g_lab, r_lab = "scored", int(r.groups.scored[lo]), int(r.groups.scored[hi])
     lo_name, hi_name = r.labels[lo], r.labels[hi]
+    g_of, r_of = _counted(r, rate, lo), _counted(r, rate, hi)
     ann = {
         "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {lo_name} vs {hi_name}",
         "description": (
-            f"{rate} {lo_name}: {g_rate} (n={g_n}, {second}={g_lab}); "
-            f"{hi_name}: {r_rate} (n={r_n}, {second}={r_lab}); "
+            f"{rate} {lo_name}: {g_rate} ({g_of}n={g_n}, {second}={g_lab}); "
+            f"{hi_name}: {r_rate} ({r_of}n={r_n}, {second}={r_lab}); "
             f"{rule.metric} {_fmt(value)}, {ci} [{_fmt(lower)}, {_fmt(upper)}]"
         ),
         "value": _fmt(value),

@@ -94,6 +94,22 @@ def test_the_equalized_odds_difference_knows_its_gap(
     assert r.disparity("disparate_impact_ratio").basis == "disparate_impact_ratio"
 
 
+def test_a_page_quotes_the_counts_each_rate_rests_on() -> None:
+    """A four-fifths page: each selection rate with its favourable decisions of all decisions
+    (here also n), so the reader sees what the numbers rest on, as the evidence pages do."""
+    cfg = parse_config({"models": {"m": model()}})
+    a = {"n": 400, "fav": 320, "tp": 10, "fn": 10, "fp": 10, "tn": 10}
+    b = {"n": 300, "fav": 120}
+    r = attribute_result(counts(a, b), ["a", "b"], cfg.models["m"], "g", confidence=0.95)
+    rule = AlertRule("Ff", "disparate_impact_ratio", "<", 0.8, min_samples=30, for_=0)
+    t = check_rule(AlertBook(), rule, r, "m", "1h", "g", T0, confidence=0.95)
+    assert t is not None and t.alert.state == "firing"
+    assert t.alert.annotations["description"].startswith(
+        "selection_rate b: 0.400 (120 of 300; n=300, labelled=0); "
+        "a: 0.800 (320 of 400; n=400, labelled=40); disparate_impact_ratio 0.500, 95% CI ["
+    ), t.alert.annotations["description"]
+
+
 def test_an_equalized_odds_alert_judges_the_fpr_gap_on_its_own_denominators() -> None:
     """FPR is the larger gap; group b has few positives (10) but many negatives (200): the
     rule's min_samples (30) is met by the FPR's denominators, so it fires, and the evidence
@@ -108,6 +124,11 @@ def test_an_equalized_odds_alert_judges_the_fpr_gap_on_its_own_denominators() ->
     assert t is not None and t.alert.state == "firing"
     ann = t.alert.annotations
     assert ann["description"].startswith("fpr a: 0.300") and "fpr b" not in ann["description"]
+    # the counts the FPRs rest on (their negatives), not the TPRs' (b: 5 of 10) nor n
+    assert (
+        "fpr a: 0.300 (60 of 200; n=400, labelled=400); b: 0.600 (120 of 200; n=210,"
+        in (ann["description"])
+    )
     assert (ann["group"], ann["reference_group"]) == ("a", "b")
     assert ann["group_rate"] == "0.300" and ann["reference_rate"] == "0.600"
     assert "base_rates" in ann
