@@ -201,6 +201,10 @@ def _quiet_pair(
     in this window, if any. With three or more groups the disparity is taken over the groups
     that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
     other groups whose ratio "recovered" the alert (found by a review)."""
+    if rule.metric == "equalized_odds_difference":  # a maximum is back under its bound only
+        for gap in ("tpr_gap", "fpr_gap"):  # when both gaps are: one it cannot measure now
+            if not r.disparity(gap).defined:  # leaves the other alone, which says nothing
+                return f"a second group for {gap}"  # of it (found by a review)
     subject = book.subject(key)  # (group, reference group, basis), kept by the book
     if subject is None:  # restored from a checkpoint: its text says (written once)
         cur = book.get(key)

@@ -173,18 +173,18 @@ def _disparities(
     fallback = (cfg == -1) & np.logical_or.reduce(
         ok, axis=-1
     )  # none configured: the highest-rate group
-    # the highest selection rate and each bounded rate's top and bottom (see fairness._gap) in
-    # one tie-broken pass: a bottom is the top of the negated rates, ties broken alike
+    # the highest selection rate and each bounded rate's top (see fairness._gap) in one
+    # tie-broken pass; the bottoms below, with the AOD's and the DIR's, never their top
     floor = max(min_samples, 1)
     gap_ok = eligible & np.isfinite(rate) & (den >= floor)
     picked = extreme(
-        np.concatenate([sr[None], rate, -rate]),
-        np.concatenate([ok[None], gap_ok, gap_ok]),
+        np.concatenate([sr[None], rate]),
+        np.concatenate([ok[None], gap_ok]),
         ranks,
         lowest=False,
-        weight=np.concatenate([n[None], den, den]),
+        weight=np.concatenate([n[None], den]),
     )
-    highest, top, bottom = picked[0], picked[1:5], picked[5:]
+    highest, top = picked[0], picked[1:]
     ref = np.where(cfg_ok, cfg, np.where(fallback, highest, -1))
     ri = np.maximum(ref, 0)
     sr_ref = sr[rows, ri]
@@ -197,17 +197,20 @@ def _disparities(
     per_group = 0.5 * ((fpr - fpr[rows, ri][:, None]) + (tpr - tpr[rows, ri][:, None]))
     aod_ok = eligible & np.isfinite(per_group) & (ref >= 0)[:, None]
     aod_ok[rows, ri] = False
-    # the lowest impact ratio (most decisions on a tie) and the largest |AOD| (a weight of 0
-    # for all: ties by label), in one pass as above
-    weight = np.zeros((2, *n.shape), dtype=n.dtype)
-    weight[0] = n
-    worst, aod_g = extreme(
-        np.concatenate([-impact[None], np.abs(per_group)[None]]),
-        np.concatenate([others[None], aod_ok[None]]),
+    # the lowest impact ratio (most decisions on a tie), the largest |AOD| (a weight of 0 for
+    # all: ties by label) and each rate's bottom, another group than its top even when all
+    # are equal (a bottom is the top of the negated rates, ties broken alike), in one pass
+    weight = np.zeros((6, *n.shape))
+    weight[0], weight[2:] = n, den
+    not_top = gap_ok & (np.arange(n.shape[-1]) != top[..., None])
+    worst, aod_g, *bottoms = extreme(
+        np.concatenate([-impact[None], np.abs(per_group)[None], -rate]),
+        np.concatenate([others[None], aod_ok[None], not_top]),
         ranks,
         lowest=False,
         weight=weight,
     )
+    bottom = np.stack(bottoms)
     has_dir = positive & (np.add.reduce(ok, axis=-1) >= 2)
     # the gaps (max − min over eligible groups with the rate defined) and the DIR's pair, at once
     k = np.arange(4)[:, None]
@@ -225,7 +228,7 @@ def _disparities(
     z[0] = z[1] = [[compared_z(confidence, m) for m in per_rate] for per_rate in gap_pairs]
     z[2] = z[3] = [compared_z(confidence, m) for m in dir_pairs]
     lp, up = wilson_z(xp, dp, z)
-    gap_value = np.where(top == bottom, 0.0, p[0] - p[1])
+    gap_value = p[0] - p[1]
     gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
     # the equalized-odds difference: the TPR and FPR gaps again, at the level over both
     eod_pairs = [t + f for t, f in zip(gap_pairs[1], gap_pairs[2], strict=True)]

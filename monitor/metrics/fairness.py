@@ -167,8 +167,12 @@ def _gap(
     if ok.sum() < 2:
         return NAN_DISPARITY
     hi = _pick(rate, ok, rank, lowest=False, weight=den)
-    lo = _pick(rate, ok, rank, lowest=True, weight=den)
-    value = 0.0 if hi == lo else float(rate[hi] - rate[lo])
+    # the lowest is another group, even when every rate is equal: a group against itself had
+    # an interval of ±(its own width) and a page naming "a vs a" (found by a review)
+    others = ok.copy()
+    others[hi] = False
+    lo = _pick(rate, others, rank, lowest=True, weight=den)
+    value = float(rate[hi] - rate[lo])
     pairs = comparisons(int(ok.sum()), reference=False)
     level = adjusted(confidence, pairs)
     return Disparity(value, *_pair_diff(num, den, hi, lo, level), lo, hi, basis, pairs)

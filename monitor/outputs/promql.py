@@ -200,6 +200,9 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     # still judges its window (a model it does not name: every window, as the rules read any
     # model) and the model's counts are still exported (an hour's grace for a restart): one
     # whose model, window or attribute set is gone for good resolves (a review)
+    # a maximum recovers only when both gaps are measured (window_rules._quiet_pair)
+    both = (f"\n        and on ({ATTR}) fairness:tpr_gap:ratio and on ({ATTR}) fairness:fpr_gap:ratio"
+            if rule.metric == "equalized_odds_difference" else "")  # fmt: skip
     alerts = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
     firing = (
         f"(({alerts} and on ({ATTR}) fairness:judged:info{{{sel}}}\n"
@@ -221,7 +224,7 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         f"    unless on ({ATTR}) (\n"
         f"      {p}:ratio {rev} {back!r}{near_back}\n"
         f"        and on ({ATTR}) {p}_samples:min >= {rule.min_samples}"
-        f"{deeper})\n"
+        f"{both}{deeper})\n"
         "  )\n)\n"
     )
     limit = "its confidence interval's far limit" if rule.significant else "it"

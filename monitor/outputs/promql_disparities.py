@@ -118,10 +118,12 @@ def gap_rules(metric: str) -> list[dict[str, Any]]:
     r = f"fairness:{RATE_FAMILY[spec.rate].name}_judged:ratio"
     two = f"and on ({ATTR}) count by ({ATTR}) ({r}) >= 2\n"
     den = summed(spec.counts)
+    # the lowest is another group than the highest, even when all rates are equal (fairness._gap)
+    low = f"({r} unless on ({GROUP}) fairness:{metric}_high_group:ratio)"
     out = pair_rules(
         metric,
         f"{most(r, den, lowest=False)}{two}",
-        f"{most(r, den, lowest=True)}{two}",
+        f"{most(low, den, lowest=True)}{two}",
         spec.rate,
         spec.counts,
     )

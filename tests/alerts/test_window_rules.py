@@ -415,3 +415,45 @@ def test_an_equalized_odds_alert_judges_its_paged_group_on_the_rate_it_paged() -
     assert judge(book, _eod_group(10, 0.20, 500, 0.1), T0 + 3600) is None
     (alert,) = book.firing()
     assert "group c" in alert.annotations["data"], alert.annotations
+
+
+def test_a_gap_of_equal_rates_is_judged_between_two_groups() -> None:
+    """Found by a review: with every rate equal, the gap's highest and lowest were the same
+    group, and its interval that group's width against itself (±0.001 for 0/3000), with the
+    page naming "a vs a". Now the lowest is another group (the next on the tie-break) and the
+    interval is the pair's (statsmodels' Newcombe of a − b)."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    big, small = {"n": 3000, "fp": 0, "tn": 3000}, {"n": 32, "fp": 0, "tn": 32}
+    for labels, order in ((["a", "b"], (big, small)), (["b", "a"], (small, big))):
+        r = attribute_result(cell_counts(*order), labels, spec, "g", confidence=0.95)
+        gap = r.disparity("fpr_gap")
+        assert gap.value == 0.0 and gap.high_group is not None and gap.low_group is not None
+        assert (labels[gap.high_group], labels[gap.low_group]) == ("a", "b")  # never a vs a
+        lo, hi = confint_proportions_2indep(0, 3000, 0, 32, method="newcomb", compare="diff")
+        assert (gap.lower, gap.upper) == pytest.approx((lo, hi), rel=1e-9)
+
+
+def test_an_equalized_odds_alert_does_not_recover_on_one_gap_alone() -> None:
+    """Found by a review: the FPR gap that carried the page's lower limit became unmeasurable
+    (b's labelled negatives fell to 29) and the difference, now the TPR gap alone, resolved:
+    a maximum is back under its bound only when both gaps are measured and are."""
+    rule = AlertRule("EqualizedOddsGap", "equalized_odds_difference", ">", 0.1,
+                     significant=True, min_samples=30, for_=0)  # fmt: skip
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    first = ({"n": 4040, "tp": 24, "fn": 16, "fp": 2000, "tn": 2000},
+             {"n": 4030, "tp": 9, "fn": 21, "fp": 1000, "tn": 3000})  # fmt: skip
+    assert judge(*first, T0) == "firing"
+    tpr_back = ({"n": 4000, "tp": 1560, "fn": 1440, "fp": 500, "tn": 500},
+                {"n": 3029, "tp": 1500, "fn": 1500, "fp": 10, "tn": 19})  # fmt: skip
+    assert judge(*tpr_back, T0 + 60) is None
+    (alert,) = book.firing()
+    assert "insufficient data: a second group for fpr_gap" in alert.annotations["data"]
+    both_back = (tpr_back[0], {"n": 4000, "tp": 1500, "fn": 1500, "fp": 500, "tn": 500})
+    assert judge(*both_back, T0 + 120) == "resolved"
