@@ -30,6 +30,7 @@ from monitor.metrics.intervals import (
     mover_from_limits,
     newcombe_from_limits,
     ratio,
+    spread_limits,
     wilson,
     wilson_z,
 )
@@ -229,12 +230,14 @@ def _disparities(
     z[2] = z[3] = [compared_z(confidence, m) for m in dir_pairs]
     lp, up = wilson_z(xp, dp, z)
     gap_value = p[0] - p[1]
-    gap_lo, gap_hi = newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1])
+    gap_lo, gap_hi = spread_limits(*newcombe_from_limits(p[0], lp[0], up[0], p[1], lp[1], up[1]))
     # the equalized-odds difference: the TPR and FPR gaps again, at the level over both
     eod_pairs = [t + f for t, f in zip(gap_pairs[1], gap_pairs[2], strict=True)]
     z_eod = np.array([compared_z(confidence, m) for m in eod_pairs])
     le, ue = wilson_z(xp[:2, 1:3], dp[:2, 1:3], z_eod)
-    eod_lo, eod_hi = newcombe_from_limits(p[0, 1:3], le[0], ue[0], p[1, 1:3], le[1], ue[1])
+    eod_lo, eod_hi = spread_limits(
+        *newcombe_from_limits(p[0, 1:3], le[0], ue[0], p[1, 1:3], le[1], ue[1])
+    )
     dir_lo, dir_hi = mover_from_limits(p[2, 0], lp[2, 0], up[2, 0], p[3, 0], lp[3, 0], up[3, 0])
     dir_value = impact[rows, worst]
     aod_value = per_group[rows, aod_g]

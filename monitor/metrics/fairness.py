@@ -35,6 +35,7 @@ from monitor.metrics.intervals import (
     mover_ratio,
     newcombe_diff,
     ratio,
+    spread_limits,
     wilson,
 )
 from monitor.metrics.registry import FOUR_FIFTHS
@@ -204,7 +205,8 @@ def error_gap_limits(m: GroupMetrics, gap: Disparity, level: float) -> tuple[flo
 
 
 def _pair_diff(num: I64, den: I64, a: int, b: int, confidence: float) -> tuple[float, float]:
-    lo, hi = newcombe_diff(num[a], den[a], num[b], den[b], confidence)
+    """A gap's limits: Newcombe's for ``a`` − ``b`` as a spread (``intervals.spread_limits``)."""
+    lo, hi = spread_limits(*newcombe_diff(num[a], den[a], num[b], den[b], confidence))
     return float(lo), float(hi)
 
 

@@ -176,3 +176,17 @@ def newcombe_from_limits(p1: F64, l1: F64, u1: F64, p2: F64, l2: F64, u2: F64) -
     d = p1 - p2
     a, b, c, e = p1 - l1, u2 - p2, u1 - p1, p2 - l2
     return d - np.sqrt(a * a + b * b), d + np.sqrt(c * c + e * e)
+
+
+def spread_limits(lower: F64, upper: F64) -> tuple[F64, F64]:
+    """The interval of a spread |p₁ − p₂| from the interval [L, U] of p₁ − p₂ (p₁ the higher
+    observed rate): [max(L, 0), max(U, −L)].
+
+    Why: a gap is max − min, never negative, and its pair is ordered by the data; where L < 0
+    the truth may run the other way by as much as −L. A rule may call a gap back under its
+    bound only when U and −L both are: on U alone, FPRs of 0/3000 and 0/32 "recovered" at
+    U = 0.001 while the pair allows 0.107 the other way (found by a review). It covers |d|
+    whenever [L, U] covers d (d ≥ 0: max(L, 0) ≤ d ≤ U; d < 0: 0 ≤ −d ≤ −L), and the lower
+    limit is past a bound ≥ 0 exactly when L is, so firing is unchanged.
+    """
+    return np.maximum(lower, 0.0), np.maximum(upper, -lower)

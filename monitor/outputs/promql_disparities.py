@@ -131,13 +131,23 @@ def gap_rules(metric: str) -> list[dict[str, Any]]:
     p2, l2, u2 = (f"fairness:{metric}_low_{w}:ratio" for w in ("rate", "lower", "upper"))
     d = f"fairness:{metric}:ratio"
     out.append(rec(d, f"{p1} - {p2}"))
-    out.append(
-        rec(f"{d[:-6]}_lower:ratio", f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
-    )
-    out.append(
-        rec(f"{d[:-6]}_upper:ratio", f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
-    )
+    out += spread_rules(f"fairness:{metric}", d, (p1, l1, u1), (p2, l2, u2))
     return out
+
+
+def spread_rules(
+    name: str, d: str, high: tuple[str, str, str], low: tuple[str, str, str]
+) -> list[dict[str, Any]]:
+    """``<name>_lower``/``_upper``: Newcombe's interval of the pair's difference ``d`` (rate,
+    lower and upper Wilson limit of each side) as a spread, [max(L, 0), max(U, −L)]
+    (``intervals.spread_limits``: the truth may run the other way by −L)."""
+    (p1, l1, u1), (p2, l2, u2) = high, low
+    neg_lower = f"-(\n  {d}\n  - sqrt(({p1} - {l1}) ^ 2\n    + ({u2} - {p2}) ^ 2)\n)"
+    upper = f"(\n  {d}\n  + sqrt(({u1} - {p1}) ^ 2\n    + ({p2} - {l2}) ^ 2)\n)"
+    return [
+        rec(f"{name}_lower:ratio", f"clamp_min(-{neg_lower}, 0)\n"),
+        rec(f"{name}_upper:ratio", f"{upper} >= {neg_lower}\nor {neg_lower}\n"),
+    ]
 
 
 def equalized_odds_rules() -> list[dict[str, Any]]:
@@ -158,14 +168,7 @@ def equalized_odds_rules() -> list[dict[str, Any]]:
         p1, p2 = f"fairness:{gap}_high_rate:ratio", f"fairness:{gap}_low_rate:ratio"
         d = f"fairness:{gap}:ratio"
         l1, u1, l2, u2 = (lim[s, w] for s in ("high", "low") for w in ("lower", "upper"))
-        out.append(
-            rec(f"fairness:{m}_{gap}_lower:ratio",
-                f"{d}\n- sqrt(({p1} - {l1}) ^ 2\n  + ({u2} - {p2}) ^ 2)\n")
-        )  # fmt: skip
-        out.append(
-            rec(f"fairness:{m}_{gap}_upper:ratio",
-                f"{d}\n+ sqrt(({u1} - {p1}) ^ 2\n  + ({p2} - {l2}) ^ 2)\n")
-        )  # fmt: skip
+        out += spread_rules(f"fairness:{m}_{gap}", d, (p1, l1, u1), (p2, l2, u2))
     out += [
         rec(
             f"fairness:{m}_tpr:selected",

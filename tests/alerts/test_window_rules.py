@@ -234,6 +234,7 @@ def test_a_significant_equalized_odds_rule_judges_both_gaps() -> None:
             (lo, hi) if a[x] / (a[x] + a[y]) >= b[x] / (b[x] + b[y]) else (-hi, -lo)
             for (lo, hi), (x, y) in zip(both, (("tp", "fn"), ("fp", "tn")), strict=True)
         ]
+        signed = [(max(lo, 0.0), max(hi, -lo)) for lo, hi in signed]  # gaps are spreads
         expected = (max(lo for lo, _ in signed), max(hi for _, hi in signed))
         assert (eod.lower, eod.upper) == pytest.approx(expected, rel=1e-9)
         assert eod.lower <= max(tpr.lower, fpr.lower) and eod.pairs == 2
@@ -420,8 +421,8 @@ def test_an_equalized_odds_alert_judges_its_paged_group_on_the_rate_it_paged() -
 def test_a_gap_of_equal_rates_is_judged_between_two_groups() -> None:
     """Found by a review: with every rate equal, the gap's highest and lowest were the same
     group, and its interval that group's width against itself (±0.001 for 0/3000), with the
-    page naming "a vs a". Now the lowest is another group (the next on the tie-break) and the
-    interval is the pair's (statsmodels' Newcombe of a − b)."""
+    page naming "a vs a". Now the lowest is another group (the next on the tie-break), and the
+    interval is the pair's as a spread: the truth may run either way."""
     spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
     big, small = {"n": 3000, "fp": 0, "tn": 3000}, {"n": 32, "fp": 0, "tn": 32}
     for labels, order in ((["a", "b"], (big, small)), (["b", "a"], (small, big))):
@@ -430,7 +431,22 @@ def test_a_gap_of_equal_rates_is_judged_between_two_groups() -> None:
         assert gap.value == 0.0 and gap.high_group is not None and gap.low_group is not None
         assert (labels[gap.high_group], labels[gap.low_group]) == ("a", "b")  # never a vs a
         lo, hi = confint_proportions_2indep(0, 3000, 0, 32, method="newcomb", compare="diff")
-        assert (gap.lower, gap.upper) == pytest.approx((lo, hi), rel=1e-9)
+        # as a spread: the gap may run the other way by -lo (0.107), so the upper limit is that
+        assert lo < -0.1 < hi < 0.01
+        assert (gap.lower, gap.upper) == pytest.approx((0.0, -lo), rel=1e-9)
+    # the FPR gap rule fired on a real gap does not "recover" on 0/3000 vs 0/32
+    rule = AlertRule("Fpr", "fpr_gap", ">", 0.1, significant=True, min_samples=30, for_=0)
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    unfair = ({"n": 2000, "fp": 1000, "tn": 1000}, {"n": 2000, "fp": 300, "tn": 1700})
+    assert judge(*unfair, T0) == "firing"
+    assert judge(big, small, T0 + 60) is None and book.firing()  # up to 0.107: not recovered
+    assert judge(big, {"n": 3000, "fp": 0, "tn": 3000}, T0 + 120) == "resolved"
 
 
 def test_an_equalized_odds_alert_does_not_recover_on_one_gap_alone() -> None:
