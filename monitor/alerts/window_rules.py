@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from functools import partial
 from math import isfinite, nan
-from typing import Any
+from typing import Any, Literal
 
 from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.config.rules import AlertRule
@@ -17,6 +17,7 @@ from monitor.metrics.intervals import adjusted, ci_text
 from monitor.metrics.registry import METRICS, RATE_FAMILY
 from monitor.metrics.results import AttributeResult
 
+State = Literal["breached", "recovered", "not yet recovered"]  # what a page's summary says
 GAP_NOTE = (
     "With different base rates, equal PPV and equal TPR force unequal FPR "
     "(Chouldechova 2017: FPR = p/(1-p) · (1-PPV)/PPV · TPR), so equalized odds and "
@@ -154,7 +155,10 @@ class RuleCheck:
             numbers, pair = (value, lower, upper), (lo, hi)
             ci = ci_text(self.conf, d.pairs)  # "95% CI over 15 pairs": the pair is the extreme one
             level = adjusted(self.conf, d.pairs)
-            ann = partial(_annotations, rule, r, basis, numbers, pair, (ci, level), recovered)
+            state: State = (
+                "recovered" if recovered else "breached" if breached else "not yet recovered"
+            )
+            ann = partial(_annotations, rule, r, basis, numbers, pair, (ci, level), state)
             subject = (r.labels[lo], r.labels[hi], basis)
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
@@ -259,7 +263,7 @@ def _annotations(
     numbers: tuple[float, float, float],
     pair: tuple[int, int],
     interval: tuple[str, float],
-    recovered: bool,
+    state: State,
 ) -> dict[str, str]:
     """What a page says: both groups' rates and sizes, the disparity with its interval (written
     only when the alert changes state or is read: ``lifecycle.Notes``)."""
@@ -274,6 +278,7 @@ def _annotations(
     if not METRICS[basis].rate:
         second, g_lab, r_lab = "scored", int(r.groups.scored[lo]), int(r.groups.scored[hi])
     lo_name, hi_name = r.labels[lo], r.labels[hi]
+    pair_text = f"{lo_name} vs {hi_name}"
     g_of, r_of = _counted(r, rate, lo), _counted(r, rate, hi)
     ann = {
         "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {lo_name} vs {hi_name}",
@@ -303,9 +308,14 @@ def _annotations(
             f"{hi_name}: {_fmt(r.value('prevalence', hi))}"
         )
         ann["note"] = GAP_NOTE
-    if recovered:
+    numbers_now = f"{rule.metric} {_fmt(value)} [{_fmt(lower)}, {_fmt(upper)}]"
+    if state == "recovered":
+        ann["summary"] = f"recovered: {numbers_now} is back past {rule.bound} for {pair_text}"
+    elif state == "not yet recovered":  # firing, no longer beyond the bound, not back past it:
+        # "0.820 < 0.8" would be false (found by a review); say what resolving takes
+        back = round(rule.bound + (rule.hysteresis if rule.op == "<" else -rule.hysteresis), 12)
+        near = " with the interval's near limit past the bound" if rule.significant else ""
         ann["summary"] = (
-            f"recovered: {rule.metric} {_fmt(value)} [{_fmt(lower)}, {_fmt(upper)}] is back "
-            f"past {rule.bound} for {lo_name} vs {hi_name}"
+            f"not yet recovered: {numbers_now} for {pair_text}; resolves at {back:g}{near}"
         )
     return ann

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from monitor.app.gate import GateResult
 from monitor.app.gate_rules import Check, GroupRow
-from monitor.metrics.intervals import ci_text
+from monitor.metrics.intervals import ci_text, level_text
 from monitor.metrics.registry import METRICS
 from monitor.outputs.report import printable
 
@@ -93,7 +93,7 @@ def details(c: Check, confidence: float) -> str:
     """Every number behind a check: the verdict, each group's rates, who was not judged."""
     r = c.rule
     lines = [
-        f"rule {r.name}: {r.metric} {r.op} {r.bound}, significant at {confidence:.0%} "
+        f"rule {r.name}: {r.metric} {r.op} {r.bound}, significant at {level_text(confidence)} "
         f"(the whole interval past the bound), min_samples {r.min_samples}",
         headline(c, confidence),
     ]
@@ -110,7 +110,7 @@ def details(c: Check, confidence: float) -> str:
 def summary(res: GateResult) -> str:
     """The terminal summary: one line per model and per check, then the verdict."""
     out = [
-        f"fairness gate: whole data per model, {res.confidence:.0%} confidence, a rule fails "
+        f"fairness gate: whole data per model, {level_text(res.confidence)} confidence, a rule fails "
         "only when its whole interval is past the bound"
     ]
     for name, info in res.models.items():

@@ -86,10 +86,16 @@ def adjusted(confidence: float, pairs: int) -> float:
     return confidence if pairs <= 1 else 1.0 - (1.0 - confidence) / pairs
 
 
+def level_text(confidence: float) -> str:
+    """A confidence level as people write it: ``95%``, ``99.5%``, ``99.9%`` — never rounded
+    to a whole percent (0.999 read "100%", 0.975 "98%": found by a review)."""
+    return f"{round(confidence * 100, 8):g}%"
+
+
 def ci_text(confidence: float, pairs: int) -> str:
     """How a page names a disparity's interval: ``95% CI``, or ``95% CI over 4 pairs`` when
     its pair was the most extreme of several (:func:`adjusted`)."""
-    return f"{confidence:.0%} CI" + (f" over {pairs} pairs" if pairs > 1 else "")
+    return f"{level_text(confidence)} CI" + (f" over {pairs} pairs" if pairs > 1 else "")
 
 
 @functools.lru_cache(maxsize=4096)

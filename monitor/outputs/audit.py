@@ -17,6 +17,7 @@ from typing import Any
 
 from monitor.alerts.evaluator import SeriesPoint
 from monitor.config.spec import Config
+from monitor.metrics.intervals import level_text
 from monitor.metrics.registry import FOUR_FIFTHS, INTERVAL_NAMES, METRICS
 from monitor.outputs.report import as_of_text
 from monitor.outputs.score_report import estimates_html
@@ -116,7 +117,7 @@ def _group_table(window: str, attr: str, a: dict[str, Any], confidence: float) -
     return (
         f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="groups">'
         f"<caption>Groups by {_e(attr)}, window {_e(window)} (selection rate with "
-        f"{confidence:.0%} Wilson interval)</caption>"
+        f"{level_text(confidence)} Wilson interval)</caption>"
         f'<thead><tr><th scope="col">group</th>{head}</tr></thead><tbody>{"".join(rows)}'
         "</tbody></table>"
     )
@@ -151,7 +152,7 @@ def _disparity_table(window: str, attr: str, a: dict[str, Any], confidence: floa
     )
     return (
         f'<table data-window="{_e(window)}" data-attribute="{_e(attr)}" data-kind="disparities">'
-        f"<caption>Disparities by {_e(attr)}, window {_e(window)} ({confidence:.0%} "
+        f"<caption>Disparities by {_e(attr)}, window {_e(window)} ({level_text(confidence)} "
         'intervals)</caption><thead><tr><th scope="col">metric</th><th scope="col">value'
         '</th><th scope="col">lower</th><th scope="col">upper</th><th scope="col">groups</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -261,13 +262,13 @@ def render_html(
     source: str,
     generated: float,
 ) -> str:
-    conf = config.confidence
+    conf, level = config.confidence, level_text(config.confidence)
     parts = [
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">Generated {_e(_time(generated))} UTC from {_e(source)}. '
-        f"Intervals are {conf:.0%}: Wilson for rates, {_interval('disparate_impact_ratio')} for "
+        f"Intervals are {level}: Wilson for rates, {_interval('disparate_impact_ratio')} for "
         f"the disparate impact ratio, {_interval('tpr_gap')} for differences. Groups with "
         "fewer predictions than min_samples take no part in the disparities.</p>",
         *(f'<p role="alert">Warning: {_e(w)}</p>' for w in report.get("warnings", [])),
@@ -321,8 +322,7 @@ def render_html(
             + _e(", ".join(f"{k} {v}" for k, v in sorted(report["invalid"].items())))
             + "</p>"
         )
-    # "<" only occurs inside JSON strings: as \u003c no group name can end the script element
-    # or open an HTML comment in it ("</script>", "<!--")
+    # "<" is only in JSON strings: as \u003c no group name can end the script or open "<!--"
     data = json.dumps(report, allow_nan=False).replace("<", "\\u003c")
     parts.append(f'<script type="application/json" id="report-data">{data}</script>')
     parts.append("</main></body></html>")

@@ -473,3 +473,28 @@ def test_an_equalized_odds_alert_does_not_recover_on_one_gap_alone() -> None:
     assert "insufficient data: a second group for fpr_gap" in alert.annotations["data"]
     both_back = (tpr_back[0], {"n": 4000, "tp": 1500, "fn": 1500, "fp": 500, "tn": 500})
     assert judge(*both_back, T0 + 120) == "resolved"
+
+
+def test_a_firing_alert_inside_the_hysteresis_does_not_claim_a_breach() -> None:
+    """Found by a review: an alert kept firing on a DIR of 0.820 [0.744, 0.903] read
+    "disparate_impact_ratio 0.820 < 0.8", which is false. It says it has not yet recovered and
+    what resolving takes; the numbers beside it are the window's."""
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    rule = AlertRule("Ff", "disparate_impact_ratio", "<", 0.8, significant=True, for_=0)
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    assert judge({"n": 1000, "fav": 500}, {"n": 1000, "fav": 300}, T0) == "firing"
+    assert book.firing()[0].annotations["summary"].startswith("disparate_impact_ratio 0.600 < 0.8")
+    assert judge({"n": 1000, "fav": 500}, {"n": 1000, "fav": 410}, T0 + 60) is None
+    (alert,) = book.firing()
+    summary = alert.annotations["summary"]
+    assert summary.startswith("not yet recovered: disparate_impact_ratio 0.820 [0.7"), summary
+    assert "< 0.8" not in summary and summary.endswith(
+        "for b vs a; resolves at 0.82 with the interval's near limit past the bound"
+    )
+    assert judge({"n": 1000, "fav": 500}, {"n": 1000, "fav": 500}, T0 + 120) == "resolved"

@@ -15,7 +15,7 @@ from scipy.optimize import brentq
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from monitor.metrics.fairness import disparities, group_metrics
-from monitor.metrics.intervals import newcombe_diff
+from monitor.metrics.intervals import ci_text, newcombe_diff
 from monitor.state.windows import FAV, FN, FP, TN, TP, N, n_cells
 from tests.metrics.test_fairness_reference import counts_of, random_dataset
 
@@ -171,3 +171,13 @@ def test_a_significant_equalized_odds_rule_is_no_more_trigger_happy_than_one_on_
     alpha = 1 - conf
     assert _wilson(new / draws, draws)[0] <= alpha / 2, new
     assert _wilson(old / draws, draws)[0] > alpha / 2, old
+
+
+@pytest.mark.parametrize(
+    ("confidence", "pairs", "text"),
+    [(0.95, 1, "95% CI"), (0.9, 3, "90% CI over 3 pairs"), (0.999, 1, "99.9% CI"),
+     (0.975, 2, "97.5% CI over 2 pairs"), (0.995, 1, "99.5% CI")],
+)  # fmt: skip
+def test_a_page_names_its_level_unrounded(confidence: float, pairs: int, text: str) -> None:
+    """Found by a review: 0.999 read "100% CI" and 0.975 "98% CI"."""
+    assert ci_text(confidence, pairs) == text
