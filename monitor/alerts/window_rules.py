@@ -281,7 +281,7 @@ def _annotations(
     pair_text = f"{lo_name} vs {hi_name}"
     g_of, r_of = _counted(r, rate, lo), _counted(r, rate, hi)
     ann = {
-        "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {lo_name} vs {hi_name}",
+        "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {pair_text}",
         "description": (
             f"{rate} {lo_name}: {g_rate} ({g_of}n={g_n}, {second}={g_lab}); "
             f"{hi_name}: {r_rate} ({r_of}n={r_n}, {second}={r_lab}); "

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import RATE_CELLS, BlindReason, BlindReport, blind_groups
 from monitor.metrics.disparities import Disparity
-from monitor.metrics.intervals import level_text
+from monitor.metrics.intervals import ci_text
 from monitor.metrics.registry import FOUR_FIFTHS, METRICS
 from monitor.metrics.results import AttributeResult, attribute_result
 from monitor.outputs.audit_findings import audit_findings
@@ -209,9 +209,7 @@ def _rate(row: dict[str, Any], rate: str) -> str:
 def format_table(report: dict[str, Any]) -> str:
     """A plain-text report for a terminal: one table per model, window and attribute."""
     lines: list[str] = []
-    ci_name = (
-        f"{level_text(report.get('confidence', 0.95))} CI"  # the interval the config asked for
-    )
+    ci_name = ci_text(report.get("confidence", 0.95), 1)  # the interval the config asked for
     cols = ("group", "n", "sel.rate", ci_name, "TPR", "FPR", "PPV", "labelled", "DI ratio")
     for model, mrep in report["models"].items():
         for wname, w in mrep["windows"].items():
