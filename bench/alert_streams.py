@@ -134,10 +134,12 @@ SCENARIOS = {
             labels="denials-daily",
             about="fair 30-day streams, denials' outcomes in a daily batch",
         ),
-        Scenario("small-drop", 8, TWO, "rate", "small", to=0.3, about="small group 0.5 → 0.3"),
+        # changes end at 96 h; the 3-day-lagged window sees them until 180 h, and 10 days leave
+        # it 60 h of recovered data to resolve on (8 days left 12 h: stop 49's seed 59)
+        Scenario("small-drop", 10, TWO, "rate", "small", to=0.3, about="small group 0.5 → 0.3"),
         Scenario(
             "large-drop",
-            8,
+            10,
             (("big", LARGE), ("big2", LARGE), ("small", SMALL)),
             "rate",
             "big2",
@@ -146,7 +148,7 @@ SCENARIOS = {
         ),
         Scenario(
             "tpr-drop",
-            8,
+            10,
             (("big", LARGE), ("big2", LARGE)),
             "tpr",
             "big2",
