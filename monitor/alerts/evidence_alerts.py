@@ -91,7 +91,8 @@ class EvidenceTracker:
                 recovered=not fire,
                 at=at,
                 for_=0,
-                value=float(out["tot"][s, g, det]),
+                # a resolve carries what resolved it, as its log_evidence does (a review)
+                value=float((out["tot"] if fire else me.arrays["rec"])[s, g, det]),
                 annotations=_annotations(me, s, g, det, fire, out, self.budget),
             )
             if not fire:

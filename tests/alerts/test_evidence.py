@@ -371,7 +371,7 @@ def test_a_blind_detector_exports_no_evidence_and_no_expected_time_anywhere() ->
     assert (watching["log_e"], watching["expected_seconds"]) == (1.5, 7200.0)
 
 
-def test_a_resolved_notice_quotes_the_evidence_of_recovery_not_of_the_change() -> None:
+def test_a_resolved_notice_quotes_and_sends_the_evidence_of_recovery_not_of_the_change() -> None:
     """Found by a review: the resolved notice said "evidence of recovery … log e = 3.2 vs
     threshold 12.2" — the change's statistic against the firing threshold, which reads as "far
     from recovered". It quotes the recovery's evidence against the resolve threshold
@@ -391,6 +391,10 @@ def test_a_resolved_notice_quotes_the_evidence_of_recovery_not_of_the_change() -
     )
     assert float(fired.annotations["log_evidence"]) >= float(fired.annotations["log_threshold"])
     assert "Evidence log e =" in fired.annotations["description"]
+    # the value a receiver is sent is the same evidence as the annotation: the change's when it
+    # fires, the recovery's when it resolves (before: the change's on both)
+    assert fired.value == pytest.approx(float(fired.annotations["log_evidence"]), abs=0.005)
+    assert resolved.value == pytest.approx(rec, abs=0.005)
 
 
 def test_a_detector_that_cannot_fire_yet_claims_no_time_to_detect() -> None:
