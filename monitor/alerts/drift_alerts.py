@@ -157,10 +157,9 @@ def check_drift(
         value = math.nan if metric in blind else _finite(disp.value)
         lo, hi = disp.lower, disp.upper
         z = compared_z(confidence, disp.pairs)  # the interval's own level (its pair's)
-        if METRICS[metric].interval == "newcombe":  # a gap, [max(L, 0), max(U, −L)]: its
-            se = (hi - disp.value) / z  # upper half is z·SE (L is clipped at 0 near a tie)
-        else:
-            se = (hi - lo) / (2 * z)
+        # a gap's interval is a spread's, [max(L, 0), max(U, −L)]: its upper half is z·SE (L
+        # is clipped at 0 near a tie); else the interval is 2·z·SE wide
+        se = (hi - disp.value) / z if METRICS[metric].spread else (hi - lo) / (2 * z)
         se = se if math.isfinite(lo) and math.isfinite(hi) else math.nan
         signal = tracker.update(t_end, value, se, drift_bound(rules, metric, attribute))
         labels = {

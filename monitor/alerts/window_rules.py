@@ -205,10 +205,9 @@ def _quiet_pair(
     in this window, if any. With three or more groups the disparity is taken over the groups
     that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
     other groups whose ratio "recovered" the alert (found by a review)."""
-    if rule.metric == "equalized_odds_difference":  # a maximum is back under its bound only
-        for gap in ("tpr_gap", "fpr_gap"):  # when both gaps are: one it cannot measure now
-            if not r.disparity(gap).defined:  # leaves the other alone, which says nothing
-                return f"a second group for {gap}"  # of it (found by a review)
+    for gap in METRICS[rule.metric].max_of:  # a maximum is back under its bound only when
+        if not r.disparity(gap).defined:  # each is (``MetricSpec.max_of``; a review)
+            return f"a second group for {gap}"
     subject = book.subject(key)  # (group, reference group, basis), kept by the book
     if subject is None:  # restored from a checkpoint: its text says (written once)
         cur = book.get(key)
@@ -299,9 +298,9 @@ def _annotations(
         "runbook_url": rule.runbook_url,
         "basis": basis,  # the rate compared (the EOD: its larger gap), for _quiet_pair
     }
-    if rule.metric == "equalized_odds_difference":  # a maximum: its lower limit may be the
-        # other gap's, between other groups; the page shows both, each with its own pair
-        ann["gaps"] = "; ".join(_gap(r, g, level) for g in ("tpr_gap", "fpr_gap"))
+    if METRICS[rule.metric].max_of:  # a maximum: its lower limit may be the other gap's,
+        # between other groups; the page shows each, with its own pair
+        ann["gaps"] = "; ".join(_gap(r, g, level) for g in METRICS[rule.metric].max_of)
     if METRICS[rule.metric].needs_labels:
         ann["base_rates"] = (
             f"{lo_name}: {_fmt(r.value('prevalence', lo))}, "

@@ -63,7 +63,7 @@ RATE_CELLS: dict[str, tuple[str, ...]] = {
 }
 # registry metrics without a single rate: the rates they combine (docs/metrics.md)
 COMPOSITE = {
-    "equalized_odds_difference": ("tpr_gap", "fpr_gap"),
+    **{m.name: m.max_of for m in METRICS.values() if m.max_of},
     "average_odds_difference": ("tpr", "fpr"),
 }
 

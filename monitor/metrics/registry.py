@@ -48,7 +48,10 @@ class MetricSpec:
     difference, whose basis is whichever of its two gaps is the larger (``Disparity.basis``).
     ``attribute``: the :class:`~monitor.metrics.disparities.AttributeDisparities` field.
     ``family``: the exported Prometheus family (``fairness_<family>_ratio`` and its bounds) and
-    the recording rules' name; empty when the metric is not exported.
+    the recording rules' name; empty when the metric is not exported. ``max_of``: the metrics
+    this one is the larger of (the equalized-odds difference: the TPR and FPR gaps). Such a
+    maximum is back under its bound only when each of them is measured (one unmeasured leaves
+    the other alone, which says nothing of it), and a page shows each with its own pair.
     """
 
     name: str
@@ -63,6 +66,13 @@ class MetricSpec:
     needs_labels: bool  # compares error rates: needs the delayed labels
     family: str = ""
     alertable: bool = True
+    max_of: tuple[str, ...] = ()
+
+    @property
+    def spread(self) -> bool:
+        """A gap max − min between two groups' rates, ordered by the data: its interval is a
+        spread's, [max(L, 0), max(U, −L)] of Newcombe's [L, U] (``intervals.spread_limits``)."""
+        return self.interval == "newcombe"
 
     def worse(self, value: float, reference: float) -> bool:
         """Is ``value`` worse than ``reference`` in this metric's direction?"""
@@ -102,7 +112,7 @@ _SPECS = (
     MetricSpec(
         "equalized_odds_difference", "equalized_odds_difference", "higher", "", (),
         "newcombe", GAP_BOUND, "ratio", "max(TPR gap, FPR gap).", True,
-        "equalized_odds_difference",
+        "equalized_odds_difference", max_of=("tpr_gap", "fpr_gap"),
     ),
     MetricSpec(
         "equal_opportunity_difference", "tpr_gap", "higher", "tpr", ("tp", "fn"), "newcombe",

@@ -200,9 +200,13 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
     # still judges its window (a model it does not name: every window, as the rules read any
     # model) and the model's counts are still exported (an hour's grace for a restart): one
     # whose model, window or attribute set is gone for good resolves (a review)
-    # a maximum recovers only when both gaps are measured (window_rules._quiet_pair)
-    both = (f"\n        and on ({ATTR}) fairness:tpr_gap:ratio and on ({ATTR}) fairness:fpr_gap:ratio"
-            if rule.metric == "equalized_odds_difference" else "")  # fmt: skip
+    # a maximum recovers only when each of its metrics is measured (MetricSpec.max_of)
+    parts = spec.max_of
+    both = (
+        f"\n        {' '.join(f'and on ({ATTR}) fairness:{g}:ratio' for g in parts)}"
+        if parts
+        else ""
+    )
     alerts = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
     firing = (
         f"(({alerts} and on ({ATTR}) fairness:judged:info{{{sel}}}\n"
