@@ -163,7 +163,7 @@ class RuleCheck:
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
             ann = dict(cur.annotations)
-            ann["data"] = _no_judgement(rule, self.window, at, blind, quiet)
+            ann["data"] = _no_judgement(rule, self.window, at, blind, quiet, _zero_base(rule, r))
             value = cur.value
         else:
             ann = {}
@@ -184,7 +184,12 @@ class RuleCheck:
 
 
 def _no_judgement(
-    rule: AlertRule, window: str, at: float, blind: BlindReason | None, quiet: str | None
+    rule: AlertRule,
+    window: str,
+    at: float,
+    blind: BlindReason | None,
+    quiet: str | None,
+    zero: str | None,
 ) -> str:
     """Why the current window cannot judge an active alert (its ``data`` annotation)."""
     return (
@@ -193,9 +198,27 @@ def _no_judgement(
         else f"insufficient data: {quiet} has fewer than {rule.min_samples} samples in "
         f"window {window} at {at:.0f}; the alert stays as it was"
         if quiet is not None
+        else f"undefined: {rule.metric} divides by the reference group's selection rate, "
+        f"and it is 0 ({zero}) in window {window} at {at:.0f}; the alert stays as it was"
+        if zero is not None
         else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
         f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
     )
+
+
+def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:
+    """The groups with ``min_samples`` and a selection rate of 0, when a ratio rule's metric
+    is undefined though two groups have the samples: its reference rate is 0 (every group's,
+    or the configured reference's). Saying "insufficient data" then would send the on-call
+    engineer after traffic when the model selects nobody (found by a review)."""
+    if not METRICS[rule.metric].ratio or r.disparity(rule.metric).defined:
+        return None
+    gm, floor = r.groups, rule.min_samples
+    enough = [i for i, n in enumerate(gm.n.tolist()) if n >= floor]
+    zero = [i for i in enough if int(gm.favourable[i]) == 0]
+    if len(enough) < 2 or not zero:
+        return None
+    return ", ".join(f"{r.labels[i]} 0 of {int(gm.n[i])}" for i in zero)
 
 
 def _quiet_pair(

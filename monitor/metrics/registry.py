@@ -69,6 +69,12 @@ class MetricSpec:
     max_of: tuple[str, ...] = ()
 
     @property
+    def ratio(self) -> bool:
+        """A ratio to the reference group's rate (the DIR): undefined when that rate is 0,
+        however many samples the groups have."""
+        return self.interval == "mover-wilson"
+
+    @property
     def spread(self) -> bool:
         """A gap max − min between two groups' rates, ordered by the data: its interval is a
         spread's, [max(L, 0), max(U, −L)] of Newcombe's [L, U] (``intervals.spread_limits``)."""

@@ -237,10 +237,11 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         out["for"] = format_duration(rule.for_)
     out["labels"] = {"severity": rule.severity}
     measured = f'{rule.metric} {{{{ $value | printf "%.3f" }}}} {rule.op} {rule.bound}'
-    unmeasured = (
-        f"{rule.metric} not measured now (a compared group below min_samples, or selective "
-        "labels): firing until it recovers"
-    )
+    # why a firing alert's metric may be unmeasured: the reasons that apply to it (a review:
+    # a DIR whose reference rate is 0 read "a compared group below min_samples")
+    why = ["a compared group below min_samples"]
+    why += ["selective labels"] * spec.needs_labels + ["the reference rate at 0"] * spec.ratio
+    unmeasured = f"{rule.metric} not measured now ({', or '.join(why)}): firing until it recovers"
     out["annotations"] = {
         "summary": f'{{{{ if eq (printf "%.3f" $value) "NaN" }}}}{unmeasured}{{{{ else }}}}'
         f"{measured}{{{{ end }}}}"

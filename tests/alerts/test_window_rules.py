@@ -498,3 +498,41 @@ def test_a_firing_alert_inside_the_hysteresis_does_not_claim_a_breach() -> None:
         "for b vs a; resolves at 0.82 with the interval's near limit past the bound"
     )
     assert judge({"n": 1000, "fav": 500}, {"n": 1000, "fav": 500}, T0 + 120) == "resolved"
+
+
+@pytest.mark.parametrize("reference", [None, "a"])
+def test_a_ratio_undefined_by_a_zero_reference_rate_is_not_called_insufficient_data(
+    reference: str | None,
+) -> None:
+    """Found by a review: a firing four-fifths alert whose DIR became undefined because its
+    reference rate fell to 0 (the model selects nobody, or nobody of the configured reference
+    group), with 400 decisions in each group, said "insufficient data: fewer than 30 samples",
+    which sends the on-call engineer after traffic. It says the ratio is undefined and why,
+    and stays firing; a window with too few samples still says so."""
+    refs = {"g": reference} if reference else {}
+    spec = parse_config(
+        {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"], "reference_groups": refs}}}
+    ).models["m"]
+    rule = AlertRule("Ff", "disparate_impact_ratio", "<", 0.8, significant=True, for_=0)
+    book = AlertBook()
+
+    def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
+        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
+        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+        return None if t is None else t.alert.state
+
+    assert judge({"n": 400, "fav": 200}, {"n": 400, "fav": 40}, T0) == "firing"
+    # the reference a selects nobody: with a configured reference b's 120 of 400 is beside it;
+    # without one, the highest rate is the reference, so every group is at 0
+    b_now = 120 if reference else 0
+    assert judge({"n": 400, "fav": 0}, {"n": 400, "fav": b_now}, T0 + 60) is None
+    (alert,) = book.firing()
+    data = alert.annotations["data"]
+    zeros = "a 0 of 400" + ("" if reference else ", b 0 of 400")
+    assert data.startswith(
+        f"undefined: disparate_impact_ratio divides by the reference group's selection rate, "
+        f"and it is 0 ({zeros})"
+    ), data
+    assert "insufficient" not in data
+    assert judge({"n": 400, "fav": 0}, {"n": 20, "fav": 0}, T0 + 120) is None  # b too small
+    assert book.firing()[0].annotations["data"].startswith("insufficient data: group b of the page")
