@@ -118,15 +118,21 @@ class DriftTracker:
         span_hours = (pts[-1][0] - pts[0][0]) / 3600.0
         return self.sign * slope * span_hours > self.scale
 
+    def recent_mean(self, n: int) -> float:
+        """The mean of the last ``n`` values (NaN with fewer): what :meth:`back_at_baseline`
+        judges, and what a resolved notice quotes."""
+        pts = [v for _, v in list(self.history)[-n:]]
+        return float(np.mean(pts)) if len(pts) >= n else math.nan
+
     def back_at_baseline(self, n: int) -> bool:
         """Is the mean of the last ``n`` values within two of its standard errors
         (``2·scale/√n``) of the baseline, or better? Only then has a worsening gone away: a
         step change that stays is not recovery, however flat it is now (issue 14: no
         resolution while the change persists)."""
-        pts = [v for _, v in list(self.history)[-n:]]
-        if len(pts) < n or not math.isfinite(self.scale):
+        mean = self.recent_mean(n)
+        if not math.isfinite(mean) or not math.isfinite(self.scale):
             return False
-        gap = self.sign * (float(np.mean(pts)) - self.baseline)
+        gap = self.sign * (mean - self.baseline)
         return gap <= 2 * self.scale / math.sqrt(n)
 
     def _feed(self, value: float) -> None:

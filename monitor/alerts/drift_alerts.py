@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import _finite, _fmt
+from monitor.config.durations import format_duration
 from monitor.config.label_settle import label_settle
 from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import ModelSpec
@@ -218,15 +219,24 @@ def check_drift(
                 and not tracker.still_worsening()
                 and tracker.back_at_baseline(d.min_values)
             )
-            # a resolved notice says what it is now (a firing one keeps its text: empty notes)
+            # a resolved notice says what it is now (a firing one keeps its text: empty notes),
+            # quoting the mean the recovery was judged on, not one cohort's value, which may be
+            # a noisy one far from the baseline (found by a review: "back at its baseline:
+            # 0.760 (baseline 0.959)", over a mean of 0.947)
+            n = d.min_values
+            mean = tracker.recent_mean(n) if recovered else math.nan
+            every = format_duration(d.bucket)
             notes = (
                 {
                     "summary": f"recovered: {metric} of {model}/{attribute} is back at its "
-                    f"baseline: {_fmt(value)} (baseline {_fmt(tracker.baseline)}; "
-                    f"{quiet} values without a worsening, the cohort predicted "
-                    f"{cohort.describe()})",
-                    "description": f"no worsening trend for {quiet} hourly values and the "
-                    "value is back within the detector's tolerance of its baseline",
+                    f"baseline: the last {n} values average {_fmt(mean)} (baseline "
+                    f"{_fmt(tracker.baseline)}; the last, {_fmt(value)}, of the cohort "
+                    f"predicted {cohort.describe()})",
+                    "description": f"no worsening trend for {quiet} values (one per {every}) "
+                    f"and the mean of the last {n} is within two standard errors of the "
+                    "baseline, or better",
+                    "cohort": cohort.describe(),
+                    "cohort_start": _iso(cohort.since),
                     "cohort_end": _iso(t_end),
                     "runbook_url": "docs/runbook.md#fairnessdrift",
                 }
@@ -240,7 +250,7 @@ def check_drift(
                 recovered=recovered,
                 at=at,
                 for_=0,
-                value=value,
+                value=mean if recovered else value,  # what resolved it, as the notes say
                 annotations=notes,
             )
         if t is not None:

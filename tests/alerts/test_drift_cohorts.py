@@ -371,3 +371,41 @@ def test_the_standard_error_drift_reads_is_the_pairs_not_the_levels_of_many_grou
                     confidence=0.95, cohort=DriftCohort(1, 2, 3600, ("tpr_gap",)))  # fmt: skip
     two, six = seen
     assert math.isfinite(two) and abs(six / two - 1) < 0.1, (two, six)
+
+
+def test_a_resolved_drift_notice_quotes_the_mean_it_was_judged_on() -> None:
+    """Found by a review: recovery is judged on the mean of the last ``min_values`` values,
+    but the notice said "back at its baseline: 0.760 (baseline 0.959)" — the last cohort's
+    value, a noisy one below the four-fifths bound — and sent 0.760. It quotes and sends the
+    mean it judged, the last value beside it, the cohort, and the drift bucket's length."""
+    from monitor.metrics.disparities import Disparity
+
+    class Result:  # what check_drift reads of an AttributeResult: one metric's disparity
+        def __init__(self, v: float) -> None:
+            self.v = v
+
+        def disparity(self, metric: str) -> Disparity:
+            return Disparity(self.v, self.v - 0.1, min(self.v + 0.1, 1.0), 1, 0, metric, 1)
+
+    d = DriftSpec(metrics=("disparate_impact_ratio",))
+    book: AlertBook = AlertBook()
+    trackers: dict[tuple[str, str, str], DriftTracker] = {}
+    quiet: dict[tuple[str, str, str], int] = {}
+    rng = np.random.default_rng(1)
+    values = [*(0.95 + 0.04 * rng.standard_normal(12)), *[0.70] * 6, *[0.99] * 10, 0.76]
+    seen = []
+    for h, v in enumerate(values, 1):
+        r = Result(float(v))
+        at = T0 + h * 3600
+        for t in check_drift(book, trackers, quiet, d, r, "m", "g", at, confidence=0.95):  # type: ignore[arg-type]
+            seen.append((h, t.alert))
+    assert [(h, a.state) for h, a in seen] == [(13, "firing"), (len(values), "resolved")], seen
+    resolved = seen[-1][1]
+    mean = float(np.mean(values[-d.min_values :]))  # 0.947: the recovery judged
+    summary = resolved.annotations["summary"]
+    assert resolved.value == pytest.approx(mean)
+    assert f"the last {d.min_values} values average {mean:.3f}" in summary, summary
+    assert "the last, 0.760, of the cohort predicted" in summary
+    assert "baseline: 0.760" not in summary
+    assert "(one per 1h)" in resolved.annotations["description"]
+    assert resolved.annotations["cohort"] and resolved.annotations["cohort_start"]
