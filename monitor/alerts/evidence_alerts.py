@@ -235,11 +235,18 @@ def _annotations(
         what = f"{WHAT[det]} of {group} ({me.set_names[s]}) {way}"
         if r != g:
             what += f" relative to {ref}"
-    elif det == 3:
-        what = f"selection rate of {group} vs {ref} left the four-fifths bound ({me.bounds[0]:.2f})"
-    else:
+    elif det == 3:  # which way: arms 0–3 bet on g below the bound, 4–7 on the reference
+        # (sequential.pair_z); "b vs a left the bound" hid that b was the favoured one (a review)
+        low, high = (group, ref) if arm < 4 else (ref, group)
+        tail = " (the reference)" if arm >= 4 else ""
+        what = (
+            f"selection rate of {low}{tail} is below {me.bounds[0]:.2f}× {high}'s "
+            "(the four-fifths bound)"
+        )
+    else:  # arms 0–3 (TPR) and 8–11 (FPR) bet on g's rate below the reference's, the rest above
         rate = "TPR/FPR" if arm < 0 else ("TPR" if arm < 8 else "FPR")
-        what = f"{rate} of {group} vs {ref} differ by more than {me.bounds[1]:.2f}"
+        way = "differs from" if arm < 0 else ("is lower than" if arm % 8 < 4 else "is higher than")
+        what = f"{rate} of {group} {way} {ref}'s by more than {me.bounds[1]:.2f}"
     state = "evidence of this"
     evidence = f"Evidence log e = {tot:.1f} vs threshold {log_c:.1f}"
     if not fire:  # a resolve quotes what resolved it: the recovery's evidence (a review)

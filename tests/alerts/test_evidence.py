@@ -296,6 +296,11 @@ def test_an_equalized_odds_page_on_the_fpr_gap_shows_false_positive_rates() -> N
         float(notes[k].split()[0]) for k in ("group_rate_last_hour", "reference_rate_last_hour")
     ]
     assert sorted(rates)[0] < 0.3 < 0.4 < sorted(rates)[1]  # ~0.2 and ~0.45, not two ~0.8 TPRs
+    # and it says which way (a review: "differ" left the on-call to work it out)
+    way = "is higher than" if rates[0] > rates[1] else "is lower than"
+    assert notes["summary"] == (
+        f"FPR of {notes['group']} {way} {notes['reference_group']}'s by more than 0.10"
+    )
 
 
 def test_the_equalized_odds_time_to_detect_is_the_sooner_of_its_two_gaps() -> None:
@@ -464,6 +469,9 @@ def test_a_resolved_pair_test_quotes_no_baseline() -> None:
     ev = drive(preds, labs, cut_minutes=7, cfg=config(guard="2h"))
     fired, resolved = pages(ev, "FourFifthsEvidence", group="b")
     assert "baseline: b " in fired.annotations["description"]  # context when it fires
+    summary = "selection rate of b is below 0.80× a's (the four-fifths bound)"
+    assert fired.annotations["summary"] == summary
+    assert resolved.annotations["summary"] == f"resolved: {summary}"
     assert "baseline" not in resolved.annotations["description"]
     assert resolved.annotations["baseline_rate"].startswith("n/a")  # its key too (a review)
     assert fired.annotations["baseline_rate"][0].isdigit()
@@ -471,6 +479,26 @@ def test_a_resolved_pair_test_quotes_no_baseline() -> None:
     assert (
         "A selection rate of 0.60× the reference's shows in ~" in fired.annotations["description"]
     )
+
+
+def test_a_four_fifths_page_says_which_group_is_below_the_bound() -> None:
+    """Found by a review: when a small group's selection rate rose to 0.9 beside the
+    reference's 0.5, the four-fifths test fired for that group and said "selection rate of b
+    vs a left the four-fifths bound", which reads as b being the disadvantaged group; the
+    window rule paged "for a vs b". The test bets both ways; the page says which way won:
+    here the reference is below four fifths of b."""
+    sel: Rate = lambda m: 0.9 if m >= 24 * H else 0.5  # noqa: E731
+    preds, labs = events(34 * H, sel, seed=3, per_min=(20.0, 4.0))
+    ev = drive(preds, labs, cut_minutes=7, cfg=config(guard="2h"))
+    (fired, *_) = pages(ev, "FourFifthsEvidence", group="b")
+    notes = fired.annotations
+    assert notes["summary"] == (
+        "selection rate of a (the reference) is below 0.80× b's (the four-fifths bound)"
+    )
+    b_rate, a_rate = (
+        float(notes[k].split()[0]) for k in ("group_rate_last_hour", "reference_rate_last_hour")
+    )
+    assert a_rate < 0.8 * b_rate  # the quoted rates agree with the words
 
 
 def test_a_pages_last_hour_is_the_hour_before_it() -> None:
