@@ -140,6 +140,10 @@ def evidence_from_state(
     if s.sets != me.set_names or len(s.labels) != len(s.sets):
         return None
     me.labels, me.refs, me.first = [list(x) for x in s.labels], np.array(s.refs), s.first
+    for i, name in enumerate(me.set_names):  # a reference group configured since: the pairs
+        want, r = me.spec.reference_groups.get(name), int(me.refs[i])  # and baselines were
+        if want is not None and r >= 0 and me.labels[i][r] != want:  # another's (a review:
+            return None  # the pages kept quoting the old reference)
     me.pool_block = s.pool_block
     me.grow(max((len(x) for x in s.labels), default=0))
     # runs held back ("withheld") came later: a state without them (with the run lengths that

@@ -72,7 +72,8 @@ def retire(
     those of a detector whose severity changed are raised again under the new one.
     ``at(model)``: the event time of the restore (the model's last judged boundary);
     ``afresh``: models whose evidence detectors start afresh (``alerts.evidence`` changed
-    their layout): their evidence alerts would stay firing forever, judged by nothing."""
+    their layout, or a configured reference group differs from the one they compared with):
+    their evidence alerts would stay firing forever, judged by nothing."""
     out: list[Transition] = []
     for key, alert in list(book.active.items()):
         model = alert.labels.get("model", "")
@@ -87,7 +88,8 @@ def retire(
         was = alert.annotations.get("summary", "")
         moved = None if reset else moved_severity(config, alert.labels)
         why = (
-            "its detectors start afresh after a change of alerts.evidence: a change from the "
+            "its detectors start afresh after a change of alerts.evidence or of a reference "
+            "group: a change from the "
             "old baseline is not seen again; the four-fifths and equalized-odds evidence pages "
             "again if the disparity persists"
             if reset

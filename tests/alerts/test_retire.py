@@ -141,3 +141,54 @@ def test_firing_evidence_alerts_are_resolved_when_their_detectors_start_afresh()
     assert "FairnessChange" in {a.name for a in resolved}
     assert all("start afresh" in a.annotations["summary"] for a in resolved)
     assert "FairnessChange" not in {a.name for a in ev.book.firing()}
+
+
+def test_evidence_detectors_start_afresh_when_the_reference_group_is_configured_otherwise() -> None:
+    """Found by a review: a restart with ``reference_groups`` naming another group restored
+    the detectors' old reference, so FairnessChange and FourFifthsEvidence kept paging
+    "relative to a" while the window rules compared with b. The detectors start afresh (their
+    firing alerts resolved at the restore, saying why) and compare with the configured one."""
+    from monitor.config.spec import Config
+    from tests.alerts.test_evidence import H, config, drive, events
+
+    def with_reference(group: str) -> Config:
+        cfg = config()
+        doc = {
+            "models": {
+                "credit": {
+                    "attributes": {"group": {}},
+                    "windows": ["1h"],
+                    "bucket": "5m",
+                    "lateness": "5m",
+                    "reference_groups": {"group": group},
+                }
+            },
+            "alerts": {"rules": [], "drift": {"enabled": False}, "evidence": {}},
+        }
+        assert cfg.alerts == parse_config(doc).alerts  # only the reference differs
+        return parse_config(doc)
+
+    preds, labs = events(48 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=11)
+    restarted: list[AlertEvaluator] = []
+
+    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
+        if minute < 38 * H or restarted:
+            return ev
+        me = ev.evidence.models[0]
+        assert me.labels[0][int(me.refs[0])] == "a"  # the largest group, chosen by volume
+        assert "FairnessChange" in {a.name for a in ev.book.firing()}
+        new = with_reference("b")
+        # the restarted process counts with the new configuration (its engine restored from
+        # the checkpoint); here the same engine goes on, with the new model spec
+        ev.engine.models[0] = new.models["credit"]
+        copy = AlertEvaluator(new, ev.engine)
+        persist.restore(copy, persist.dumps(ev))
+        restarted.append(copy)
+        return copy
+
+    ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    resolved = [t.alert for t in ev.history if t.alert.state == "resolved"]
+    assert "FairnessChange" in {a.name for a in resolved}
+    assert any("or of a reference group" in a.annotations["summary"] for a in resolved)
+    me = ev.evidence.models[0]
+    assert me.labels[0][int(me.refs[0])] == "b"  # the configured reference, once it is seen
