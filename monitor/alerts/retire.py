@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from monitor.alerts.evidence_alerts import ALERTS as EVIDENCE_ALERTS
 from monitor.alerts.lifecycle import AlertBook, Transition
@@ -104,7 +105,13 @@ def retire(
         }
         resolved = replace(alert, state="resolved", at=when, annotations=notes)
         out.append(Transition(resolved, "firing"))
-        if moved is not None:
+        if moved is not None:  # the same detection under the new severity: it says so and
+            # keeps when it was first detected (it read as a fresh detection: a review)
+            first = datetime.fromtimestamp(alert.since, tz=UTC).isoformat().replace("+00:00", "Z")
+            again = (
+                f"raised again under severity {moved['severity']} after a configuration "
+                f"change (detected {first}, severity {alert.labels.get('severity', '')}): {was}"
+            )
             t = book.observe(
                 name=alert.name,
                 labels=moved,
@@ -113,7 +120,10 @@ def retire(
                 at=when,
                 for_=0,
                 value=alert.value,
-                annotations=dict(alert.annotations),
+                annotations={**alert.annotations, "summary": again},
             )
-            out += [t] if t is not None else []
+            if t is not None:
+                kept = replace(t.alert, since=alert.since)
+                book.active[kept.key] = kept
+                out.append(Transition(kept, t.previous))
     return out

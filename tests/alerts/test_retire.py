@@ -115,6 +115,15 @@ def test_a_firing_evidence_alert_whose_severity_changed_is_raised_again_under_it
     assert [a.labels["severity"] for a in new] == ["critical"]
     assert hours(old) == hours(new[0]) > 31  # the restore's time, after the first page
     assert ("critical", old.name) in {(a.labels["severity"], a.name) for a in ev.book.firing()}
+    # it is the same detection, and says so: when it was first detected, under what severity
+    # (it read as a fresh detection, its since the restart: a review)
+    assert new[0].since == old.since < new[0].at
+    was = old.annotations["summary"].split("it said: ", 1)[1]
+    assert new[0].annotations["summary"].startswith(
+        "raised again under severity critical after a configuration change (detected 20"
+    ) and new[0].annotations["summary"].endswith(f", severity page): {was}")
+    (kept,) = [a for a in ev.book.firing() if a.name == old.name]
+    assert kept.since == old.since  # the book keeps it too
 
 
 def test_firing_evidence_alerts_are_resolved_when_their_detectors_start_afresh() -> None:
