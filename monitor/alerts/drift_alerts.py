@@ -30,6 +30,7 @@ from monitor.config.label_settle import label_settle
 from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import blind_reasons
+from monitor.metrics.disparities import Disparity
 from monitor.metrics.intervals import compared_z
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
@@ -199,6 +200,7 @@ def check_drift(
                 "cohort_end": _iso(t_end),
                 "runbook_url": "docs/runbook.md#fairnessdrift",
             }
+            ann |= _pair(r, disp)
             t = book.observe(
                 name="FairnessDrift",
                 labels=labels,
@@ -240,6 +242,7 @@ def check_drift(
                     "cohort_end": _iso(t_end),
                     "runbook_url": "docs/runbook.md#fairnessdrift",
                 }
+                | _pair(r, disp)
                 if recovered
                 else {}
             )
@@ -256,6 +259,15 @@ def check_drift(
         if t is not None:
             out.append(t)
     return out
+
+
+def _pair(r: AttributeResult, disp: Disparity) -> dict[str, str]:
+    """The pair a value compares (low, then high or reference), as the window rules' pages
+    name it (a review: with three or more groups a drift page did not say which pair)."""
+    lo, hi = disp.low_group, disp.high_group
+    if lo is None or hi is None:
+        return {}
+    return {"group": r.labels[lo], "reference_group": r.labels[hi]}
 
 
 def _iso(t: float) -> str:

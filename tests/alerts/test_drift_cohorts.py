@@ -381,6 +381,8 @@ def test_a_resolved_drift_notice_quotes_the_mean_it_was_judged_on() -> None:
     from monitor.metrics.disparities import Disparity
 
     class Result:  # what check_drift reads of an AttributeResult: one metric's disparity
+        labels = ("a", "b")
+
         def __init__(self, v: float) -> None:
             self.v = v
 
@@ -409,3 +411,6 @@ def test_a_resolved_drift_notice_quotes_the_mean_it_was_judged_on() -> None:
     assert "baseline: 0.760" not in summary
     assert "(one per 1h)" in resolved.annotations["description"]
     assert resolved.annotations["cohort"] and resolved.annotations["cohort_start"]
+    fired = seen[0][1]  # the pair the value compares: b (low) against a (high)
+    assert (fired.annotations["group"], fired.annotations["reference_group"]) == ("b", "a")
+    assert (resolved.annotations["group"], resolved.annotations["reference_group"]) == ("b", "a")
