@@ -13,13 +13,24 @@ from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.lifecycle import AlertBook
 from monitor.alerts.window_rules import check_rule
 from monitor.config.rules import AlertRule
-from monitor.config.spec import parse_config
+from monitor.config.spec import ModelSpec, parse_config
 from monitor.metrics.results import attribute_result
 from monitor.state.engine import Engine
 from tests.alerts.streams import T0, alert_config, four_fifths_rule, run_stream
 from tests.helpers import cell_counts
 
 NAN = math.nan
+
+
+def judged(
+    book: AlertBook, rule: AlertRule, spec: ModelSpec, at: float, *groups: dict[str, int]
+) -> str | None:
+    """One check of ``rule`` on groups a, b, … (their cell counts) in window 1h of attribute
+    set g at ``at``: the state it moved to, if any."""
+    labels = [chr(ord("a") + i) for i in range(len(groups))]
+    r = attribute_result(cell_counts(*groups), labels, spec, "g", confidence=0.95)
+    t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
+    return None if t is None else t.alert.state
 
 
 @pytest.mark.parametrize(
@@ -133,9 +144,7 @@ def gap_judge(book: AlertBook, rule: AlertRule) -> Callable[..., str | None]:
     spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
+        return judged(book, rule, spec, at, a, b)
 
     return judge
 
@@ -439,9 +448,7 @@ def test_a_gap_of_equal_rates_is_judged_between_two_groups() -> None:
     book = AlertBook()
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
+        return judged(book, rule, spec, at, a, b)
 
     unfair = ({"n": 2000, "fp": 1000, "tn": 1000}, {"n": 2000, "fp": 300, "tn": 1700})
     assert judge(*unfair, T0) == "firing"
@@ -459,9 +466,7 @@ def test_an_equalized_odds_alert_does_not_recover_on_one_gap_alone() -> None:
     book = AlertBook()
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
+        return judged(book, rule, spec, at, a, b)
 
     first = ({"n": 4040, "tp": 24, "fn": 16, "fp": 2000, "tn": 2000},
              {"n": 4030, "tp": 9, "fn": 21, "fp": 1000, "tn": 3000})  # fmt: skip
@@ -484,9 +489,7 @@ def test_a_firing_alert_inside_the_hysteresis_does_not_claim_a_breach() -> None:
     book = AlertBook()
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
+        return judged(book, rule, spec, at, a, b)
 
     assert judge({"n": 1000, "fav": 500}, {"n": 1000, "fav": 300}, T0) == "firing"
     assert book.firing()[0].annotations["summary"].startswith("disparate_impact_ratio 0.600 < 0.8")
@@ -517,9 +520,7 @@ def test_a_ratio_undefined_by_a_zero_reference_rate_is_not_called_insufficient_d
     book = AlertBook()
 
     def judge(a: dict[str, int], b: dict[str, int], at: float) -> str | None:
-        r = attribute_result(cell_counts(a, b), ["a", "b"], spec, "g", confidence=0.95)
-        t = check_rule(book, rule, r, "m", "1h", "g", at, confidence=0.95)
-        return None if t is None else t.alert.state
+        return judged(book, rule, spec, at, a, b)
 
     assert judge({"n": 400, "fav": 200}, {"n": 400, "fav": 40}, T0) == "firing"
     # the reference a selects nobody: with a configured reference b's 120 of 400 is beside it;
