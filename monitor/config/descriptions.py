@@ -52,7 +52,9 @@ KEYS: dict[str, str] = {
     "ModelDoc.label_time": "Count a label with its prediction's bucket (`prediction`, cohorts) "
     "or at its own time, never before its prediction's bucket (`arrival`).",
     "ModelDoc.reference_groups": "Per attribute set, the group others are compared with "
-    "(absent: the group with the highest selection rate).",
+    "(absent: the group with the highest selection rate; the evidence detectors: the group "
+    "with the most decisions). Naming another group and restarting starts that model's "
+    "evidence detectors afresh, resolving their firing alerts with a note.",
     "ModelDoc.join": "Bounds of the delayed-label join.",
     "ModelDoc.input": "A serving stack's traffic instead of the monitor's own events: `format`, "
     "the score or prediction tensor, the attributes (docs/serving.md).",
