@@ -47,6 +47,9 @@ def raised_by(config: Config, labels: Mapping[str, str]) -> bool:
     return False
 
 
+AGAIN = "raised again under severity "  # the summary of an alert raised under a new severity
+
+
 def moved_severity(config: Config, labels: Mapping[str, str]) -> dict[str, str] | None:
     """The labels under which ``config`` raises a FairnessDrift or evidence alert that differs
     from ``labels`` only by its severity (else ``None``). Their detectors keep their state
@@ -108,9 +111,10 @@ def retire(
         if moved is not None:  # the same detection under the new severity: it says so and
             # keeps when it was first detected (it read as a fresh detection: a review)
             first = datetime.fromtimestamp(alert.since, tz=UTC).isoformat().replace("+00:00", "Z")
+            core = was.split("): ", 1)[1] if was.startswith(AGAIN) else was  # once, not nested
             again = (
-                f"raised again under severity {moved['severity']} after a configuration "
-                f"change (detected {first}, severity {alert.labels.get('severity', '')}): {was}"
+                f"{AGAIN}{moved['severity']} after a configuration change (detected {first}, "
+                f"severity {alert.labels.get('severity', '')}): {core}"
             )
             t = book.observe(
                 name=alert.name,

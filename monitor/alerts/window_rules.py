@@ -211,14 +211,18 @@ def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:
     is undefined though two groups have the samples: its reference rate is 0 (every group's,
     or the configured reference's). Saying "insufficient data" then would send the on-call
     engineer after traffic when the model selects nobody (found by a review)."""
-    if not METRICS[rule.metric].ratio or r.disparity(rule.metric).defined:
+    dis, gm = r.disparities, r.groups
+    ref = dis.reference  # configured or the highest rate, among the model's eligible groups
+    if not METRICS[rule.metric].ratio or r.disparity(rule.metric).defined or ref is None:
         return None
-    gm, floor = r.groups, rule.min_samples
-    enough = [i for i, n in enumerate(gm.n.tolist()) if n >= floor]
-    zero = [i for i in enough if int(gm.favourable[i]) == 0]
-    if len(enough) < 2 or not zero:
+    # the groups the ratio would compare: eligible by the model's min_samples (what the
+    # computation used) and with the rule's (a review: by the rule's alone, a group below the
+    # model's floor read as "the reference rate is 0")
+    n = gm.n.tolist()
+    judged = [i for i, ok in enumerate(dis.eligible.tolist()) if ok and n[i] >= rule.min_samples]
+    if int(gm.favourable[ref]) or ref not in judged or len(judged) < 2:
         return None
-    return ", ".join(f"{r.labels[i]} 0 of {int(gm.n[i])}" for i in zero)
+    return ", ".join(f"{r.labels[i]} 0 of {n[i]}" for i in judged if not gm.favourable[i])
 
 
 def _quiet_pair(

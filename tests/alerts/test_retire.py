@@ -201,3 +201,35 @@ def test_evidence_detectors_start_afresh_when_the_reference_group_is_configured_
     assert any("or of a reference group" in a.annotations["summary"] for a in resolved)
     me = ev.evidence.models[0]
     assert me.labels[0][int(me.refs[0])] == "b"  # the configured reference, once it is seen
+
+
+def test_a_second_severity_change_does_not_nest_the_raised_again_summary() -> None:
+    """Found by a review: two restarts, each changing FairnessDrift's severity, wrote "raised
+    again under severity critical … : raised again under severity page … : <summary>". The
+    summary says the latest change once, with the first detection's time and the original
+    words."""
+    from monitor.alerts.lifecycle import Alert, AlertBook
+    from monitor.alerts.retire import retire
+
+    def drift_config(severity: str) -> Any:
+        return parse_config(
+            {
+                "models": {"credit": {"attributes": {"sex": {}}, "windows": ["1h"]}},
+                "alerts": {"drift": {"severity": severity}},
+            }
+        )
+
+    labels = {"alertname": "FairnessDrift", "model": "credit", "attribute": "sex",
+              "metric": "disparate_impact_ratio", "severity": "ticket"}  # fmt: skip
+    words = "disparate_impact_ratio of credit/sex is drifting worse: 0.959 → 0.700"
+    book = AlertBook()
+    first = Alert("FairnessDrift", labels, "firing", 100.0, 100.0, 0.7, {"summary": words})
+    book.active[first.key] = first
+    for severity in ("page", "critical"):
+        retire(book, drift_config(severity), lambda model: 7200.0)
+    (now,) = book.firing()
+    assert now.labels["severity"] == "critical" and now.since == 100.0
+    assert now.annotations["summary"] == (
+        "raised again under severity critical after a configuration change "
+        f"(detected 1970-01-01T00:01:40Z, severity page): {words}"
+    )

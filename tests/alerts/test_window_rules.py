@@ -537,3 +537,19 @@ def test_a_ratio_undefined_by_a_zero_reference_rate_is_not_called_insufficient_d
     assert "insufficient" not in data
     assert judge({"n": 400, "fav": 0}, {"n": 20, "fav": 0}, T0 + 120) is None  # b too small
     assert book.firing()[0].annotations["data"].startswith("insufficient data: group b of the page")
+
+
+def test_a_group_below_the_models_floor_is_not_called_a_zero_reference_rate() -> None:
+    """Found by a review: with the model's min_samples (100) above the rule's (30), a group of
+    50 with no favourable decision is left out of the ratio, which is undefined for want of a
+    second group; the note said "the reference group's selection rate … is 0 (b 0 of 50)"
+    while the reference a was at 0.5. Only the groups the ratio compares count."""
+    spec = parse_config(
+        {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"], "min_samples": 100}}}
+    ).models["m"]
+    rule = AlertRule("Ff", "disparate_impact_ratio", "<", 0.8, significant=True, for_=0)
+    book = AlertBook()
+    assert judged(book, rule, spec, T0, {"n": 400, "fav": 200}, {"n": 400, "fav": 40}) == "firing"
+    assert judged(book, rule, spec, T0 + 60, {"n": 400, "fav": 200}, {"n": 50, "fav": 0}) is None
+    data = book.firing()[0].annotations["data"]
+    assert data.startswith("insufficient data") and "undefined" not in data, data
