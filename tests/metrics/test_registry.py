@@ -180,7 +180,8 @@ def test_the_drift_pages_time_to_bound_counts_to_the_configured_rules_bound(
     fired = []
     flat = [1.0, 0.98, 1.02, 0.99, 1.01, 1.0, 0.97, 1.03, 1.0, 0.99, 1.01, 1.0]
     for h, v in enumerate([*flat, 0.97, 0.94, 0.91, 0.88, 0.86, 0.85, 0.84]):
-        r = NS(disparity=lambda m, v=v: NS(value=v, lower=v - 0.05, upper=v + 0.05, pairs=1))
+        r = NS(disparity=lambda m, v=v: NS(value=v, lower=v - 0.05, upper=v + 0.05, pairs=1,
+                                             low_group=None, high_group=None))  # fmt: skip
         fired += check_drift(book, trackers, {}, cfg.alerts.drift, r, "credit", "g", 3600.0 * (h + 1),
                              confidence=0.95, rules=cfg.alerts.rules)  # fmt: skip
     assert fired, "the slide must page"
