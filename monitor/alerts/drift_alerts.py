@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
 from monitor.alerts.window_rules import _finite, _fmt
-from monitor.config.durations import format_duration
+from monitor.config.durations import format_duration, iso_utc
 from monitor.config.label_settle import label_settle
 from monitor.config.rules import AlertRule, DriftSpec
 from monitor.config.spec import ModelSpec
@@ -190,14 +190,14 @@ def check_drift(
                     f"{_fmt(signal.baseline)}; trend {signal.slope_per_hour:+.4f}/hour; at "
                     f"this slope the bound ({signal.bound:g}) is crossed in {eta}. The value "
                     f"describes the "
-                    f"predictions made {span}, with the labels known by {_iso(at)}"
+                    f"predictions made {span}, with the labels known by {iso_utc(at)}"
                 ),
                 "change": f"{signal.change:+.4f}",
                 "slope_per_hour": f"{signal.slope_per_hour:+.5f}",
                 "hours_to_bound": eta,
                 "cohort": span,
-                "cohort_start": _iso(cohort.since),
-                "cohort_end": _iso(t_end),
+                "cohort_start": iso_utc(cohort.since),
+                "cohort_end": iso_utc(t_end),
                 "runbook_url": "docs/runbook.md#fairnessdrift",
             }
             ann |= _pair(r, disp)
@@ -238,8 +238,8 @@ def check_drift(
                     f"and the mean of the last {n} is within two standard errors of the "
                     "baseline, or better",
                     "cohort": cohort.describe(),
-                    "cohort_start": _iso(cohort.since),
-                    "cohort_end": _iso(t_end),
+                    "cohort_start": iso_utc(cohort.since),
+                    "cohort_end": iso_utc(t_end),
                     "runbook_url": "docs/runbook.md#fairnessdrift",
                 }
                 | _pair(r, disp)
@@ -268,7 +268,3 @@ def _pair(r: AttributeResult, disp: Disparity) -> dict[str, str]:
     if lo is None or hi is None:
         return {}
     return {"group": r.labels[lo], "reference_group": r.labels[hi]}
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")

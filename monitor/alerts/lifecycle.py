@@ -91,9 +91,12 @@ class AlertBook:
         annotations: Notes,
         key: Key | None = None,
         subject: tuple[str, ...] | None = None,
+        since: float | None = None,
     ) -> Transition | None:
         """``key``: the labels' key, if the caller has it made (``Alert.key``); ``subject``:
-        what the alert is about now (None: as before), read back with :meth:`subject`."""
+        what the alert is about now (None: as before), read back with :meth:`subject`;
+        ``since``: when a new alert was first detected, if before ``at`` (one raised again
+        under a new severity keeps its detection time, ``retire.py``)."""
         key = tuple(sorted(labels.items())) if key is None else key
         if self.stays(key, breached, recovered, at, for_, value, annotations, subject):
             return None
@@ -104,7 +107,8 @@ class AlertBook:
             if not breached:
                 return None
             state: State = "firing" if for_ <= 0 else "pending"
-            new = Alert(name, dict(labels), state, at, at, value, _written(annotations))
+            first = at if since is None else since
+            new = Alert(name, dict(labels), state, first, at, value, _written(annotations))
             self._active[key] = new
             return Transition(new, None)
         if cur.state == "pending":

@@ -25,20 +25,16 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from monitor.alerts.lifecycle import Alert
+from monitor.config.durations import iso_utc
 from monitor.config.rules import SinkSpec
 
 SINKS = ("alertmanager", "webhook", "kafka")
 RESEND_ALL = frozenset({"alertmanager"})  # sinks that keep the active set: sent it each interval
 
 Sender = Callable[[list[Alert]], None]
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def notification_id(alert: Alert) -> str:
@@ -58,8 +54,8 @@ def alert_json(alert: Alert) -> dict[str, Any]:
         "labels": alert.labels,
         "annotations": alert.annotations,
         "value": None if alert.value != alert.value else alert.value,
-        "since": iso(alert.since),
-        "at": iso(alert.at),
+        "since": iso_utc(alert.since),
+        "at": iso_utc(alert.at),
     }
 
 
@@ -72,8 +68,8 @@ def alertmanager_body(alerts: list[Alert], now: float, interval: float) -> list[
             {
                 "labels": a.labels,
                 "annotations": {k: str(v) for k, v in a.annotations.items()},
-                "startsAt": iso(min(now, a.since) if a.since > 0 else now),
-                "endsAt": iso(ends),
+                "startsAt": iso_utc(min(now, a.since) if a.since > 0 else now),
+                "endsAt": iso_utc(ends),
             }
         )
     return body

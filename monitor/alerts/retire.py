@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from monitor.alerts.evidence_alerts import ALERTS as EVIDENCE_ALERTS
 from monitor.alerts.lifecycle import AlertBook, Transition
+from monitor.config.durations import iso_utc
 from monitor.config.spec import Config
 
 DRIFT_ALERT = "FairnessDrift"
@@ -110,7 +110,7 @@ def retire(
         out.append(Transition(resolved, "firing"))
         if moved is not None:  # the same detection under the new severity: it says so and
             # keeps when it was first detected (it read as a fresh detection: a review)
-            first = datetime.fromtimestamp(alert.since, tz=UTC).isoformat().replace("+00:00", "Z")
+            first = iso_utc(alert.since)
             core = was.split("): ", 1)[1] if was.startswith(AGAIN) else was  # once, not nested
             again = (
                 f"{AGAIN}{moved['severity']} after a configuration change (detected {first}, "
@@ -125,9 +125,8 @@ def retire(
                 for_=0,
                 value=alert.value,
                 annotations={**alert.annotations, "summary": again},
+                since=alert.since,
             )
             if t is not None:
-                kept = replace(t.alert, since=alert.since)
-                book.active[kept.key] = kept
-                out.append(Transition(kept, t.previous))
+                out.append(t)
     return out

@@ -163,7 +163,7 @@ class RuleCheck:
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
             ann = dict(cur.annotations)
-            ann["data"] = _no_judgement(rule, self.window, at, blind, quiet, _zero_base(rule, r))
+            ann["data"] = _no_judgement(rule, r, self.window, at, blind, quiet, _zero_base(rule, r))
             value = cur.value
         else:
             ann = {}
@@ -183,8 +183,14 @@ class RuleCheck:
         )
 
 
+def _floor(rule: AlertRule, r: AttributeResult) -> int:
+    """A compared group's samples: the rule's ``min_samples``, at least the model's floor."""
+    return max(rule.min_samples, r.disparities.floor)
+
+
 def _no_judgement(
     rule: AlertRule,
+    r: AttributeResult,
     window: str,
     at: float,
     blind: BlindReason | None,
@@ -195,31 +201,27 @@ def _no_judgement(
     return (
         f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
         if blind is not None
-        else f"insufficient data: {quiet} has fewer than {rule.min_samples} samples in "
+        else f"insufficient data: {quiet} has fewer than {_floor(rule, r)} samples in "
         f"window {window} at {at:.0f}; the alert stays as it was"
         if quiet is not None
         else f"undefined: {rule.metric} divides by the reference group's selection rate, "
         f"and it is 0 ({zero}) in window {window} at {at:.0f}; the alert stays as it was"
         if zero is not None
-        else f"insufficient data: fewer than {rule.min_samples} samples in a compared "
+        else f"insufficient data: fewer than {_floor(rule, r)} samples in a compared "
         f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
     )
 
 
 def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:
-    """The groups with ``min_samples`` and a selection rate of 0, when a ratio rule's metric
-    is undefined though two groups have the samples: its reference rate is 0 (every group's,
-    or the configured reference's). Saying "insufficient data" then would send the on-call
-    engineer after traffic when the model selects nobody (found by a review)."""
-    dis, gm = r.disparities, r.groups
-    ref = dis.reference  # configured or the highest rate, among the model's eligible groups
+    """The compared groups (those with :func:`_floor` samples) and their 0 selections, when
+    a ratio rule's metric is undefined though two groups are compared and the reference
+    (configured, or the highest rate) is one of them: it selects nobody. "Insufficient data"
+    would send the on-call engineer after traffic when the model selects nobody (a review)."""
+    ref, gm = r.disparities.reference, r.groups
     if not METRICS[rule.metric].ratio or r.disparity(rule.metric).defined or ref is None:
         return None
-    # the groups the ratio would compare: eligible by the model's min_samples (what the
-    # computation used) and with the rule's (a review: by the rule's alone, a group below the
-    # model's floor read as "the reference rate is 0")
-    n = gm.n.tolist()
-    judged = [i for i, ok in enumerate(dis.eligible.tolist()) if ok and n[i] >= rule.min_samples]
+    n, floor = gm.n.tolist(), _floor(rule, r)
+    judged = [i for i, k in enumerate(n) if k >= floor]
     if int(gm.favourable[ref]) or ref not in judged or len(judged) < 2:
         return None
     return ", ".join(f"{r.labels[i]} 0 of {n[i]}" for i in judged if not gm.favourable[i])
@@ -231,7 +233,8 @@ def _quiet_pair(
     """The group of a firing alert's last judged pair that no longer reaches ``min_samples``
     in this window, if any. With three or more groups the disparity is taken over the groups
     that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
-    other groups whose ratio "recovered" the alert (found by a review)."""
+    other groups whose ratio "recovered" the alert (found by a review); at least the model's
+    floor, below which the group is not compared at all (another review)."""
     for gap in METRICS[rule.metric].max_of:  # a maximum is back under its bound only when
         if not r.disparity(gap).defined:  # each is (``MetricSpec.max_of``; a review)
             return f"a second group for {gap}"
@@ -244,13 +247,13 @@ def _quiet_pair(
         subject = (ann.get("group", ""), ann.get("reference_group", ""), ann.get("basis", ""))
     # the denominators of the rate the page compared: the EOD's larger gap may have moved to
     # the other rate since, whose denominators say nothing of the paged group (a review)
-    paged = subject[2]
+    paged, floor = subject[2], _floor(rule, r)
     den = r.denominators(paged if paged in METRICS else basis)
     for role, name in (("group", subject[0]), ("reference group", subject[1])):
         if not name:
             continue
         try:  # one scan of the labels (checked at every boundary a firing alert is not breached)
-            short = den[r.labels.index(name)] < rule.min_samples
+            short = den[r.labels.index(name)] < floor
         except ValueError:  # not among this window's groups
             short = True
         if short:

@@ -1,4 +1,5 @@
-"""Parsing of human durations such as ``90s``, ``5m``, ``1h30m``, ``7d`` or ``2w``.
+"""Parsing of human durations such as ``90s``, ``5m``, ``1h30m``, ``7d`` or ``2w``, and the one
+way instants are written (:func:`iso_utc`).
 
 Durations are kept as whole seconds: bucket widths and windows are multiples of a second, and
 integers keep bucket arithmetic exact.
@@ -7,6 +8,7 @@ integers keep bucket arithmetic exact.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Annotated
 
 from msgspec import Meta
@@ -57,6 +59,17 @@ def format_duration(seconds: int) -> str:
         if n:
             out.append(f"{n}{unit}")
     return "".join(out)
+
+
+def iso_utc(t: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with a ``Z`` (``2026-01-01T10:00:00Z``), as pages,
+    reports and timelines write instants. An instant no calendar holds (before year 1 or
+    after 9999: ``min_timestamp`` allows them) reads ``<t> s`` instead of raising, so no
+    page, report or timeline line is lost to a clock-skewed event."""
+    try:
+        return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return f"{t:.0f} s"
 
 
 # what the JSON Schema says of a duration (the checks themselves are parse_duration's)

@@ -15,7 +15,8 @@ from typing import Any
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.receivers import alert_json, iso
+from monitor.alerts.receivers import alert_json
+from monitor.config.durations import iso_utc
 from monitor.config.spec import Config
 from monitor.outputs.report import build_report
 from monitor.state.checkpoint import CheckpointError
@@ -84,4 +85,4 @@ def checkpoint_audit(cfg: Config, path: str | None = None) -> tuple[dict[str, An
 
 def as_of(at: float | None) -> dict[str, str]:
     """``{"numbers_as_of": iso time}`` of an alert's refreshed numbers (none: unknown)."""
-    return {} if at is None else {"numbers_as_of": iso(at)}
+    return {} if at is None else {"numbers_as_of": iso_utc(at)}

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from monitor.config.durations import iso_utc
 from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import RATE_CELLS, BlindReason, BlindReport, blind_groups
 from monitor.metrics.disparities import Disparity
@@ -51,13 +51,6 @@ def _num(x: Any) -> Any:
         return int(x)
     f = float(x)
     return None if not math.isfinite(f) else f
-
-
-def _iso(t: float) -> str:
-    try:
-        return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):  # before year 1 (min_timestamp allows it)
-        return f"{t:.0f} s"
 
 
 def _disp(d: Disparity, r: AttributeResult, blind: BlindReason | None) -> dict[str, Any]:
@@ -142,8 +135,8 @@ def model_report(ms: ModelSnapshot, *, confidence: float, audit: bool = False) -
             for set_name, (gidx, labels) in zip(ms.set_names, ms.groups, strict=True):
                 attrs[set_name] |= audit_findings(wc.counts[gidx], list(labels), ms.spec, set_name)
         out["windows"][wname] = {
-            "start": _iso(wc.start) if wc.end else None,
-            "end": _iso(wc.end) if wc.end else None,
+            "start": iso_utc(wc.start) if wc.end else None,
+            "end": iso_utc(wc.end) if wc.end else None,
             "attributes": attrs,
         }
     return out

@@ -14,12 +14,12 @@ as known at that moment of event time — identical however the replay cuts its 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
 import msgspec
 
 from monitor.alerts.evaluator import AlertEvaluator
+from monitor.config.durations import iso_utc
 from monitor.config.spec import Config
 from monitor.metrics.blindness import blind_groups
 from monitor.metrics.disparities import Disparity
@@ -72,10 +72,6 @@ Line = BoundaryLine | EvidenceLine
 Kind = Literal["boundary", "evidence"]
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
 def _point(d: Disparity, r: AttributeResult, blind: str | None) -> DisparityPoint:
     if blind is not None:
         return DisparityPoint(None, None, None, None, None, blind=blind)  # compares nothing
@@ -107,7 +103,7 @@ def boundary_line(
         why_i = {k: w.text for k, ws in per_rate.items() if (w := ws[i]) is not None}
         vals = {k: None if k in why_i else finite_or_none(v[i]) for k, v in rates.items()}
         groups[lab] = GroupPoint(n[i], labelled[i], eligible[i], **vals, blind=why_i)
-    return BoundaryLine(at, _iso(at), model, window, attribute, disparities, groups)
+    return BoundaryLine(at, iso_utc(at), model, window, attribute, disparities, groups)
 
 
 def _scalar(x: Any) -> Any:
@@ -154,7 +150,7 @@ class TimelineWriter:
         evidence = getattr(self.evaluator, "evidence", None)
         if evidence is not None:
             rows = [_row(r) for r in evidence.snapshot() if _model_of(r) in (model, None)]
-            self.encoder.encode_into(EvidenceLine(at, _iso(at), model, rows), buf, len(buf))
+            self.encoder.encode_into(EvidenceLine(at, iso_utc(at), model, rows), buf, len(buf))
             buf += b"\n"
         self.out.write(buf)
         self.lines += buf.count(b"\n")

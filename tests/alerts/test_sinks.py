@@ -17,8 +17,9 @@ import pytest
 
 from monitor.alerts.lifecycle import Alert, Transition
 from monitor.alerts.outbox import Outbox
-from monitor.alerts.receivers import alert_json, alertmanager_body, iso, permanent
+from monitor.alerts.receivers import alert_json, alertmanager_body, permanent
 from monitor.alerts.sinks import Dispatcher
+from monitor.config.durations import iso_utc as iso
 from monitor.config.rules import SinkSpec
 from tests.broker import free_port
 from tests.conftest import require

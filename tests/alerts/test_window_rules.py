@@ -395,6 +395,22 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert resolved == "resolved"
 
 
+def test_a_rule_below_the_models_min_samples_still_keeps_the_quiet_paged_group() -> None:
+    """Found by a review: with the rule's ``min_samples`` (10) below the model's (50), c at 20
+    decisions is no longer compared (the model's floor), yet it reached the rule's, so the fair
+    a-vs-b ratio resolved c's alert. The floor is the larger one, and the page says so."""
+    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
+                     min_samples=10, for_=0)  # fmt: skip
+    doc = {"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"], "min_samples": 50}}}
+    spec, book = parse_config(doc).models["m"], AlertBook()
+    a, b = {"n": 1000, "fav": 500}, {"n": 1000, "fav": 490}
+    assert judged(book, rule, spec, T0, a, b, {"n": 400, "fav": 80}) == "firing"
+    assert judged(book, rule, spec, T0 + 60, a, b, {"n": 20, "fav": 4}) is None
+    (alert,) = book.firing()
+    assert "group c of the page has fewer than 50 samples" in alert.annotations["data"]
+    assert judged(book, rule, spec, T0 + 120, a, b, {"n": 400, "fav": 196}) == "resolved"
+
+
 def _eod_group(pos: int, tpr: float, neg: int, fpr: float) -> dict[str, int]:
     tp, fp = round(pos * tpr), round(neg * fpr)
     return {"n": pos + neg, "fav": tp + fp, "tp": tp, "fn": pos - tp, "fp": fp, "tn": neg - fp}

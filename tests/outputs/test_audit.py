@@ -16,10 +16,10 @@ import pytest
 
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
-from monitor.alerts.receivers import iso
 from monitor.app.demo import demo_config_text
 from monitor.app.replay import replay as replay_events
 from monitor.cli import main
+from monitor.config.durations import iso_utc as iso
 from monitor.config.spec import load_config
 from monitor.ingest.events import RawRecord
 from monitor.state.checkpoint import CheckpointStore, encode
