@@ -184,9 +184,11 @@ class AlertEvaluator:
                 if in_ring(self.engine, m, c, k):
                     counts = self.engine.counts_between(m, c.start, c.end, as_of=k)
                     judged += [(c, counts[g], lab, name) for name, g, lab in sets if lab]
+            # a value compares the groups with drift's min_samples, at least the model's
+            floor = replace(spec, min_samples=max(spec.min_samples, d.min_samples))
             cohort_results = attribute_results(
                 [(counts, lab, name) for _, counts, lab, name in judged],
-                spec,
+                floor,
                 confidence=self.config.confidence,
                 scores=False,
             )

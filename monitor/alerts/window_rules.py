@@ -230,11 +230,10 @@ def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:
 def _quiet_pair(
     book: AlertBook, key: Key, rule: AlertRule, r: AttributeResult, basis: str
 ) -> str | None:
-    """The group of a firing alert's last judged pair that no longer reaches ``min_samples``
-    in this window, if any. With three or more groups the disparity is taken over the groups
-    that reach it, so the paged group falling quiet (still at its low rate) left a fair pair of
-    other groups whose ratio "recovered" the alert (found by a review); at least the model's
-    floor, below which the group is not compared at all (another review)."""
+    """The group of a firing alert's pair (the one it fired on, the last judged one) below
+    :func:`_floor` in this window, if any. With three or more groups the disparity is taken
+    over the groups that reach it, so the paged group falling quiet (still at its low rate),
+    even after another pair became the worst, left a fair pair that "recovered" it (reviews)."""
     for gap in METRICS[rule.metric].max_of:  # a maximum is back under its bound only when
         if not r.disparity(gap).defined:  # each is (``MetricSpec.max_of``; a review)
             return f"a second group for {gap}"
@@ -245,19 +244,20 @@ def _quiet_pair(
             return None
         ann = cur.annotations
         subject = (ann.get("group", ""), ann.get("reference_group", ""), ann.get("basis", ""))
-    # the denominators of the rate the page compared: the EOD's larger gap may have moved to
-    # the other rate since, whose denominators say nothing of the paged group (a review)
-    paged, floor = subject[2], _floor(rule, r)
-    den = r.denominators(paged if paged in METRICS else basis)
-    for role, name in (("group", subject[0]), ("reference group", subject[1])):
-        if not name:
-            continue
-        try:  # one scan of the labels (checked at every boundary a firing alert is not breached)
-            short = den[r.labels.index(name)] < floor
-        except ValueError:  # not among this window's groups
-            short = True
-        if short:
-            return f"{role} {name} of the page"
+    fired = book.paged(key)
+    for pair in (subject,) if fired is None or fired == subject else (fired, subject):
+        # the denominators of the rate the pair compared: the EOD's larger gap may have moved
+        # to the other rate since, whose denominators say nothing of the paged group (a review)
+        den = r.denominators(pair[2] if pair[2] in METRICS else basis)
+        for role, name in (("group", pair[0]), ("reference group", pair[1])):
+            if not name:
+                continue
+            try:  # one scan of the labels (at every boundary a firing alert is not breached)
+                short = den[r.labels.index(name)] < _floor(rule, r)
+            except ValueError:  # not among this window's groups
+                short = True
+            if short:
+                return f"{role} {name} of the page"
     return None
 
 

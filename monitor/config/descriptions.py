@@ -191,7 +191,10 @@ KEYS: dict[str, str] = {
     "DriftDoc.detector": "river's change detector.",
     "DriftDoc.metrics": "The disparities watched for drift.",
     "DriftDoc.bucket": "One value per this much event time is fed to each detector.",
-    "DriftDoc.min_samples": "A value needs this many decisions (or labelled outcomes) per group.",
+    "DriftDoc.min_samples": (
+        "A value compares the groups with this many decisions (or labelled outcomes) in its "
+        "hour; the model's `min_samples` where that is larger."
+    ),
     "DriftDoc.threshold": "Page-Hinkley's λ, in baseline standard deviations.",
     "DriftDoc.delta": "Page-Hinkley's tolerance per value, in baseline standard deviations.",
     "DriftDoc.min_values": "Values that set the baseline before detection starts.",

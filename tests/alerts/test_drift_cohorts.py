@@ -414,3 +414,28 @@ def test_a_resolved_drift_notice_quotes_the_mean_it_was_judged_on() -> None:
     fired = seen[0][1]  # the pair the value compares: b (low) against a (high)
     assert (fired.annotations["group"], fired.annotations["reference_group"]) == ("b", "a")
     assert (resolved.annotations["group"], resolved.annotations["reference_group"]) == ("b", "a")
+
+
+@pytest.mark.parametrize("floor", [30, 1000])
+def test_drift_values_compare_the_groups_with_drifts_min_samples(floor: int) -> None:
+    """Found by a review: ``alerts.drift.min_samples`` was documented ("a value needs this
+    many decisions per group") and never read: drift compared groups at the model's floor (5
+    here), so a group of ~40 decisions an hour paged FairnessDrift under a floor of 1000."""
+    cfg = parse_config(
+        {
+            "models": {"credit": {"attributes": {"group": {}}, "windows": ["1h"], "bucket": "1m",
+                                  "lateness": "5m", "min_samples": 5}},
+            "alerts": {"rules": [], "evidence": {"enabled": False},
+                       "drift": {"min_samples": floor, "metrics": ["disparate_impact_ratio"]}},
+        }
+    )  # fmt: skip
+    engine = Engine(cfg)
+    ev = AlertEvaluator(cfg, engine)
+    run_stream(engine, 48 * 60, 0.5, lambda m: 0.5 if m < 24 * 60 else 0.2, per_min_a=20,
+               per_min_b=40 / 60, seed=3, on_minute=lambda _: ev.advance())  # fmt: skip
+    seen = ev.trackers[("credit", "group", "disparate_impact_ratio")].seen
+    pages = [t for t in ev.history if t.alert.name == "FairnessDrift"]
+    if floor == 1000:  # b never has 1,000 decisions in an hour: no value, no page
+        assert seen == 0 and pages == []
+    else:  # b's hours with 30 or more decisions: most of them; the drop pages
+        assert seen >= 24 and pages and pages[0].alert.state == "firing"

@@ -395,6 +395,31 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert resolved == "resolved"
 
 
+def test_the_paged_group_stays_checked_after_another_pair_became_the_worst() -> None:
+    """Found by a review: the alert fired on c; then a small b's noisier ratio was the
+    lowest (c still breaching), so the alert's pair became b vs a; then c fell quiet and b
+    recovered, and the alert resolved on b's numbers, c never seen to recover. The pair it
+    fired on must recover or be measured again."""
+    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
+                     min_samples=30, for_=0)  # fmt: skip
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    book, a = AlertBook(), {"n": 4000, "fav": 2000}
+    assert judged(book, rule, spec, T0, a, {"n": 4000, "fav": 1900}, {"n": 4000, "fav": 1200})
+    assert (
+        judged(book, rule, spec, T0 + 60, a, {"n": 40, "fav": 15}, {"n": 4000, "fav": 1580}) is None
+    )
+    (alert,) = book.firing()
+    assert book.subject(alert.key) == ("b", "a", "disparate_impact_ratio")  # worst now
+    assert (
+        judged(book, rule, spec, T0 + 120, a, {"n": 4000, "fav": 1900}, {"n": 20, "fav": 6}) is None
+    )
+    (alert,) = book.firing()
+    assert "group c of the page has fewer than 30 samples" in alert.annotations["data"]
+    fair_c = {"n": 4000, "fav": 1960}
+    assert judged(book, rule, spec, T0 + 180, a, {"n": 4000, "fav": 1900}, fair_c) == "resolved"
+    assert book.paged(alert.key) is None  # forgotten with the alert
+
+
 def test_a_rule_below_the_models_min_samples_still_keeps_the_quiet_paged_group() -> None:
     """Found by a review: with the rule's ``min_samples`` (10) below the model's (50), c at 20
     decisions is no longer compared (the model's floor), yet it reached the rule's, so the fair
