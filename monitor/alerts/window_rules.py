@@ -9,6 +9,7 @@ from math import isfinite, nan
 from typing import Any, Literal
 
 from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
+from monitor.config.durations import iso_utc
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
@@ -189,26 +190,22 @@ def _floor(rule: AlertRule, r: AttributeResult) -> int:
 
 
 def _no_judgement(
-    rule: AlertRule,
-    r: AttributeResult,
-    window: str,
-    at: float,
-    blind: BlindReason | None,
-    quiet: str | None,
-    zero: str | None,
-) -> str:
+    rule: AlertRule, r: AttributeResult, window: str, at: float,
+    blind: BlindReason | None, quiet: str | None, zero: str | None,
+) -> str:  # fmt: skip
     """Why the current window cannot judge an active alert (its ``data`` annotation)."""
+    when = iso_utc(at)  # read at 3 a.m.: a date, not epoch seconds (a review)
     return (
-        f"blind: {blind.text} (window {window} at {at:.0f}); the alert stays as it was"
+        f"blind: {blind.text} (window {window} at {when}); the alert stays as it was"
         if blind is not None
         else f"insufficient data: {quiet} has fewer than {_floor(rule, r)} samples in "
-        f"window {window} at {at:.0f}; the alert stays as it was"
+        f"window {window} at {when}; the alert stays as it was"
         if quiet is not None
         else f"undefined: {rule.metric} divides by the reference group's selection rate, "
-        f"and it is 0 ({zero}) in window {window} at {at:.0f}; the alert stays as it was"
+        f"and it is 0 ({zero}) in window {window} at {when}; the alert stays as it was"
         if zero is not None
         else f"insufficient data: fewer than {_floor(rule, r)} samples in a compared "
-        f"group (or none at all) in window {window} at {at:.0f}; the alert stays as it was"
+        f"group (or none at all) in window {window} at {when}; the alert stays as it was"
     )
 
 

@@ -415,6 +415,7 @@ def test_the_paged_group_stays_checked_after_another_pair_became_the_worst() -> 
     )
     (alert,) = book.firing()
     assert "group c of the page has fewer than 30 samples" in alert.annotations["data"]
+    assert "window 1h at 2026-01-01T00:02:00Z;" in alert.annotations["data"]  # T0 + 2 min
     fair_c = {"n": 4000, "fav": 1960}
     assert judged(book, rule, spec, T0 + 180, a, {"n": 4000, "fav": 1900}, fair_c) == "resolved"
     assert book.paged(alert.key) is None  # forgotten with the alert
