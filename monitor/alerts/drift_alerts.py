@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from monitor.alerts.drift import DriftTracker
 from monitor.alerts.lifecycle import AlertBook, Transition
-from monitor.alerts.window_rules import _finite, _fmt
+from monitor.alerts.window_pages import finite, fmt
 from monitor.config.durations import format_duration, iso_utc
 from monitor.config.label_settle import label_settle
 from monitor.config.rules import AlertRule, DriftSpec
@@ -156,7 +156,7 @@ def check_drift(
         if tracker.history and t_end <= tracker.history[-1][0]:
             continue  # seen already (a restart with a longer label_settle): once per cohort
         disp = r.disparity(metric)
-        value = math.nan if metric in blind else _finite(disp.value)
+        value = math.nan if metric in blind else finite(disp.value)
         lo, hi = disp.lower, disp.upper
         z = compared_z(confidence, disp.pairs)  # the interval's own level (its pair's)
         # a gap's interval is a spread's, [max(L, 0), max(U, −L)]: its upper half is z·SE (L
@@ -183,11 +183,11 @@ def check_drift(
             span = cohort.describe()
             ann = {
                 "summary": f"{metric} of {model}/{attribute} is drifting worse: "
-                f"{_fmt(signal.baseline)} → {_fmt(signal.value)} "
+                f"{fmt(signal.baseline)} → {fmt(signal.value)} "
                 f"(the cohort predicted {span})",
                 "description": (
                     f"change {signal.change:+.3f} from a baseline of "
-                    f"{_fmt(signal.baseline)}; trend {signal.slope_per_hour:+.4f}/hour; at "
+                    f"{fmt(signal.baseline)}; trend {signal.slope_per_hour:+.4f}/hour; at "
                     f"this slope the bound ({signal.bound:g}) is crossed in {eta}. The value "
                     f"describes the "
                     f"predictions made {span}, with the labels known by {iso_utc(at)}"
@@ -231,8 +231,8 @@ def check_drift(
             notes = (
                 {
                     "summary": f"recovered: {metric} of {model}/{attribute} is back at its "
-                    f"baseline: the last {n} values average {_fmt(mean)} (baseline "
-                    f"{_fmt(tracker.baseline)}; the last, {_fmt(value)}, of the cohort "
+                    f"baseline: the last {n} values average {fmt(mean)} (baseline "
+                    f"{fmt(tracker.baseline)}; the last, {fmt(value)}, of the cohort "
                     f"predicted {cohort.describe()})",
                     "description": f"no worsening trend for {quiet} values (one per {every}) "
                     f"and the mean of the last {n} is within two standard errors of the "

@@ -3,40 +3,19 @@ carries (rates, sample sizes, the interval) so the on-call engineer can judge it
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from math import isfinite, nan
-from typing import Any, Literal
 
 from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
+from monitor.alerts.window_pages import State, page_annotations
 from monitor.config.durations import iso_utc
 from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
-from monitor.metrics.fairness import error_gap_limits
 from monitor.metrics.intervals import adjusted, ci_text
-from monitor.metrics.registry import METRICS, RATE_FAMILY
+from monitor.metrics.pairs import pair_of, significant_pair
+from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
-
-State = Literal["breached", "recovered", "not yet recovered"]  # what a page's summary says
-GAP_NOTE = (
-    "With different base rates, equal PPV and equal TPR force unequal FPR "
-    "(Chouldechova 2017: FPR = p/(1-p) · (1-PPV)/PPV · TPR), so equalized odds and "
-    "predictive parity cannot both hold; check which one this model must meet."
-)
-
-
-def _finite(x: float) -> float:
-    """NaN for an undefined or infinite number (an infinite upper limit judges nothing)."""
-    return x if math.isfinite(x) else math.nan
-
-
-def _fmt(x: Any) -> str:
-    return (
-        "n/a"
-        if x is None or (isinstance(x, float) and not math.isfinite(x))
-        else (f"{x:.3f}" if isinstance(x, float) else str(x))
-    )
 
 
 def compared_enough(rule: AlertRule, r: AttributeResult, d: Disparity) -> bool:
@@ -123,12 +102,18 @@ class RuleCheck:
     def __call__(self, book: AlertBook, r: AttributeResult, at: float) -> Transition | None:
         rule, key = self.rule, self.key
         d: Disparity = getattr(r.disparities, self.field)
-        value, lower, upper = d.value, d.lower, d.upper  # NaN when not finite (_finite)
+        value, lower, upper = d.value, d.lower, d.upper  # NaN when not finite
         value = value if isfinite(value) else nan
         lower = lower if isfinite(lower) else nan
         upper = upper if isfinite(upper) else nan
         active = key in book
         beyond = rule.breached(value, lower, upper)
+        if not beyond and rule.significant and rule.breached(value, value, value):
+            # the extreme pair's interval reaches back: is another pair wholly beyond?
+            alt = significant_pair(r, rule.metric, op=rule.op, bound=rule.bound,
+                                   min_samples=rule.min_samples, confidence=self.conf)  # fmt: skip
+            if alt is not None:
+                d, value, lower, upper, beyond = alt, alt.value, alt.lower, alt.upper, True
         if not active and not beyond:
             return None  # the common case, judged first and cheaply: nothing to tell or describe
         lo, hi = d.low_group, d.high_group
@@ -147,6 +132,9 @@ class RuleCheck:
         # resolving needs evidence of recovery (the symmetric test on the interval); too few
         # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
         recovered = enough and rule.recovered(value, lower, upper)
+        if recovered and rule.significant and (held := self._paged(book, r, lo, hi)) is not None:
+            d, value, lower, upper, recovered = held, held.value, held.lower, held.upper, False
+            lo, hi = held.low_group, held.high_group
         quiet = _quiet_pair(book, key, rule, r, basis) if active and not breached else None
         if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
             enough = recovered = False
@@ -159,7 +147,7 @@ class RuleCheck:
             state: State = (
                 "recovered" if recovered else "breached" if breached else "not yet recovered"
             )
-            ann = partial(_annotations, rule, r, basis, numbers, pair, (ci, level), state)
+            ann = partial(page_annotations, rule, r, basis, numbers, pair, (ci, level), state)
             subject = (r.labels[lo], r.labels[hi], basis)
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
@@ -182,6 +170,20 @@ class RuleCheck:
             annotations=ann,
             subject=subject,
         )
+
+    def _paged(
+        self, book: AlertBook, r: AttributeResult, lo: int | None, hi: int | None
+    ) -> Disparity | None:
+        """The pair the alert fired on, when it is another than the one judged now and has not
+        recovered itself (a review: paged for b, it resolved on c vs a, b's own ratio 0.90
+        [0.61, 1.20] of 40 decisions): recovery is shown by the pair paged for too."""
+        fired = book.paged(self.key)
+        if fired is None or (fired[0], fired[1]) == (r.name(lo), r.name(hi)):
+            return None
+        rule = self.rule
+        held = pair_of(r, rule.metric, (fired[0], fired[1]), min_samples=rule.min_samples,
+                       confidence=self.conf)  # fmt: skip
+        return None if held is None or rule.recovered(held.value, held.lower, held.upper) else held
 
 
 def _floor(rule: AlertRule, r: AttributeResult) -> int:
@@ -256,92 +258,3 @@ def _quiet_pair(
             if short:
                 return f"{role} {name} of the page"
     return None
-
-
-def _gap(r: AttributeResult, metric: str, level: float) -> str:
-    """One gap of an equalized-odds page, its interval at the page's ``level`` (the one over
-    both gaps' pairs, whose limits the difference's are the larger of): the proof is there."""
-    d = r.disparity(metric)
-    if not d.defined or d.low_group is None or d.high_group is None:
-        return f"{metric} –"
-    lower, upper = error_gap_limits(r.groups, d, level)
-    pair = f"{r.labels[d.low_group]} vs {r.labels[d.high_group]}"
-    return f"{metric} {_fmt(d.value)} [{_fmt(lower)}, {_fmt(upper)}] {pair}"
-
-
-def _counted(r: AttributeResult, rate: str, g: int) -> str:
-    """``"x of d; "``: the counts one group's rate rests on (its numerator and denominator
-    cells, ``registry.RATE_FAMILY``). The page quotes them because ``n`` counts every decision
-    while a TPR or FPR rests on the labelled positives or negatives alone: "FPR 0.000" of 458
-    decisions reads as solid; "0 of 34" says how sure it is (as the evidence pages do)."""
-    fam = RATE_FAMILY.get(rate)
-    if fam is None:
-        return ""
-    x = sum(int(getattr(r.groups, c)[g]) for c in fam.numerator)
-    d = sum(int(getattr(r.groups, c)[g]) for c in fam.counts)
-    return f"{x} of {d}; "
-
-
-def _annotations(
-    rule: AlertRule,
-    r: AttributeResult,
-    basis: str,
-    numbers: tuple[float, float, float],
-    pair: tuple[int, int],
-    interval: tuple[str, float],
-    state: State,
-) -> dict[str, str]:
-    """What a page says: both groups' rates and sizes, the disparity with its interval (written
-    only when the alert changes state or is read: ``lifecycle.Notes``)."""
-    # a score-distribution distance has no rate of its own: its groups' selection rates are
-    # quoted (often equal: what the distance sees that the rate does not) and their scored counts
-    rate = METRICS[basis].rate or "selection_rate"
-    (value, lower, upper), (lo, hi), (ci, level) = numbers, pair, interval
-    g_rate, r_rate = _fmt(r.value(rate, lo)), _fmt(r.value(rate, hi))
-    g_n, r_n = int(r.groups.n[lo]), int(r.groups.n[hi])
-    g_lab, r_lab = int(r.groups.labelled[lo]), int(r.groups.labelled[hi])
-    second = "labelled"
-    if not METRICS[basis].rate:
-        second, g_lab, r_lab = "scored", int(r.groups.scored[lo]), int(r.groups.scored[hi])
-    lo_name, hi_name = r.labels[lo], r.labels[hi]
-    pair_text = f"{lo_name} vs {hi_name}"
-    g_of, r_of = _counted(r, rate, lo), _counted(r, rate, hi)
-    ann = {
-        "summary": f"{rule.metric} {_fmt(value)} {rule.op} {rule.bound} for {pair_text}",
-        "description": (
-            f"{rate} {lo_name}: {g_rate} ({g_of}n={g_n}, {second}={g_lab}); "
-            f"{hi_name}: {r_rate} ({r_of}n={r_n}, {second}={r_lab}); "
-            f"{rule.metric} {_fmt(value)}, {ci} [{_fmt(lower)}, {_fmt(upper)}]"
-        ),
-        "value": _fmt(value),
-        "ci_lower": _fmt(lower),
-        "ci_upper": _fmt(upper),
-        "group": lo_name,
-        "group_rate": g_rate,
-        "group_n": str(g_n),
-        "reference_group": hi_name,
-        "reference_rate": r_rate,
-        "reference_n": str(r_n),
-        "runbook_url": rule.runbook_url,
-        "basis": basis,  # the rate compared (the EOD: its larger gap), for _quiet_pair
-    }
-    if METRICS[rule.metric].max_of:  # a maximum: its lower limit may be the other gap's,
-        # between other groups; the page shows each, with its own pair
-        ann["gaps"] = "; ".join(_gap(r, g, level) for g in METRICS[rule.metric].max_of)
-    if METRICS[rule.metric].needs_labels:
-        ann["base_rates"] = (
-            f"{lo_name}: {_fmt(r.value('prevalence', lo))}, "
-            f"{hi_name}: {_fmt(r.value('prevalence', hi))}"
-        )
-        ann["note"] = GAP_NOTE
-    numbers_now = f"{rule.metric} {_fmt(value)} [{_fmt(lower)}, {_fmt(upper)}]"
-    if state == "recovered":
-        ann["summary"] = f"recovered: {numbers_now} is back past {rule.bound} for {pair_text}"
-    elif state == "not yet recovered":  # firing, no longer beyond the bound, not back past it:
-        # "0.820 < 0.8" would be false (found by a review); say what resolving takes
-        back = round(rule.bound + (rule.hysteresis if rule.op == "<" else -rule.hysteresis), 12)
-        near = " with the interval's near limit past the bound" if rule.significant else ""
-        ann["summary"] = (
-            f"not yet recovered: {numbers_now} for {pair_text}; resolves at {back:g}{near}"
-        )
-    return ann

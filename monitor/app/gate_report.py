@@ -122,7 +122,7 @@ def summary(res: GateResult) -> str:
         for c in (c for c in res.checks if c.model == name):
             line = f"  {_MARK[c.status]}  {c.rule.name} [{c.attribute}]  "
             line += headline(c, res.confidence) if c.status in ("fail", "pass") else c.note
-            if c.status == "pass" and c.note:
+            if c.status in ("fail", "pass") and c.note:
                 line += f" ({c.note})"
             out.append(line)
             short = c.insufficient_groups

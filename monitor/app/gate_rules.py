@@ -14,6 +14,7 @@ from monitor.config.rules import DEFAULT_RULES, AlertRule, Metric
 from monitor.config.rules import METRICS as RULE_METRICS
 from monitor.config.spec import ConfigError, ModelSpec
 from monitor.metrics.blindness import blind_groups
+from monitor.metrics.pairs import significant_pair
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import I64, AttributeResult, attribute_result
 
@@ -134,6 +135,14 @@ def judge(
             value = lower = upper = math.nan
         elif rule.breached(value, lower, upper):
             status, note = "fail", ""
+        elif (alt := significant_pair(jr, rule.metric, op=rule.op, bound=rule.bound,
+                                      min_samples=rule.min_samples,
+                                      confidence=confidence)) is not None:  # fmt: skip
+            # the most extreme pair's interval reaches back; another pair's is wholly beyond
+            # (``metrics/pairs.py``: the alert rules page on it too)
+            extreme = f"{jr.name(d.low_group)} vs {jr.name(d.high_group)}"
+            d, value, lower, upper = alt, alt.value, alt.lower, alt.upper
+            status, note = "fail", f"the most extreme pair, {extreme}, is not significant alone"
         else:
             status, note = "pass", ""
             if replace(rule, significant=False).breached(value, lower, upper):

@@ -421,6 +421,43 @@ def test_the_paged_group_stays_checked_after_another_pair_became_the_worst() -> 
     assert book.paged(alert.key) is None  # forgotten with the alert
 
 
+def test_a_significant_breach_behind_a_noisier_extreme_pair_pages() -> None:
+    """Found by a review: c (40 decisions) had the lowest ratio, 0.60 [0.32, 0.98]; b vs a
+    0.70 [0.67, 0.73] is wholly below 0.8, and nothing paged. It pages now, for b vs a with b's
+    own numbers; it resolves once no pair is below (b back at a fair rate)."""
+    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
+                     min_samples=30, for_=0)  # fmt: skip
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    book, a, c = AlertBook(), {"n": 5000, "fav": 2500}, {"n": 40, "fav": 12}
+    assert judged(book, rule, spec, T0, a, {"n": 5000, "fav": 1750}, c) == "firing"
+    (alert,) = book.firing()
+    assert (alert.annotations["group"], alert.annotations["reference_group"]) == ("b", "a")
+    assert alert.annotations["value"] == "0.700" and float(alert.annotations["ci_upper"]) < 0.8
+    assert alert.annotations["extreme_pair"].startswith("c vs a 0.600 [")  # said, not judged
+    assert "the most extreme pair, c vs a 0.600" in alert.annotations["description"]
+    assert judged(book, rule, spec, T0 + 60, a, {"n": 5000, "fav": 1750}, c) is None  # stays
+    fair = ({"n": 5000, "fav": 2480}, {"n": 400, "fav": 196})
+    assert judged(book, rule, spec, T0 + 120, a, *fair) == "resolved"
+
+
+def test_an_alert_resolves_only_when_the_pair_it_paged_for_shows_recovery() -> None:
+    """Found by a review: paged for b vs a; then b had 40 decisions at 0.90 [0.56, 1.27] and
+    c vs a was the lowest ratio, its interval clear of the bound: it resolved on c's numbers.
+    It stays firing, quoting b's pair, until b's own interval clears the bound."""
+    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
+                     min_samples=30, for_=0)  # fmt: skip
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
+    book, a = AlertBook(), {"n": 5000, "fav": 2500}
+    assert judged(book, rule, spec, T0, a, {"n": 5000, "fav": 1750}, {"n": 5000, "fav": 2400})
+    c_ok = {"n": 5000, "fav": 2150}  # 0.86 of a's rate, its interval clear of 0.8
+    assert judged(book, rule, spec, T0 + 60, a, {"n": 40, "fav": 18}, c_ok) is None
+    (alert,) = book.firing()
+    assert alert.annotations["summary"].startswith("not yet recovered")
+    assert (alert.annotations["group"], alert.annotations["value"]) == ("b", "0.900")
+    b_back = {"n": 4000, "fav": 1800}  # 0.90 of a's rate, and measured
+    assert judged(book, rule, spec, T0 + 120, a, b_back, c_ok) == "resolved"
+
+
 def test_a_rule_below_the_models_min_samples_still_keeps_the_quiet_paged_group() -> None:
     """Found by a review: with the rule's ``min_samples`` (10) below the model's (50), c at 20
     decisions is no longer compared (the model's floor), yet it reached the rule's, so the fair

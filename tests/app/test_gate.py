@@ -279,6 +279,22 @@ def test_a_breach_within_the_noise_passes(
     assert "past the bound, but not significantly" in out
 
 
+def test_a_significant_pair_behind_a_noisier_extreme_one_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """C (40 rows) has the lowest ratio, 0.60, its interval past 0.8; B vs A 0.70 of 5,000
+    each is wholly below it at the level over the 2 pairs against A (the oracle says so): exit 1, B named
+    with its own interval (a review: it passed)."""
+    data = write_set(tmp_path, {"A": (5000, 2500), "B": (5000, 1750), "C": (40, 12)})
+    lo, hi = mover_ratio(1750, 5000, 2500, 5000, alpha=0.05 / 2)  # 2 pairs: A is configured
+    assert hi < 0.8
+    rc, out, _ = gate(capsys, "-c", loan_config(tmp_path), *data, "--fail-on", "FourFifthsRule")
+    assert rc == 1
+    assert f"disparate_impact_ratio 0.700, 95% CI over 2 pairs [{lo:.3f}, {hi:.3f}]" in out
+    assert "wholly below 0.8: B vs A" in out
+    assert "(the most extreme pair, C vs A, is not significant alone)" in out
+
+
 def test_too_few_per_group_is_not_judged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: xmlschema.XMLSchema
 ) -> None:
