@@ -4,6 +4,7 @@ changed and the old alert stayed firing forever, re-posted to Alertmanager every
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,10 +12,29 @@ import pytest
 from monitor.alerts import persist
 from monitor.alerts.evaluator import AlertEvaluator
 from monitor.alerts.retire import moved_severity, raised_by
-from monitor.config.spec import parse_config
+from monitor.config.spec import Config, parse_config
 from tests.alerts.streams import alert_config, evaluate_stream, four_fifths_rule
 
 RULE = four_fifths_rule(severity="ticket", significant=False)
+
+
+def restart_at(
+    hour: float, new: Callable[[AlertEvaluator], Config]
+) -> tuple[Callable[[AlertEvaluator, int], AlertEvaluator], list[AlertEvaluator]]:
+    """A ``drive(..., at_minute=)`` hook that restarts once, at ``hour``: the evaluator's state
+    stored and restored into a new one with the configuration ``new(ev)`` gives (it may check
+    the old evaluator first); the list holds the restarted evaluator."""
+    restarted: list[AlertEvaluator] = []
+
+    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
+        if minute < hour * 60 or restarted:
+            return ev
+        copy = AlertEvaluator(new(ev), ev.engine)
+        persist.restore(copy, persist.dumps(ev))
+        restarted.append(copy)
+        return copy
+
+    return restart, restarted
 
 
 def fired() -> tuple[Any, AlertEvaluator]:
@@ -93,18 +113,14 @@ def test_a_firing_evidence_alert_whose_severity_changed_is_raised_again_under_it
     from tests.alerts.test_evidence import H, config, drive, events, hours
 
     preds, labs = events(48 * H, lambda m: 0.3 if m >= 24 * H else 0.5, seed=11)
-    restarted: list[bool] = []
 
-    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
-        if minute < 38 * H or restarted:
-            return ev
+    def critical(ev: AlertEvaluator) -> Config:
         assert [a.labels["severity"] for a in ev.book.firing()] == ["page"]
-        copy = AlertEvaluator(config(severity="critical"), ev.engine)
-        persist.restore(copy, persist.dumps(ev))
-        restarted.append(True)
-        return copy
+        return config(severity="critical")
 
+    restart, restarted = restart_at(38, critical)
     ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    assert restarted  # the restart happened
     moved = [t.alert for t in ev.history if hours(t.alert) >= 38 - 1 / 12]
     (old,) = [a for a in moved if a.state == "resolved"]
     assert (
@@ -134,18 +150,14 @@ def test_firing_evidence_alerts_are_resolved_when_their_detectors_start_afresh()
     from tests.alerts.test_evidence import H, config, drive, events
 
     preds, labs = events(48 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=11)
-    restarted: list[bool] = []
 
-    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
-        if minute < 38 * H or restarted:
-            return ev
+    def longer_baseline(ev: AlertEvaluator) -> Config:
         assert "FairnessChange" in {a.name for a in ev.book.firing()}
-        copy = AlertEvaluator(config(baseline="6d"), ev.engine)
-        persist.restore(copy, persist.dumps(ev))
-        restarted.append(True)
-        return copy
+        return config(baseline="6d")
 
+    restart, restarted = restart_at(38, longer_baseline)
     ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    assert restarted  # the restart happened
     resolved = [t.alert for t in ev.history if t.alert.state == "resolved"]
     assert "FairnessChange" in {a.name for a in resolved}
     assert all("start afresh" in a.annotations["summary"] for a in resolved)
@@ -157,7 +169,6 @@ def test_evidence_detectors_start_afresh_when_the_reference_group_is_configured_
     the detectors' old reference, so FairnessChange and FourFifthsEvidence kept paging
     "relative to a" while the window rules compared with b. The detectors start afresh (their
     firing alerts resolved at the restore, saying why) and compare with the configured one."""
-    from monitor.config.spec import Config
     from tests.alerts.test_evidence import H, config, drive, events
 
     def with_reference(group: str) -> Config:
@@ -178,11 +189,8 @@ def test_evidence_detectors_start_afresh_when_the_reference_group_is_configured_
         return parse_config(doc)
 
     preds, labs = events(48 * H, lambda m: 0.3 if 24 * H <= m < 40 * H else 0.5, seed=11)
-    restarted: list[AlertEvaluator] = []
 
-    def restart(ev: AlertEvaluator, minute: int) -> AlertEvaluator:
-        if minute < 38 * H or restarted:
-            return ev
+    def reference_b(ev: AlertEvaluator) -> Config:
         me = ev.evidence.models[0]
         assert me.labels[0][int(me.refs[0])] == "a"  # the largest group, chosen by volume
         assert "FairnessChange" in {a.name for a in ev.book.firing()}
@@ -190,12 +198,11 @@ def test_evidence_detectors_start_afresh_when_the_reference_group_is_configured_
         # the restarted process counts with the new configuration (its engine restored from
         # the checkpoint); here the same engine goes on, with the new model spec
         ev.engine.models[0] = new.models["credit"]
-        copy = AlertEvaluator(new, ev.engine)
-        persist.restore(copy, persist.dumps(ev))
-        restarted.append(copy)
-        return copy
+        return new
 
+    restart, restarted = restart_at(38, reference_b)
     ev = drive(preds, labs, cut_minutes=5, at_minute=restart)
+    assert restarted  # the restart happened
     resolved = [t.alert for t in ev.history if t.alert.state == "resolved"]
     assert "FairnessChange" in {a.name for a in resolved}
     assert any("or of a reference group" in a.annotations["summary"] for a in resolved)
