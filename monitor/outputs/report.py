@@ -22,6 +22,7 @@ from monitor.config.spec import ModelSpec
 from monitor.metrics.blindness import RATE_CELLS, BlindReason, BlindReport, blind_groups
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.intervals import ci_text
+from monitor.metrics.pairs import significant_pair
 from monitor.metrics.registry import FOUR_FIFTHS, METRICS
 from monitor.metrics.results import AttributeResult, attribute_result
 from monitor.outputs.audit_findings import audit_findings
@@ -85,10 +86,14 @@ def _row(r: AttributeResult, i: int, blind: BlindReport) -> dict[str, Any]:
     return row
 
 
-def result_report(r: AttributeResult, *, favourable: int = 1) -> dict[str, Any]:
+def result_report(
+    r: AttributeResult, *, favourable: int = 1, confidence: float = 0.95
+) -> dict[str, Any]:
     """The JSON form of one attribute set's typed result: per-group rows, then every
     disparity of the registry (in its order) and the differential-fairness epsilon
-    (``favourable``: the model's favourable class, which blindness depends on)."""
+    (``favourable``: the model's favourable class, which blindness depends on). The DIR is
+    significantly below 0.8 when any compared pair's interval is (``metrics/pairs.py``, as
+    the FourFifthsRule and the gate judge it), and the report names that pair."""
     d = r.disparities
     blind = blind_groups(r.groups, favourable=favourable)
     blind_metrics = blind.disparities(d)
@@ -101,7 +106,13 @@ def result_report(r: AttributeResult, *, favourable: int = 1) -> dict[str, Any]:
         out[spec.name] = _disp(d.metric(spec.name), r, blind_metrics.get(spec.name))
         if spec.name == "disparate_impact_ratio":
             out["four_fifths_violation"] = d.four_fifths_violation
-            out["four_fifths_significant"] = d.four_fifths_significant
+            alt = None
+            if d.four_fifths_violation and not d.four_fifths_significant:
+                alt = significant_pair(r, spec.name, op="<", bound=FOUR_FIFTHS, min_samples=0,
+                                       confidence=confidence)  # fmt: skip
+            out["four_fifths_significant"] = d.four_fifths_significant or alt is not None
+            if alt is not None:  # not the most extreme pair: another one, wholly below
+                out["four_fifths_significant_pair"] = _disp(alt, r, None)
     out["differential_fairness_epsilon"] = _num(d.differential_fairness)
     return out
 
@@ -111,7 +122,7 @@ def attribute_report(
 ) -> dict[str, Any]:
     """Per-group rows and disparities of one attribute set (``counts[group, cell]``)."""
     r = attribute_result(counts, labels, spec, set_name, confidence=confidence)
-    return result_report(r, favourable=spec.favourable)
+    return result_report(r, favourable=spec.favourable, confidence=confidence)
 
 
 def model_report(ms: ModelSnapshot, *, confidence: float, audit: bool = False) -> dict[str, Any]:
@@ -236,6 +247,10 @@ def format_table(report: dict[str, Any]) -> str:
                     flag = f"  ← below {FOUR_FIFTHS}" + (
                         " (significant)" if a["four_fifths_significant"] else " (not significant)"
                     )
+                    if (alt := a.get("four_fifths_significant_pair")) is not None:
+                        flag = (f"{flag[:-1]}: {alt['low_group']} vs {alt['high_group']} "
+                                f"{_fmt(alt['value'])} [{_fmt(alt['lower'])}, "
+                                f"{_fmt(alt['upper'])}])")  # fmt: skip
                 pair = f" {dir_['low_group']} vs {dir_['high_group']}"
                 if dir_["low_group"] is None:  # why there is none (found by reviews)
                     two = sum(1 for g in a["groups"].values() if g.get("eligible")) >= 2

@@ -107,3 +107,24 @@ def test_each_gap_is_printed_with_its_interval_as_the_dir_is() -> None:
         d = a[key]
         assert d["lower"] is not None and d["lower"] < d["value"] < d["upper"], key
         assert f"{name} {d['value']:.3f} [{d['lower']:.3f}, {d['upper']:.3f}]" in text, name
+
+
+def test_the_report_calls_the_dir_significant_when_another_pair_is_wholly_below() -> None:
+    """As the FourFifthsRule and the gate judge it (``metrics/pairs.py``): c (40 decisions)
+    has the lowest ratio, not significant; b vs a is wholly below 0.8. The report said "not
+    significant" while the alert paged."""
+    from monitor.outputs.report import attribute_report
+    from tests.helpers import cell_counts
+
+    spec = parse_config({"models": {"m": {"attributes": {"g": {}}}}}).models["m"]
+    counts = cell_counts({"n": 5000, "fav": 2500}, {"n": 5000, "fav": 1750}, {"n": 40, "fav": 12})
+    a = attribute_report(counts, ["a", "b", "c"], spec, "g", confidence=0.95)
+    assert a["disparate_impact_ratio"]["low_group"] == "c"
+    assert a["disparate_impact_ratio"]["upper"] > 0.8  # the extreme pair alone: not significant
+    assert a["four_fifths_significant"] is True
+    alt = a["four_fifths_significant_pair"]
+    assert (alt["low_group"], alt["high_group"]) == ("b", "a") and alt["upper"] < 0.8
+    assert alt["value"] == pytest.approx(0.7, abs=1e-12)
+    fair = cell_counts({"n": 5000, "fav": 2500}, {"n": 5000, "fav": 2450}, {"n": 40, "fav": 12})
+    a = attribute_report(fair, ["a", "b", "c"], spec, "g", confidence=0.95)
+    assert a["four_fifths_significant"] is False and "four_fifths_significant_pair" not in a
