@@ -104,3 +104,33 @@ def test_a_named_pair_below_the_floor_or_gone_has_no_numbers() -> None:
     assert pair_of(r, "disparate_impact_ratio", ("z", "a"), **kw) is None  # not in the window
     got = pair_of(r, "disparate_impact_ratio", ("b", "a"), **kw)
     assert got is not None and math.isclose(got.value, 0.7) and got.pairs == 1  # c not compared
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_cheap_necessary_test_never_drops_a_significant_pair(seed: int) -> None:
+    """The search first drops pairs by a necessary condition on the result's own (narrower)
+    Wilson limits; every pair an exhaustive search over all pairs finds wholly past the bound
+    (at the pair's level) must still be found: the same answer on random sets of 3–8 groups
+    with rates spread around the bounds, sizes 30–20,000."""
+    from monitor.metrics.pairs import _every_pair
+
+    rng = np.random.default_rng(1000 + seed)
+    groups = [
+        _labelled(int(n), float(rng.uniform(0.15, 0.6)), int(max(30, n * 0.6)),
+                  float(rng.uniform(0.4, 0.95)))
+        for n in np.exp(rng.uniform(np.log(30), np.log(20000), int(rng.integers(3, 9))))
+    ]  # fmt: skip
+    r = result(*groups)
+    for metric, op, bound in (("disparate_impact_ratio", "<", 0.8), ("tpr_gap", ">", 0.1),
+                              ("statistical_parity_difference", ">", 0.1)):  # fmt: skip
+        d = r.disparity(metric)
+        got = significant_pair(r, metric, op=op, bound=bound, min_samples=30, confidence=0.95)
+        every = _every_pair(r, metric, 30, 0.95, None)
+        beyond = every.upper < bound if op == "<" else every.lower > bound
+        reported = (every.low == d.low_group) & (every.high == d.high_group)
+        found = {
+            (int(every.low[i]), int(every.high[i])) for i in np.flatnonzero(beyond & ~reported)
+        }
+        assert (got is None) == (not found), (metric, got, found)
+        if got is not None:
+            assert (got.low_group, got.high_group) in found
