@@ -57,9 +57,6 @@ class AlertBook:
         # what each alert is about (a window rule's compared pair), kept beside its unwritten
         # text so a rule can check it at every boundary without writing the text
         self._subjects: dict[Key, tuple[str, ...]] = {}
-        # ... and what it was about when it fired: the paged pair must recover or be seen
-        # again before another pair's numbers may resolve it (a review)
-        self._paged: dict[Key, tuple[str, ...]] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self._active
@@ -113,8 +110,6 @@ class AlertBook:
             first = at if since is None else since
             new = Alert(name, dict(labels), state, first, at, value, _written(annotations))
             self._active[key] = new
-            if state == "firing" and subject is not None:
-                self._paged[key] = subject
             return Transition(new, None)
         if cur.state == "pending":
             if not breached:  # never fired: nothing to resolve, nothing to tell
@@ -125,8 +120,6 @@ class AlertBook:
                 cur, state="firing", at=at, value=value, annotations=_written(annotations)
             )
             self._active[key] = new
-            if key in self._subjects:
-                self._paged[key] = self._subjects[key]
             return Transition(new, "pending")
         # firing, and recovered (else it stayed)
         notes, last = _written(annotations), self.get(key)  # the last text, written
@@ -167,10 +160,6 @@ class AlertBook:
         """What an active alert was last about (None: not told, e.g. restored)."""
         return self._subjects.get(key)
 
-    def paged(self, key: Key) -> tuple[str, ...] | None:
-        """What a firing alert was about when it fired (None: not told, e.g. restored)."""
-        return self._paged.get(key)
-
     def _keep(self, key: Key, cur: Alert, value: float, annotations: Notes) -> None:
         """The alert stays as it is with new numbers; its text is written when read. An empty
         text (a drift detector with no new signal) keeps the last one: a firing alert's page
@@ -185,7 +174,6 @@ class AlertBook:
         self._active.pop(key, None)
         self._unwritten.pop(key, None)
         self._subjects.pop(key, None)
-        self._paged.pop(key, None)
 
     def firing(self) -> list[Alert]:
         return [a for a in self.active.values() if a.state == "firing"]

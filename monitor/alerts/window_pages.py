@@ -115,9 +115,8 @@ def page_annotations(
             f"[{fmt(rep.lower)}, {fmt(rep.upper)}]"
         )
         ann["description"] += (
-            f"; the most extreme pair, {ann['extreme_pair']}, is not what this page judges: "
-            "a significant rule pages on any pair wholly past the bound and resolves when the "
-            "pair it paged for is back"
+            f"; the most extreme pair, {ann['extreme_pair']}, is not significant alone: a "
+            "significant rule pages on any compared pair wholly past the bound"
         )
     numbers_now = f"{rule.metric} {fmt(value)} [{fmt(lower)}, {fmt(upper)}]"
     if state == "recovered":

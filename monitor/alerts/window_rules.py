@@ -13,7 +13,7 @@ from monitor.config.rules import AlertRule
 from monitor.metrics.blindness import BlindReason
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.intervals import adjusted, ci_text
-from monitor.metrics.pairs import pair_of, significant_pair
+from monitor.metrics.pairs import significant_pair
 from monitor.metrics.registry import METRICS
 from monitor.metrics.results import AttributeResult
 
@@ -132,9 +132,6 @@ class RuleCheck:
         # resolving needs evidence of recovery (the symmetric test on the interval); too few
         # samples, no data (NaN) or a blind metric decide nothing: a firing alert stays firing
         recovered = enough and rule.recovered(value, lower, upper)
-        if recovered and rule.significant and (held := self._paged(book, r, lo, hi)) is not None:
-            d, value, lower, upper, recovered = held, held.value, held.lower, held.upper, False
-            lo, hi = held.low_group, held.high_group
         quiet = _quiet_pair(book, key, rule, r, basis) if active and not breached else None
         if quiet is not None:  # the paged pair cannot be judged: other groups' ratio says nothing
             enough = recovered = False
@@ -170,20 +167,6 @@ class RuleCheck:
             annotations=ann,
             subject=subject,
         )
-
-    def _paged(
-        self, book: AlertBook, r: AttributeResult, lo: int | None, hi: int | None
-    ) -> Disparity | None:
-        """The pair the alert fired on, when it is another than the one judged now and has not
-        recovered itself (a review: paged for b, it resolved on c vs a, b's own ratio 0.90
-        [0.61, 1.20] of 40 decisions): recovery is shown by the pair paged for too."""
-        fired = book.paged(self.key)
-        if fired is None or (fired[0], fired[1]) == (r.name(lo), r.name(hi)):
-            return None
-        rule = self.rule
-        held = pair_of(r, rule.metric, (fired[0], fired[1]), min_samples=rule.min_samples,
-                       confidence=self.conf)  # fmt: skip
-        return None if held is None or rule.recovered(held.value, held.lower, held.upper) else held
 
 
 def _floor(rule: AlertRule, r: AttributeResult) -> int:
@@ -229,10 +212,12 @@ def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:
 def _quiet_pair(
     book: AlertBook, key: Key, rule: AlertRule, r: AttributeResult, basis: str
 ) -> str | None:
-    """The group of a firing alert's pair (the one it fired on, the last judged one) below
-    :func:`_floor` in this window, if any. With three or more groups the disparity is taken
-    over the groups that reach it, so the paged group falling quiet (still at its low rate),
-    even after another pair became the worst, left a fair pair that "recovered" it (reviews)."""
+    """The group of a firing alert's last judged pair below :func:`_floor` in this window, if
+    any. With three or more groups the disparity is taken over the groups that reach it, so
+    the paged group falling quiet (still at its low rate) left a fair pair of other groups
+    whose ratio "recovered" the alert (found by a review; the floor at least the model's: a
+    second review). Not the pair it first fired on: see docs/metrics.md (remembering it left
+    false alerts on a group hovering at the floor firing for weeks)."""
     for gap in METRICS[rule.metric].max_of:  # a maximum is back under its bound only when
         if not r.disparity(gap).defined:  # each is (``MetricSpec.max_of``; a review)
             return f"a second group for {gap}"
@@ -243,18 +228,16 @@ def _quiet_pair(
             return None
         ann = cur.annotations
         subject = (ann.get("group", ""), ann.get("reference_group", ""), ann.get("basis", ""))
-    fired = book.paged(key)
-    for pair in (subject,) if fired is None or fired == subject else (fired, subject):
-        # the denominators of the rate the pair compared: the EOD's larger gap may have moved
-        # to the other rate since, whose denominators say nothing of the paged group (a review)
-        den = r.denominators(pair[2] if pair[2] in METRICS else basis)
-        for role, name in (("group", pair[0]), ("reference group", pair[1])):
-            if not name:
-                continue
-            try:  # one scan of the labels (at every boundary a firing alert is not breached)
-                short = den[r.labels.index(name)] < _floor(rule, r)
-            except ValueError:  # not among this window's groups
-                short = True
-            if short:
-                return f"{role} {name} of the page"
+    # the denominators of the rate the page compared: the EOD's larger gap may have moved to
+    # the other rate since, whose denominators say nothing of the paged group (a review)
+    den = r.denominators(subject[2] if subject[2] in METRICS else basis)
+    for role, name in (("group", subject[0]), ("reference group", subject[1])):
+        if not name:
+            continue
+        try:  # one scan of the labels (checked at every boundary a firing alert is not breached)
+            short = den[r.labels.index(name)] < _floor(rule, r)
+        except ValueError:  # not among this window's groups
+            short = True
+        if short:
+            return f"{role} {name} of the page"
     return None

@@ -151,23 +151,3 @@ def significant_pair(
     i = min(hits, key=lambda i: (sign * ps.value[i], -ps.weight[i], ranks[ps.low[i]],
                                  ranks[ps.high[i]]))  # fmt: skip
     return _disparity(ps, i, d, metric)
-
-
-def pair_of(
-    r: AttributeResult, metric: str, names: tuple[str, str], *, min_samples: int, confidence: float
-) -> Disparity | None:
-    """The pair of ``metric`` between the groups named (low, high) as a significant rule
-    judges it (for the impact ratio: the first against the reference now); ``None``: a group
-    is gone or below ``min_samples``, or another kind of metric."""
-    d = r.disparity(metric)
-    if not d.defined or not _judged(metric) or not all(g in r.labels for g in names):
-        return None
-    ps = _every_pair(r, metric, min_samples, confidence, None)
-    a, b = (r.labels.index(g) for g in names)
-    want = (
-        (ps.low == a)
-        if METRICS[metric].ratio
-        else (((ps.low == a) & (ps.high == b)) | ((ps.low == b) & (ps.high == a)))
-    )
-    hits = np.flatnonzero(want)
-    return _disparity(ps, int(hits[0]), d, metric) if len(hits) else None

@@ -384,6 +384,7 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert alert.annotations["group"] == "c"
     assert float(alert.annotations["value"]) < 0.8  # the last judged numbers, kept
     assert "group c" in alert.annotations["data"], alert.annotations
+    assert "window 1h at 2026-01-01T00:01:00Z;" in alert.annotations["data"]  # T0 + 1 min
     assert judge({"n": 0}, T0 + 120) is None  # nothing at all from c: still firing
     # restored from a checkpoint (the book knows only the alert and its text): the same
     (kept,) = book.firing()
@@ -393,32 +394,6 @@ def test_the_paged_group_falling_quiet_does_not_resolve_on_other_groups() -> Non
     assert "group c" in book.firing()[0].annotations["data"]
     resolved = judge({"n": 400, "fav": 196}, T0 + 180)
     assert resolved == "resolved"
-
-
-def test_the_paged_group_stays_checked_after_another_pair_became_the_worst() -> None:
-    """Found by a review: the alert fired on c; then a small b's noisier ratio was the
-    lowest (c still breaching), so the alert's pair became b vs a; then c fell quiet and b
-    recovered, and the alert resolved on b's numbers, c never seen to recover. The pair it
-    fired on must recover or be measured again."""
-    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
-                     min_samples=30, for_=0)  # fmt: skip
-    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
-    book, a = AlertBook(), {"n": 4000, "fav": 2000}
-    assert judged(book, rule, spec, T0, a, {"n": 4000, "fav": 1900}, {"n": 4000, "fav": 1200})
-    assert (
-        judged(book, rule, spec, T0 + 60, a, {"n": 40, "fav": 15}, {"n": 4000, "fav": 1580}) is None
-    )
-    (alert,) = book.firing()
-    assert book.subject(alert.key) == ("b", "a", "disparate_impact_ratio")  # worst now
-    assert (
-        judged(book, rule, spec, T0 + 120, a, {"n": 4000, "fav": 1900}, {"n": 20, "fav": 6}) is None
-    )
-    (alert,) = book.firing()
-    assert "group c of the page has fewer than 30 samples" in alert.annotations["data"]
-    assert "window 1h at 2026-01-01T00:02:00Z;" in alert.annotations["data"]  # T0 + 2 min
-    fair_c = {"n": 4000, "fav": 1960}
-    assert judged(book, rule, spec, T0 + 180, a, {"n": 4000, "fav": 1900}, fair_c) == "resolved"
-    assert book.paged(alert.key) is None  # forgotten with the alert
 
 
 def test_a_significant_breach_behind_a_noisier_extreme_pair_pages() -> None:
@@ -438,24 +413,6 @@ def test_a_significant_breach_behind_a_noisier_extreme_pair_pages() -> None:
     assert judged(book, rule, spec, T0 + 60, a, {"n": 5000, "fav": 1750}, c) is None  # stays
     fair = ({"n": 5000, "fav": 2480}, {"n": 400, "fav": 196})
     assert judged(book, rule, spec, T0 + 120, a, *fair) == "resolved"
-
-
-def test_an_alert_resolves_only_when_the_pair_it_paged_for_shows_recovery() -> None:
-    """Found by a review: paged for b vs a; then b had 40 decisions at 0.90 [0.56, 1.27] and
-    c vs a was the lowest ratio, its interval clear of the bound: it resolved on c's numbers.
-    It stays firing, quoting b's pair, until b's own interval clears the bound."""
-    rule = AlertRule("FourFifthsRule", "disparate_impact_ratio", "<", 0.8, significant=True,
-                     min_samples=30, for_=0)  # fmt: skip
-    spec = parse_config({"models": {"m": {"attributes": {"g": {}}, "windows": ["1h"]}}}).models["m"]
-    book, a = AlertBook(), {"n": 5000, "fav": 2500}
-    assert judged(book, rule, spec, T0, a, {"n": 5000, "fav": 1750}, {"n": 5000, "fav": 2400})
-    c_ok = {"n": 5000, "fav": 2150}  # 0.86 of a's rate, its interval clear of 0.8
-    assert judged(book, rule, spec, T0 + 60, a, {"n": 40, "fav": 18}, c_ok) is None
-    (alert,) = book.firing()
-    assert alert.annotations["summary"].startswith("not yet recovered")
-    assert (alert.annotations["group"], alert.annotations["value"]) == ("b", "0.900")
-    b_back = {"n": 4000, "fav": 1800}  # 0.90 of a's rate, and measured
-    assert judged(book, rule, spec, T0 + 120, a, b_back, c_ok) == "resolved"
 
 
 def test_a_rule_below_the_models_min_samples_still_keeps_the_quiet_paged_group() -> None:
