@@ -10,7 +10,7 @@ from monitor.alerts.lifecycle import AlertBook, Key, Notes, Transition
 from monitor.alerts.window_pages import State, page_annotations
 from monitor.config.durations import iso_utc
 from monitor.config.rules import AlertRule
-from monitor.metrics.blindness import BlindReason
+from monitor.metrics.blindness import BlindReason, BlindReport
 from monitor.metrics.disparities import Disparity
 from monitor.metrics.intervals import adjusted, ci_text
 from monitor.metrics.pairs import significant_pair
@@ -149,7 +149,8 @@ class RuleCheck:
         elif (cur := book.get(key)) is not None:
             # keep the last judged numbers; say that the current window cannot judge
             ann = dict(cur.annotations)
-            ann["data"] = _no_judgement(rule, r, self.window, at, blind, quiet, _zero_base(rule, r))
+            why = None if blind is None else _blind_text(rule, r, r.blind(self.fav), blind)
+            ann["data"] = _no_judgement(rule, r, self.window, at, why, quiet, _zero_base(rule, r))
             value = cur.value
         else:
             ann = {}
@@ -176,12 +177,12 @@ def _floor(rule: AlertRule, r: AttributeResult) -> int:
 
 def _no_judgement(
     rule: AlertRule, r: AttributeResult, window: str, at: float,
-    blind: BlindReason | None, quiet: str | None, zero: str | None,
+    blind: str | None, quiet: str | None, zero: str | None,
 ) -> str:  # fmt: skip
     """Why the current window cannot judge an active alert (its ``data`` annotation)."""
     when = iso_utc(at)  # read at 3 a.m.: a date, not epoch seconds (a review)
     return (
-        f"blind: {blind.text} (window {window} at {when}); the alert stays as it was"
+        f"blind: {blind}window {window} at {when}); the alert stays as it was"
         if blind is not None
         else f"insufficient data: {quiet} has fewer than {_floor(rule, r)} samples in "
         f"window {window} at {when}; the alert stays as it was"
@@ -192,6 +193,18 @@ def _no_judgement(
         else f"insufficient data: fewer than {_floor(rule, r)} samples in a compared "
         f"group (or none at all) in window {window} at {when}; the alert stays as it was"
     )
+
+
+def _blind_text(rule: AlertRule, r: AttributeResult, report: BlindReport, why: BlindReason) -> str:
+    """``"selective labels: … (groups b, c; "``: why, and the compared groups whose rate is
+    blind for it (all of them when labelling is selective by policy; a few when one group's
+    label feed is: the on-call engineer looks there)."""
+    eligible = r.disparities.eligible
+    names = [
+        g for i, g in enumerate(r.labels) if eligible[i] and report.metric(rule.metric, i) == why
+    ]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{why.text} (" + (f"group{'s' if len(names) > 1 else ''} {shown}; " if names else "")
 
 
 def _zero_base(rule: AlertRule, r: AttributeResult) -> str | None:

@@ -163,7 +163,14 @@ def test_a_blind_gap_neither_fires_nor_resolves() -> None:
     assert judge(*blind, T0 + 60) is None  # no transition: not resolved by a 0.000 gap
     (alert,) = book.firing()
     assert alert.annotations["data"].startswith("blind: selective labels")
+    assert (
+        "are labelled (groups a, b; window 1h at 2026-01-01T00:01:00Z)" in alert.annotations["data"]
+    )
     assert alert.value > 0.1  # the last measured gap, not the blind 0.000
+    # one group's label feed selective: the note names it alone (where to look)
+    measured = {"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150}
+    assert judge(measured, blind[1], T0 + 90) is None
+    assert "are labelled (group b; window 1h" in book.firing()[0].annotations["data"]
     assert judge(*GAP, T0 + 120) is None  # measurable again, still breached: still firing
     fair = ({"n": 400, "fav": 200, "tp": 150, "fn": 50, "fp": 50, "tn": 150},) * 2
     assert judge(*fair, T0 + 180) == "resolved"
