@@ -25,7 +25,8 @@ written once more in PromQL:
   and the model's favourable class: a label-based alert neither fires nor resolves while its
   metric is blind (``promql_disparities.blind_rules``);
 * an alert fires like the monitor's rule (the interval's far limit past the bound with
-  ``significant``, both compared groups with the rule's ``min_samples``) and, once firing,
+  ``significant``, both compared groups with the rule's ``min_samples``; a significant rule on
+  any compared pair wholly past it, ``promql_pairs.py``) and, once firing,
   resolves past the bound by the hysteresis margin (``significant``: its interval too; ALERTS).
 
 Rules with one evaluation time share a group, so alerts read the recording rules of the same
@@ -62,6 +63,7 @@ from monitor.outputs.promql_disparities import (
 )
 from monitor.outputs.promql_health import HEALTH_GROUP, SELECTIVE_LABELS
 from monitor.outputs.promql_levels import pair_level_rules
+from monitor.outputs.promql_pairs import any_pair_past, pair_search_rules
 from monitor.outputs.promql_scores import score_rules
 
 # max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
@@ -207,6 +209,10 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         if parts
         else ""
     )
+    # a significant rule fires on any compared pair wholly past the bound (promql_pairs.py)
+    pair = any_pair_past(rule, sel)
+    # (``or`` binds less tightly than ``unless``: both ways to fire in brackets before it)
+    open_, other = ("(", f"\n    or on ({ATTR}) (\n      {pair}\n    ))") if pair else ("", "")
     alerts = f'ALERTS{{alertname="{name}", alertstate="firing"}}'
     firing = (
         f"(({alerts} and on ({ATTR}) fairness:judged:info{{{sel}}}\n"
@@ -221,8 +227,8 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         f"({p}:ratio{{{sel}}}{same_line}\n"
         f"  or on ({ATTR}) max by ({ATTR}) ({firing}) * NaN)\n"
         f"and on ({ATTR}) (\n"
-        f"  ({judged}:ratio {rule.op} {rule.bound!r}\n"
-        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{next_line})\n"
+        f"  ({open_}{judged}:ratio {rule.op} {rule.bound!r}\n"
+        f"    and on ({ATTR}) {p}_samples:min >= {rule.min_samples}{other}{next_line})\n"
         f"  or on ({ATTR}) (\n"
         f"    {firing}\n"
         f"    unless on ({ATTR}) (\n"
@@ -248,7 +254,13 @@ def _alert(rule: AlertRule) -> dict[str, Any]:
         " ({{ $labels.model }}, {{ $labels.attribute }}, window {{ $labels.window }})",
         "description": f"{spec.help} Fires when {limit} is {rule.op} {rule.bound} with at least"
         f" {rule.min_samples} samples in both compared groups (summed across replicas);"
-        f" resolves at {back:g}{clears}.",
+        f" resolves at {back:g}{clears}."
+        + (
+            " It fires too on another compared pair wholly past the bound (its value stays the"
+            " most extreme pair's; the per-group pair series say which)."
+            if pair
+            else ""
+        ),
         "runbook_url": rule.runbook_url or f"{RUNBOOK}#{rule.name.lower()}",
     }
     return out
@@ -276,7 +288,7 @@ def rules_yaml(config: Config, *, source: str) -> str:
     recording += disparate_impact_rules()
     for metric in GAPS:
         recording += gap_rules(metric)
-    recording += equalized_odds_rules() + blind_rules(GAPS)
+    recording += equalized_odds_rules() + blind_rules(GAPS) + pair_search_rules(GAPS)
     recording += score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
     alerts = [_alert(r) for r in config.alerts.rules]
     doc = {"groups": [{"name": "fairness", "rules": recording + alerts}]}
