@@ -63,7 +63,7 @@ from monitor.outputs.promql_disparities import (
 )
 from monitor.outputs.promql_health import HEALTH_GROUP, SELECTIVE_LABELS
 from monitor.outputs.promql_levels import pair_level_rules
-from monitor.outputs.promql_pairs import any_pair_past, pair_search_rules
+from monitor.outputs.promql_pairs import any_pair_past, pair_search_rules, searched
 from monitor.outputs.promql_scores import score_rules
 
 # max − min of one rate (aliases such as equal_opportunity_difference read their gap's rules)
@@ -288,7 +288,8 @@ def rules_yaml(config: Config, *, source: str) -> str:
     recording += disparate_impact_rules()
     for metric in GAPS:
         recording += gap_rules(metric)
-    recording += equalized_odds_rules() + blind_rules(GAPS) + pair_search_rules(GAPS)
+    recording += equalized_odds_rules() + blind_rules(GAPS)
+    recording += pair_search_rules(searched(config.alerts.rules))
     recording += score_rules(config.confidence, DEFAULT_MIN_SAMPLES)
     alerts = [_alert(r) for r in config.alerts.rules]
     doc = {"groups": [{"name": "fairness", "rules": recording + alerts}]}

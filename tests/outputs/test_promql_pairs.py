@@ -176,7 +176,8 @@ def test_any_pair_search_in_promql_is_the_monitors_on_random_tables(tmp_path: Pa
 
 def test_the_rules_that_need_no_search_do_not_get_it() -> None:
     """A rule judged on the reported pair alone in the monitor (not significant, the other
-    way, the equalized-odds difference) has no second way to fire in PromQL."""
+    way, the equalized-odds difference) has no second way to fire in PromQL, and the pair
+    series are recorded for the disparities a configured rule searches only."""
     cfg: dict[str, Any] = {"models": {"m": {"attributes": {"g": {}}}}, "alerts": {"rules": [
         {"name": "A", "metric": "disparate_impact_ratio", "op": "<", "bound": 0.8},
         {"name": "B", "metric": "tpr_gap", "op": "<", "bound": 0.1, "significant": True},
@@ -185,8 +186,23 @@ def test_the_rules_that_need_no_search_do_not_get_it() -> None:
         {"name": "D", "metric": "equal_opportunity_difference", "op": ">", "bound": 0.1,
          "significant": True},
     ]}}  # fmt: skip
-    rules = parse_config(cfg).alerts.rules
-    exprs = {r.name: _alert(r)["expr"] for r in rules}
+    config = parse_config(cfg)
+    exprs = {r.name: _alert(r)["expr"] for r in config.alerts.rules}
     for name in "ABC":
         assert "_pair_upper" not in exprs[name] and "_low_lower" not in exprs[name], name
     assert "fairness:tpr_gap_above_low_lower:ratio" in exprs["D"]  # an alias reads its gap's
+    # only what a rule reads is recorded (a series per group, window and attribute set)
+    recorded = {
+        r.get("record")
+        for r in yaml.safe_load(rules_yaml(config, source="x"))["groups"][0]["rules"]
+    }
+    assert "fairness:tpr_gap_above_low_lower:ratio" in recorded
+    assert (
+        not {
+            f"fairness:{m}_{w}:ratio"
+            for m in ("fpr_gap", "ppv_gap", "statistical_parity_difference")
+            for w in ("each_lower", "below_high_lower", "above_low_lower")
+        }
+        & recorded
+    )
+    assert "fairness:disparate_impact_pair_upper:ratio" not in recorded
