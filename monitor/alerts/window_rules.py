@@ -108,7 +108,7 @@ class RuleCheck:
         upper = upper if isfinite(upper) else nan
         active = key in book
         beyond = rule.breached(value, lower, upper)
-        if not beyond and rule.significant and rule.breached(value, value, value):
+        if not beyond and rule.significant and rule.point_past(value):
             # the extreme pair's interval reaches back: is another pair wholly beyond?
             alt = significant_pair(r, rule.metric, op=rule.op, bound=rule.bound,
                                    min_samples=rule.min_samples, confidence=self.conf)  # fmt: skip

@@ -145,7 +145,7 @@ def judge(
             status, note = "fail", f"the most extreme pair, {extreme}, is not significant alone"
         else:
             status, note = "pass", ""
-            if replace(rule, significant=False).breached(value, lower, upper):
+            if rule.point_past(value):
                 note = "past the bound, but not significantly (the interval reaches it)"
     low, high = (None, None) if status == "blind" else (d.low_group, d.high_group)
     return Check(

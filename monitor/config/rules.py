@@ -74,6 +74,11 @@ class AlertRule:
             return False
         return v < self.bound if self.op == "<" else v > self.bound
 
+    def point_past(self, value: float) -> bool:
+        """Is the point estimate beyond the bound, whatever the rule's significance? (A
+        significant rule whose interval reaches back asks whether another pair's does not.)"""
+        return value < self.bound if self.op == "<" else value > self.bound  # NaN: never
+
     def recovered(self, value: float, lower: float = math.nan, upper: float = math.nan) -> bool:
         """Is there evidence of recovery? The point estimate must be back past the bound by the
         hysteresis margin and, for a ``significant`` rule, the interval's near limit past the

@@ -283,3 +283,21 @@ def test_both_module_entry_points_run_the_command_line(module: str, tmp_path: Pa
     )  # fmt: skip
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "models.m.bucket" in done.stderr, done.stderr
+
+
+def test_point_past_is_the_point_estimate_beyond_the_bound_whatever_the_significance() -> None:
+    """``AlertRule.point_past``: what a significant rule whose interval reaches back asks
+    before searching the other pairs, and what the gate's "not significantly" note says."""
+    import math
+
+    from monitor.config.rules import AlertRule
+
+    low = AlertRule("R", "disparate_impact_ratio", "<", 0.8, significant=True)
+    high = AlertRule("G", "tpr_gap", ">", 0.1, significant=True)
+    assert low.point_past(0.79) and not low.point_past(0.8) and not low.point_past(math.nan)
+    assert high.point_past(0.11) and not high.point_past(0.1) and not high.point_past(math.nan)
+    assert not low.breached(0.79, 0.7, 0.85)  # the interval reaches back: not breached
+    for v in (0.5, 0.79, 0.8, 0.81):  # the same as the rule without significance
+        assert low.point_past(v) == AlertRule("R", "disparate_impact_ratio", "<", 0.8).breached(
+            v, v, v
+        )
