@@ -69,15 +69,11 @@ class AlertRule:
 
     def breached(self, value: float, lower: float, upper: float) -> bool:
         """Is the condition met? With significance, the whole interval must be beyond."""
-        v = (upper if self.op == "<" else lower) if self.significant else value
-        if v != v:  # NaN: insufficient data never fires
-            return False
-        return v < self.bound if self.op == "<" else v > self.bound
+        return self.point_past((upper if self.op == "<" else lower) if self.significant else value)
 
     def point_past(self, value: float) -> bool:
-        """Is the point estimate beyond the bound, whatever the rule's significance? (A
-        significant rule whose interval reaches back asks whether another pair's does not.)"""
-        return value < self.bound if self.op == "<" else value > self.bound  # NaN: never
+        """Is ``value`` beyond the bound, whatever the significance? NaN (no data): never."""
+        return value < self.bound if self.op == "<" else value > self.bound
 
     def recovered(self, value: float, lower: float = math.nan, upper: float = math.nan) -> bool:
         """Is there evidence of recovery? The point estimate must be back past the bound by the
