@@ -6,8 +6,6 @@ a small group's noisier extreme one."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +19,8 @@ from monitor.config.spec import parse_config
 from monitor.metrics.pairs import _every_pair
 from monitor.metrics.results import AttributeResult, attribute_result
 from monitor.outputs.promql import _alert, rules_yaml
-from tests.conftest import require
 from tests.helpers import cell_counts
-from tests.outputs.test_prometheus_rules import table_series
+from tests.outputs.test_prometheus_rules import promtool_tables, table_series
 
 MIN = 30
 RULES = [
@@ -85,14 +82,7 @@ def _promtool_got(tmp_path: Path, series: list[dict[str, str]], exprs: list[str]
     """promtool's report of every sample of ``exprs`` at 3m (each expected to be empty, so
     that promtool prints what it got)."""
     checks = [{"expr": e, "eval_time": "3m", "exp_samples": []} for e in exprs]
-    doc = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
-           "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}]}  # fmt: skip
-    (tmp_path / "t.yml").write_text(yaml.safe_dump(doc))
-    exe = shutil.which("promtool")
-    require(exe is not None, "promtool (Debian package prometheus)")
-    assert exe is not None
-    r = subprocess.run([exe, "test", "rules", "t.yml"], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=120)  # fmt: skip
+    r = promtool_tables(tmp_path, series, checks)
     return r.stdout + r.stderr
 
 
